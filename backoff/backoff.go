@@ -33,6 +33,50 @@ type AttemptFloor interface {
 	MinAttemptTimeout() time.Duration
 }
 
+// Phaser is implemented by schedules whose retries fall into named phases,
+// such as a DeliveryPolicy. Phase returns PhaseNone for a retry the schedule
+// does not have.
+type Phaser interface {
+	Phase(n int) Phase
+}
+
+// Bounded is implemented by schedules that know their length. Retries
+// returns the number of retries the schedule allows, or -1 when it has no
+// last retry.
+type Bounded interface {
+	Retries() int
+}
+
+// Phase is the phase of a retry in a delivery policy (SNS's four phases).
+// Schedules with a single phase, such as the connection backoff, report
+// PhaseBackoff.
+type Phase int
+
+const (
+	// PhaseNone is the phase of a retry that a schedule does not have.
+	PhaseNone Phase = iota
+	// PhaseImmediate retries come at once, without delay.
+	PhaseImmediate
+	// PhasePreBackoff retries wait the policy's minimum delay.
+	PhasePreBackoff
+	// PhaseBackoff retries follow the backoff function from the minimum
+	// delay to the maximum.
+	PhaseBackoff
+	// PhasePostBackoff retries wait the policy's maximum delay.
+	PhasePostBackoff
+)
+
+var phaseNames = [...]string{"none", "immediate", "pre-backoff", "backoff", "post-backoff"}
+
+// String returns "immediate", "pre-backoff", "backoff", "post-backoff" or
+// "none".
+func (p Phase) String() string {
+	if p < 0 || int(p) >= len(phaseNames) {
+		return "none"
+	}
+	return phaseNames[p]
+}
+
 // Immediate is the schedule that retries at once, without limit: the
 // default failure schedule.
 var Immediate Schedule = immediate{}
@@ -41,12 +85,32 @@ type immediate struct{}
 
 func (immediate) Delay(n int, _ Rand) (time.Duration, bool) { return 0, n >= 1 }
 
+// Phase returns PhaseImmediate for n >= 1.
+func (immediate) Phase(n int) Phase { return phaseIf(n, PhaseImmediate) }
+
+// Retries returns -1: no last retry.
+func (immediate) Retries() int { return -1 }
+
 // Constant returns a schedule that waits d before every retry, without limit.
-func Constant(d time.Duration) Schedule { return constant(d) }
+// A negative d counts as 0.
+func Constant(d time.Duration) Schedule { return constant(max(d, 0)) }
 
 type constant time.Duration
 
 func (c constant) Delay(n int, _ Rand) (time.Duration, bool) { return time.Duration(c), n >= 1 }
+
+// Phase returns PhaseBackoff for n >= 1.
+func (constant) Phase(n int) Phase { return phaseIf(n, PhaseBackoff) }
+
+// Retries returns -1: no last retry.
+func (constant) Retries() int { return -1 }
+
+func phaseIf(n int, p Phase) Phase {
+	if n < 1 {
+		return PhaseNone
+	}
+	return p
+}
 
 // seconds converts a non-negative float of seconds to a Duration, saturating
 // at the largest Duration instead of overflowing.

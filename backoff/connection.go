@@ -33,19 +33,20 @@ var DefaultConfig = Config{
 	MinConnectTimeout: 20 * time.Second,
 }
 
-// Validate reports the first field that is out of range.
+// Validate reports the first field that is out of range, as a *FieldError
+// wrapping ErrInvalidConfig.
 func (c Config) Validate() error {
 	switch {
 	case c.BaseDelay <= 0:
-		return fmt.Errorf("backoff: BaseDelay %v must be > 0", c.BaseDelay)
+		return configError("BaseDelay", c.BaseDelay, "> 0")
 	case math.IsNaN(c.Multiplier) || c.Multiplier < 1 || math.IsInf(c.Multiplier, 0):
-		return fmt.Errorf("backoff: Multiplier %v must be >= 1 and finite", c.Multiplier)
+		return configError("Multiplier", c.Multiplier, ">= 1 and finite")
 	case math.IsNaN(c.Jitter) || c.Jitter < 0 || c.Jitter >= 1:
-		return fmt.Errorf("backoff: Jitter %v must be in [0, 1)", c.Jitter)
+		return configError("Jitter", c.Jitter, "in [0, 1)")
 	case c.MaxDelay < c.BaseDelay:
-		return fmt.Errorf("backoff: MaxDelay %v must be >= BaseDelay %v", c.MaxDelay, c.BaseDelay)
+		return configError("MaxDelay", c.MaxDelay, fmt.Sprintf(">= BaseDelay (%v)", c.BaseDelay))
 	case c.MinConnectTimeout < 0:
-		return fmt.Errorf("backoff: MinConnectTimeout %v must be >= 0", c.MinConnectTimeout)
+		return configError("MinConnectTimeout", c.MinConnectTimeout, ">= 0")
 	}
 	return nil
 }
@@ -85,3 +86,15 @@ func (c *Connection) Delay(n int, r Rand) (time.Duration, bool) {
 
 // MinAttemptTimeout returns MinConnectTimeout.
 func (c *Connection) MinAttemptTimeout() time.Duration { return c.cfg.MinConnectTimeout }
+
+// Phase returns PhaseBackoff for every retry n >= 1: the connection backoff
+// has a single phase. It returns PhaseNone for n < 1.
+func (c *Connection) Phase(n int) Phase {
+	if n < 1 {
+		return PhaseNone
+	}
+	return PhaseBackoff
+}
+
+// Retries returns -1: the connection backoff has no last retry.
+func (c *Connection) Retries() int { return -1 }
