@@ -1,0 +1,198 @@
+package broker
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+)
+
+// Option configures a Broker in New.
+type Option func(*config)
+
+// config is the validated configuration of a Broker.
+type config struct {
+	queues       int
+	throttle     Throttle
+	faults       Faults
+	seed         int64
+	seeded       bool
+	maxBody      int
+	maxBatch     int
+	dedupCount   int
+	dedupTTL     time.Duration
+	autoCreate   bool
+	topics       []string
+	logger       *slog.Logger
+	clock        func() time.Time
+	errs         []error
+	gracePeriod  time.Duration
+	defaultRecvN int
+}
+
+// Defaults of the options.
+const (
+	DefaultQueues       = 4
+	DefaultMaxBodyBytes = 4 << 20
+	DefaultMaxBatch     = 128
+	DefaultDedupCount   = 1_000_000
+	// DefaultReceiveMessages is what ReceiveMessages returns at most when
+	// the request's max_messages is 0.
+	DefaultReceiveMessages = 32
+	// MaxReceiveMessages caps a request's max_messages.
+	MaxReceiveMessages = 10_000
+	maxQueues          = 1024
+	maxTopicLen        = 255
+	maxIDLen           = 255
+)
+
+func defaultConfig() config {
+	return config{
+		queues:       DefaultQueues,
+		maxBody:      DefaultMaxBodyBytes,
+		maxBatch:     DefaultMaxBatch,
+		dedupCount:   DefaultDedupCount,
+		autoCreate:   true,
+		logger:       slog.New(slog.DiscardHandler),
+		clock:        time.Now,
+		gracePeriod:  2 * time.Second,
+		defaultRecvN: DefaultReceiveMessages,
+	}
+}
+
+func (c *config) errorf(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf("broker: "+format, args...))
+}
+
+// WithQueues sets the number of queues of every topic, overriding the
+// default of 4. It must be in 1..1024.
+func WithQueues(n int) Option {
+	return func(c *config) {
+		if n < 1 || n > maxQueues {
+			c.errorf("WithQueues(%d): the number of queues must be in 1..%d", n, maxQueues)
+			return
+		}
+		c.queues = n
+	}
+}
+
+// WithThrottle sets the throttling thresholds, overriding the default of no
+// throttling (every threshold 0, off). See Throttle.
+func WithThrottle(t Throttle) Option {
+	return func(c *config) {
+		if err := t.validate(); err != nil {
+			c.errs = append(c.errs, fmt.Errorf("broker: WithThrottle: %w", err))
+			return
+		}
+		c.throttle = t
+	}
+}
+
+// WithFaults sets the injected faults, overriding the default of none.
+// See Faults.
+func WithFaults(f Faults) Option {
+	return func(c *config) {
+		if err := f.Validate(); err != nil {
+			c.errs = append(c.errs, fmt.Errorf("broker: WithFaults: %w", err))
+			return
+		}
+		c.faults = f
+	}
+}
+
+// WithSeed seeds the random source that picks which calls get a fault, so
+// that a run's faults are the same for the same sequence of calls. Without
+// it the seed is random.
+func WithSeed(seed int64) Option {
+	return func(c *config) { c.seed, c.seeded = seed, true }
+}
+
+// WithMaxBodyBytes sets the largest message body the broker stores,
+// overriding the default of 4 MiB. A larger body is refused with 413
+// MESSAGE_TOO_LARGE. It must be at least 1.
+func WithMaxBodyBytes(n int) Option {
+	return func(c *config) {
+		if n < 1 || n > math.MaxInt32 {
+			c.errorf("WithMaxBodyBytes(%d): the limit must be in 1..%d", n, math.MaxInt32)
+			return
+		}
+		c.maxBody = n
+	}
+}
+
+// WithMaxBatch sets the most messages one SendMessage request may carry,
+// overriding the default of 128. It must be at least 1.
+func WithMaxBatch(n int) Option {
+	return func(c *config) {
+		if n < 1 || n > 1<<20 {
+			c.errorf("WithMaxBatch(%d): the batch size must be in 1..%d", n, 1<<20)
+			return
+		}
+		c.maxBatch = n
+	}
+}
+
+// WithDedupWindow sets how many message ids the broker remembers per topic
+// to answer repeats as duplicates (count, overriding the default of
+// 1,000,000), and for how long (ttl; 0, the default, means no time limit).
+// An id forgotten by either limit is stored again when it is sent again.
+// count must be at least 1 and ttl must not be negative.
+func WithDedupWindow(count int, ttl time.Duration) Option {
+	return func(c *config) {
+		if count < 1 {
+			c.errorf("WithDedupWindow(%d, %v): count must be at least 1", count, ttl)
+			return
+		}
+		if ttl < 0 {
+			c.errorf("WithDedupWindow(%d, %v): ttl must not be negative", count, ttl)
+			return
+		}
+		c.dedupCount, c.dedupTTL = count, ttl
+	}
+}
+
+// WithAutoCreateTopics sets whether a send to an unknown topic creates it
+// (true, the default) or is refused with 404 TOPIC_NOT_FOUND.
+func WithAutoCreateTopics(on bool) Option {
+	return func(c *config) { c.autoCreate = on }
+}
+
+// WithTopics creates topics up front, for example to use with
+// WithAutoCreateTopics(false). Names must be valid topic names.
+func WithTopics(names ...string) Option {
+	return func(c *config) {
+		for _, n := range names {
+			if msg := checkTopic(n); msg != "" {
+				c.errorf("WithTopics(%q): %s", n, msg)
+				return
+			}
+		}
+		c.topics = append(c.topics, names...)
+	}
+}
+
+// WithLogger sets the logger of throttle transitions, restarts, faults and
+// panics, overriding the default that discards everything. A nil logger
+// is an error.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l == nil {
+			c.errorf("WithLogger(nil): the logger must not be nil")
+			return
+		}
+		c.logger = l
+	}
+}
+
+// WithClock sets the clock the broker measures the storage load, the send
+// rate and the dedup ttl with, overriding the default of time.Now. Tests use
+// it to make rates exact. A nil clock is an error.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) {
+		if now == nil {
+			c.errorf("WithClock(nil): the clock must not be nil")
+			return
+		}
+		c.clock = now
+	}
+}

@@ -1,0 +1,65 @@
+package broker
+
+import (
+	"slices"
+	"strings"
+
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+)
+
+// throttleNames are the reason names of stats' throttled counts.
+var throttleNames = map[rocketryv1.ThrottleReason]string{
+	rocketryv1.ThrottleReason_THROTTLE_REASON_BACKLOG:      "BACKLOG",
+	rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD: "STORAGE_LOAD",
+	rocketryv1.ThrottleReason_THROTTLE_REASON_SEND_RATE:    "SEND_RATE",
+}
+
+// Stats returns what the broker stored, refused and throttled, with every
+// topic and group (sorted by name). The throttled counts are keyed by
+// "BACKLOG", "STORAGE_LOAD" and "SEND_RATE", the faults by "internal",
+// "latency", "blackhole", "drop" and "unavailable"; every key is present.
+func (b *Broker) Stats() *rocketryv1.GetStatsResponse {
+	th := b.throttle.Load()
+	now := b.now()
+	s := &rocketryv1.GetStatsResponse{
+		Stored:       b.stored.Load(),
+		Duplicates:   b.duplicates.Load(),
+		BadRequests:  b.badRequests.Load(),
+		SendRequests: b.sendRequests.Load(),
+		Throttled:    map[string]int64{},
+		Faults:       map[string]int64{},
+	}
+	for r, name := range throttleNames {
+		s.Throttled[name] = b.throttledBy[r].Load()
+	}
+	for k := faultInternal; k < numFaultKinds; k++ {
+		s.Faults[faultNames[k]] = b.faultCount[k].Load()
+	}
+	s.StorageLoad, _ = b.cold.rate(now, th.StorageLoadWindow, 0)
+	s.ThrottledStorageLoad = th.MaxStorageLoad > 0 && s.StorageLoad > th.MaxStorageLoad
+
+	b.topicsMu.RLock()
+	topics := make([]*topic, 0, len(b.topics))
+	for _, t := range b.topics {
+		topics = append(topics, t)
+	}
+	b.topicsMu.RUnlock()
+	slices.SortFunc(topics, func(x, y *topic) int { return strings.Compare(x.name, y.name) })
+	for _, t := range topics {
+		t.mu.Lock()
+		ts := &rocketryv1.TopicStats{
+			Topic:            t.name,
+			Queues:           int32(len(t.queues)),
+			Stored:           t.stored,
+			Backlog:          t.backlogLocked(),
+			ThrottledBacklog: t.throttled,
+		}
+		for name, g := range t.groups {
+			ts.Groups = append(ts.Groups, &rocketryv1.GroupStats{Group: name, Backlog: g.backlog})
+		}
+		t.mu.Unlock()
+		slices.SortFunc(ts.Groups, func(x, y *rocketryv1.GroupStats) int { return strings.Compare(x.Group, y.Group) })
+		s.Topics = append(s.Topics, ts)
+	}
+	return s
+}
