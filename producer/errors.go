@@ -1,8 +1,152 @@
 package producer
 
-import "errors"
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
 
 // ErrInvalidMessage is returned, wrapped with what is wrong, when a message
 // fails validation (nil, empty topic, body over the limit); no attempt is
-// made.
+// made. Such a message is the caller's bug: it is not handed to the fallback
+// or the spool.
 var ErrInvalidMessage = errors.New("producer: invalid message")
+
+// ErrClosed is returned when a send is started on a closed Producer, and is
+// wrapped (in a *SendError) by the error of a send that Close cancelled
+// because Close's context ended first.
+var ErrClosed = errors.New("producer: closed")
+
+// ErrBufferFull is returned by TrySendAsync when MaxInFlight async sends are
+// already in flight.
+var ErrBufferFull = errors.New("producer: too many sends in flight")
+
+// ErrAttemptsExhausted is wrapped by a *SendError when every attempt allowed
+// (MaxAttempts, counting the first) was made, or the schedule allowed no
+// further retry, and the last one failed.
+var ErrAttemptsExhausted = errors.New("producer: attempts exhausted")
+
+// ErrDeadlineTooShort is wrapped by a *SendError when the wait before the next
+// attempt would end after the caller's deadline: the send fails at once
+// instead of sleeping past it.
+var ErrDeadlineTooShort = errors.New("producer: deadline too short for the next attempt")
+
+// ErrNotRetryable is wrapped by a *SendError when an attempt failed in a way
+// that is never retried: a 4xx answer, or an unknown outcome (timeout, lost
+// connection, 5xx) of a transactional message.
+var ErrNotRetryable = errors.New("producer: not retryable")
+
+// ErrRetryBudget is wrapped by a *SendError when a retry was refused because
+// the retry budget (WithRetryBudget) is spent.
+var ErrRetryBudget = errors.New("producer: retry budget spent")
+
+// SendError is the error of a send that made at least one attempt (or was
+// cancelled before it could) and did not store its message. errors.Is works
+// both with the reason the send ended (ErrAttemptsExhausted,
+// ErrDeadlineTooShort, ErrNotRetryable, ErrRetryBudget, ErrClosed, or the
+// caller's context error) and with the last attempt's error, Cause.
+type SendError struct {
+	// MessageID is the message's ID; empty for a call through the
+	// interceptor that carried no rocketry message.
+	MessageID string
+	// Attempts is the number of attempts made, counting the first.
+	Attempts int
+	// Code is the broker code of the last answer, CODE_UNSPECIFIED when it
+	// carried none (a lost connection, a timeout).
+	Code rocketryv1.Code
+	// Reason is the last throttle reason, if any attempt was throttled.
+	Reason rocketryv1.ThrottleReason
+	// Spooled is true when the message was handed to the fallback or
+	// written to the spool.
+	Spooled bool
+	// Cause is the last attempt's error (nil when no attempt was made).
+	Cause error
+
+	kind   error // why the send ended: one of the sentinels or a context error
+	ctxErr error // the caller's context error, when the send stopped because of it
+}
+
+// Error says why the send ended, after how many attempts, and the cause.
+func (e *SendError) Error() string {
+	var b strings.Builder
+	b.WriteString("producer: send")
+	if e.MessageID != "" {
+		b.WriteString(" of message ")
+		b.WriteString(strconv.Quote(e.MessageID))
+	}
+	b.WriteString(" failed after ")
+	b.WriteString(strconv.Itoa(e.Attempts))
+	if e.Attempts == 1 {
+		b.WriteString(" attempt")
+	} else {
+		b.WriteString(" attempts")
+	}
+	if e.kind != nil {
+		b.WriteString(" (")
+		b.WriteString(strings.TrimPrefix(e.kind.Error(), "producer: "))
+		b.WriteString(")")
+	}
+	if e.Spooled {
+		b.WriteString(", handed to the dead-letter sink")
+	}
+	if e.Cause != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Cause.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns Cause.
+func (e *SendError) Unwrap() error { return e.Cause }
+
+// Is reports whether target is why the send ended (one of the sentinels, or
+// the caller's context error when it stopped the send).
+func (e *SendError) Is(target error) bool {
+	if target == nil {
+		return false
+	}
+	return target == e.kind || target == e.ctxErr
+}
+
+// IsThrottled reports whether err is, or wraps, a throttling answer: gRPC
+// RESOURCE_EXHAUSTED or a rocketry ErrorDetail with CODE_TOO_MANY_REQUESTS.
+func IsThrottled(err error) bool {
+	if err == nil {
+		return false
+	}
+	var se *SendError
+	if errors.As(err, &se) && se.Code == rocketryv1.Code_CODE_TOO_MANY_REQUESTS {
+		return true
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	if st.Code() == codes.ResourceExhausted {
+		return true
+	}
+	d := detailsOf(st)
+	return d.code == rocketryv1.Code_CODE_TOO_MANY_REQUESTS
+}
+
+// CodeOf returns the broker code err carries: a *SendError's Code, or the
+// code of the rocketry ErrorDetail of a gRPC status; CODE_UNSPECIFIED when
+// there is none.
+func CodeOf(err error) rocketryv1.Code {
+	if err == nil {
+		return rocketryv1.Code_CODE_UNSPECIFIED
+	}
+	var se *SendError
+	if errors.As(err, &se) {
+		return se.Code
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return rocketryv1.Code_CODE_UNSPECIFIED
+	}
+	return detailsOf(st).code
+}

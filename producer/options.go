@@ -1,0 +1,377 @@
+package producer
+
+import (
+	cryptorand "crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/rocketry-go/rocketry/backoff"
+	"golang.org/x/time/rate"
+	"google.golang.org/grpc"
+)
+
+// Defaults of the options.
+const (
+	// DefaultMaxAttempts is the number of attempts of a send, counting the
+	// first (RocketMQ's default): one attempt and at most two retries.
+	DefaultMaxAttempts = 3
+	// DefaultAttemptTimeout is the time each attempt is given.
+	DefaultAttemptTimeout = 3 * time.Second
+	// DefaultMaxInFlight is the number of async sends in flight at once.
+	DefaultMaxInFlight = 1024
+)
+
+// Where an option may be used.
+type scope uint8
+
+const (
+	scopeProducer    scope = 1 << iota // New, NewFromConn
+	scopeInterceptor                   // UnaryClientInterceptor
+	scopeCall                          // WithCallOptions
+
+	scopeAll = scopeProducer | scopeInterceptor | scopeCall
+)
+
+// An Option configures a Producer (New, NewFromConn), an interceptor
+// (UnaryClientInterceptor) or one call through it (WithCallOptions). Each
+// option's comment says where it applies; using one elsewhere is an error
+// that names it.
+type Option interface {
+	apply(*config) error
+	scope() scope
+	name() string
+}
+
+type option struct {
+	n  string
+	sc scope
+	f  func(*config) error
+}
+
+func (o option) apply(c *config) error { return o.f(c) }
+func (o option) scope() scope          { return o.sc }
+func (o option) name() string          { return o.n }
+
+// config is the whole configuration; defaultConfig gives its defaults and
+// finish checks what spans options.
+type config struct {
+	maxAttempts    int
+	attemptTimeout time.Duration
+	throttle       backoff.Schedule
+	failure        backoff.Schedule
+	rateLimit      float64 // per second; 0: none
+	rateBurst      int
+	rand           backoff.Rand
+	maxInFlight    int
+	fallback       func(*Message, error)
+	spoolPath      string
+	observer       Observer
+	budgetMax      float64 // 0: no budget
+	budgetRatio    float64
+	maxBody        int
+	logger         *slog.Logger
+	dialOpts       []grpc.DialOption
+
+	// Built by finish.
+	limiter *rate.Limiter
+	budget  *retryBudget
+}
+
+var discardLogger = slog.New(slog.DiscardHandler)
+
+func defaultConfig() config {
+	return config{
+		maxAttempts:    DefaultMaxAttempts,
+		attemptTimeout: DefaultAttemptTimeout,
+		throttle:       defaultThrottle,
+		failure:        backoff.Immediate,
+		rand:           newLockedRand(),
+		maxInFlight:    DefaultMaxInFlight,
+		maxBody:        DefaultMaxBodyBytes,
+		logger:         discardLogger,
+	}
+}
+
+// defaultThrottle is the gRPC connection backoff with its default
+// parameters.
+var defaultThrottle backoff.Schedule = func() backoff.Schedule {
+	c, err := backoff.NewConnection(backoff.DefaultConfig)
+	if err != nil {
+		panic(err) // DefaultConfig is valid
+	}
+	return c
+}()
+
+// build applies opts allowed in sc to the defaults and finishes the config.
+func build(sc scope, where string, opts []Option) (config, error) {
+	c := defaultConfig()
+	if err := c.applyAll(sc, where, opts); err != nil {
+		return config{}, err
+	}
+	if c.fallback != nil && c.spoolPath != "" {
+		return config{}, fmt.Errorf("producer: WithFallback and WithSpool(%q): set at most one dead-letter sink", c.spoolPath)
+	}
+	if c.rateLimit > 0 {
+		c.limiter = rate.NewLimiter(rate.Limit(c.rateLimit), c.rateBurst)
+	}
+	if c.budgetMax > 0 {
+		c.budget = newRetryBudget(c.budgetMax, c.budgetRatio)
+	}
+	return c, nil
+}
+
+func (c *config) applyAll(sc scope, where string, opts []Option) error {
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if o.scope()&sc == 0 {
+			return fmt.Errorf("producer: %s does not apply to %s", o.name(), where)
+		}
+		if err := o.apply(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WithMaxAttempts sets the number of attempts of a send, counting the first,
+// overriding the default of 3: n attempts are at most n-1 retries. n must be
+// >= 1; 1 means no retry. Applies everywhere.
+func WithMaxAttempts(n int) Option {
+	return option{"WithMaxAttempts", scopeAll, func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("producer: WithMaxAttempts(%d): must be >= 1", n)
+		}
+		c.maxAttempts = n
+		return nil
+	}}
+}
+
+// WithAttemptTimeout sets the time each attempt is given, overriding the
+// default of 3 s; d must be > 0. The caller's context bounds the whole send;
+// an attempt after a wait on a schedule with a least attempt time
+// (backoff.AttemptFloor, such as the connection backoff's MinConnectTimeout)
+// is given at least that. Applies everywhere.
+func WithAttemptTimeout(d time.Duration) Option {
+	return option{"WithAttemptTimeout", scopeAll, func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("producer: WithAttemptTimeout(%v): must be > 0", d)
+		}
+		c.attemptTimeout = d
+		return nil
+	}}
+}
+
+// WithThrottleSchedule sets the wait before a retry after a throttling
+// answer (530 TOO_MANY_REQUESTS, RESOURCE_EXHAUSTED), overriding the default
+// of the gRPC connection backoff (backoff.DefaultConfig: 1 s, x1.6, +/-20%,
+// at most 120 s, at least 20 s per attempt). Retry n of this schedule is the
+// n-th throttled attempt of the send. s must not be nil. Applies everywhere.
+func WithThrottleSchedule(s backoff.Schedule) Option {
+	return option{"WithThrottleSchedule", scopeAll, func(c *config) error {
+		if s == nil {
+			return fmt.Errorf("producer: WithThrottleSchedule(nil): must not be nil")
+		}
+		c.throttle = s
+		return nil
+	}}
+}
+
+// WithFailureSchedule sets the wait before a retry after a failure (an
+// attempt's timeout, a lost connection, UNAVAILABLE, INTERNAL), overriding
+// the default of backoff.Immediate (no wait: the retry goes at once to the
+// next endpoint). Retry n of this schedule is the n-th failed attempt of
+// the send. s must not be nil. Applies everywhere.
+func WithFailureSchedule(s backoff.Schedule) Option {
+	return option{"WithFailureSchedule", scopeAll, func(c *config) error {
+		if s == nil {
+			return fmt.Errorf("producer: WithFailureSchedule(nil): must not be nil")
+		}
+		c.failure = s
+		return nil
+	}}
+}
+
+// WithRateLimit limits attempts (first ones and retries) to perSecond on
+// average with bursts of burst, with golang.org/x/time/rate; the default is
+// no limit. perSecond must be > 0 and finite, burst >= 1. A wait for the
+// limiter that would end after the caller's deadline fails the send at once
+// (ErrDeadlineTooShort). Applies to New and UnaryClientInterceptor, not per
+// call.
+func WithRateLimit(perSecond float64, burst int) Option {
+	return option{"WithRateLimit", scopeProducer | scopeInterceptor, func(c *config) error {
+		if !(perSecond > 0) || math.IsInf(perSecond, 0) {
+			return fmt.Errorf("producer: WithRateLimit(%v, %d): perSecond must be > 0 and finite", perSecond, burst)
+		}
+		if burst < 1 {
+			return fmt.Errorf("producer: WithRateLimit(%v, %d): burst must be >= 1", perSecond, burst)
+		}
+		c.rateLimit, c.rateBurst = perSecond, burst
+		return nil
+	}}
+}
+
+// WithRand sets the source of the schedules' jitter, overriding the default
+// of a math/rand/v2 PCG seeded from crypto/rand and guarded for concurrent
+// use. nil means no jitter, so delays are exactly the schedule's nominal
+// ones. r must be safe for concurrent use when sends run concurrently.
+// Applies everywhere.
+func WithRand(r backoff.Rand) Option {
+	return option{"WithRand", scopeAll, func(c *config) error {
+		c.rand = r
+		return nil
+	}}
+}
+
+// WithMaxInFlight sets the number of async sends in flight at once,
+// overriding the default of 1024; n must be >= 1. SendAsync waits for room
+// beyond it and TrySendAsync fails with ErrBufferFull. Applies to New only.
+func WithMaxInFlight(n int) Option {
+	return option{"WithMaxInFlight", scopeProducer, func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("producer: WithMaxInFlight(%d): must be >= 1", n)
+		}
+		c.maxInFlight = n
+		return nil
+	}}
+}
+
+// WithFallback sets a function that is handed every message whose send
+// failed after validation (attempts spent, deadline too short, not
+// retryable, cancelled or closed), with the send's *SendError, before Send
+// returns or the callback runs; the default is none. It excludes WithSpool. f runs on the sending goroutine and must be safe
+// for concurrent use. f must not be nil. Applies to New only.
+func WithFallback(f func(m *Message, err error)) Option {
+	return option{"WithFallback", scopeProducer, func(c *config) error {
+		if f == nil {
+			return fmt.Errorf("producer: WithFallback(nil): must not be nil")
+		}
+		c.fallback = f
+		return nil
+	}}
+}
+
+// WithObserver sets a function called on every event of every send
+// (attempt, success, retry with its delay and why, throttle, exhaustion,
+// dead letter); the default is none, which costs nothing. o runs on the
+// sending goroutine, must be safe for concurrent use, and must not block.
+// Applies everywhere.
+func WithObserver(o Observer) Option {
+	return option{"WithObserver", scopeAll, func(c *config) error {
+		c.observer = o
+		return nil
+	}}
+}
+
+// WithRetryBudget sets a retry budget, the token bucket of gRPC's retry
+// throttling: it holds maxTokens tokens at first; every failed or throttled
+// attempt takes one, every success gives back tokenRatio (up to maxTokens),
+// and retries are allowed only while more than maxTokens/2 are left. The
+// default is no budget. maxTokens must be in (0, 1000] and tokenRatio in
+// (0, 1]. The bucket is shared by all sends of a Producer or interceptor.
+// Applies to New and UnaryClientInterceptor, not per call.
+func WithRetryBudget(maxTokens, tokenRatio float64) Option {
+	return option{"WithRetryBudget", scopeProducer | scopeInterceptor, func(c *config) error {
+		if !(maxTokens > 0 && maxTokens <= 1000) {
+			return fmt.Errorf("producer: WithRetryBudget(%v, %v): maxTokens must be in (0, 1000]", maxTokens, tokenRatio)
+		}
+		if !(tokenRatio > 0 && tokenRatio <= 1) {
+			return fmt.Errorf("producer: WithRetryBudget(%v, %v): tokenRatio must be in (0, 1]", maxTokens, tokenRatio)
+		}
+		c.budgetMax, c.budgetRatio = maxTokens, tokenRatio
+		return nil
+	}}
+}
+
+// WithMaxBodyBytes sets the largest body a message may have, overriding the
+// default of DefaultMaxBodyBytes (4 MiB); n must be >= 0. A larger body
+// fails validation (ErrInvalidMessage) without any attempt. Applies to New
+// only.
+func WithMaxBodyBytes(n int) Option {
+	return option{"WithMaxBodyBytes", scopeProducer, func(c *config) error {
+		if n < 0 {
+			return fmt.Errorf("producer: WithMaxBodyBytes(%d): must be >= 0", n)
+		}
+		c.maxBody = n
+		return nil
+	}}
+}
+
+// WithLogger sets the logger, overriding the default that discards: retries
+// are logged at debug level, dead letters at warn level, failures to spool
+// at error level. l must not be nil. Applies everywhere.
+func WithLogger(l *slog.Logger) Option {
+	return option{"WithLogger", scopeAll, func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("producer: WithLogger(nil): must not be nil")
+		}
+		c.logger = l
+		return nil
+	}}
+}
+
+// WithDialOptions adds options to the dial of each endpoint by New, after
+// the default insecure transport credentials (so a later
+// grpc.WithTransportCredentials replaces them). Applies to New only.
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return option{"WithDialOptions", scopeProducer, func(c *config) error {
+		c.dialOpts = append(c.dialOpts, opts...)
+		return nil
+	}}
+}
+
+// lockedRand is a math/rand/v2 PCG seeded from crypto/rand, guarded by a
+// mutex so that concurrent sends can share it.
+type lockedRand struct {
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+func newLockedRand() *lockedRand {
+	var seed [16]byte
+	_, _ = cryptorand.Read(seed[:]) // never fails (Go 1.24+)
+	return &lockedRand{r: rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))}
+}
+
+func (l *lockedRand) Float64() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Float64()
+}
+
+// WithDeliveryPolicy sets the throttle schedule to an SNS delivery policy
+// (as WithThrottleSchedule(p)); when its MaxReceivesPerSecond is > 0 it also
+// limits attempts to that rate, with a burst of 1 (as WithRateLimit). p must
+// not be nil. Applies to New and UnaryClientInterceptor, not per call.
+func WithDeliveryPolicy(p *backoff.DeliveryPolicy) Option {
+	return option{"WithDeliveryPolicy", scopeProducer | scopeInterceptor, func(c *config) error {
+		if p == nil {
+			return fmt.Errorf("producer: WithDeliveryPolicy(nil): must not be nil")
+		}
+		c.throttle = p
+		if r := p.MaxReceivesPerSecond(); r > 0 {
+			c.rateLimit, c.rateBurst = r, 1
+		}
+		return nil
+	}}
+}
+
+// WithSpool sets a dead-letter spool on local disk (OpenSpool): every
+// message whose send failed after validation is appended there, with its
+// ID and last error; it excludes WithFallback. New opens the spool and Close closes it; `rocketry
+// replay` resends it. path must not be empty. Applies to New only.
+func WithSpool(path string) Option {
+	return option{"WithSpool", scopeProducer, func(c *config) error {
+		if path == "" {
+			return fmt.Errorf("producer: WithSpool(%q): path must not be empty", path)
+		}
+		c.spoolPath = path
+		return nil
+	}}
+}
