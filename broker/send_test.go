@@ -2,13 +2,17 @@ package broker_test
 
 import (
 	"fmt"
+	"github.com/rocketry-go/rocketry/broker"
+	"google.golang.org/grpc/codes"
+	"strings"
 	"testing"
+	"time"
 
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
 func TestStoreAndReceiveInOrderPerQueue(t *testing.T) {
-	b, c := start(t, brokerQueues(3))
+	b, c := start(t, broker.WithQueues(3))
 	const n = 50
 	resp := mustSend(t, c, msgs("orders", "a", n)...)
 	if len(resp.Results) != n {
@@ -53,5 +57,155 @@ func TestStoreAndReceiveInOrderPerQueue(t *testing.T) {
 	}
 	if ms := b.Messages("orders"); len(ms) != n {
 		t.Errorf("Messages(orders) = %d; want %d", len(ms), n)
+	}
+}
+
+func TestDuplicateAnswersTheOriginal(t *testing.T) {
+	b, c := start(t)
+	first := mustSend(t, c, msgs("t", "x", 5)...).Results
+	again := mustSend(t, c, msg("t", "x-3"), msg("t", "new"), msg("t", "x-1")).Results
+	for _, tc := range []struct {
+		got  *rocketryv1.SendResult
+		want *rocketryv1.SendResult
+	}{{again[0], first[3]}, {again[2], first[1]}} {
+		if !tc.got.Duplicate || tc.got.QueueId != tc.want.QueueId || tc.got.Offset != tc.want.Offset {
+			t.Errorf("repeat of %s = queue %d offset %d duplicate=%v; want queue %d offset %d duplicate=true",
+				tc.got.MessageId, tc.got.QueueId, tc.got.Offset, tc.got.Duplicate, tc.want.QueueId, tc.want.Offset)
+		}
+	}
+	if again[1].Duplicate {
+		t.Errorf("new id answered duplicate")
+	}
+	// The same id twice in one batch is stored once.
+	twice := mustSend(t, c, msg("t", "y"), msg("t", "y")).Results
+	if twice[0].Duplicate || !twice[1].Duplicate || twice[0].Offset != twice[1].Offset || twice[0].QueueId != twice[1].QueueId {
+		t.Errorf("batch with an id twice = %v; want the second a duplicate of the first", twice)
+	}
+	s := b.Stats()
+	if s.Stored != 7 || s.Duplicates != 3 {
+		t.Errorf("Stats() stored %d duplicates %d; want 7, 3", s.Stored, s.Duplicates)
+	}
+	if n := len(b.Messages("t")); n != 7 {
+		t.Errorf("Messages(t) = %d; want 7", n)
+	}
+}
+
+func TestDedupWindow(t *testing.T) {
+	clock := newFakeClock()
+	_, c := start(t, broker.WithDedupWindow(2, time.Minute), broker.WithClock(clock.Now))
+	mustSend(t, c, msg("t", "a"), msg("t", "b"), msg("t", "c")) // "a" falls out by count
+	if r := mustSend(t, c, msg("t", "a")).Results[0]; r.Duplicate {
+		t.Errorf("id beyond the count window answered duplicate")
+	}
+	if r := mustSend(t, c, msg("t", "c")).Results[0]; !r.Duplicate {
+		t.Errorf("id within the window not answered duplicate")
+	}
+	clock.Advance(time.Minute)
+	if r := mustSend(t, c, msg("t", "c")).Results[0]; r.Duplicate {
+		t.Errorf("id older than the ttl answered duplicate")
+	}
+}
+
+func TestValidationRefusals(t *testing.T) {
+	b, c := start(t, broker.WithMaxBodyBytes(10), broker.WithMaxBatch(3))
+	big := msg("t", "big")
+	big.Body = make([]byte, 11)
+	for _, tc := range []struct {
+		name string
+		ms   []*rocketryv1.Message
+		code rocketryv1.Code
+		want string
+	}{
+		{"empty request", nil, rocketryv1.Code_CODE_BAD_REQUEST, "no messages"},
+		{"empty topic", []*rocketryv1.Message{msg("", "a")}, rocketryv1.Code_CODE_BAD_REQUEST, "message 0: empty topic"},
+		{"missing id", []*rocketryv1.Message{msg("t", "a"), msg("t", "")}, rocketryv1.Code_CODE_BAD_REQUEST, "message 1: missing message_id"},
+		{"mixed topics", []*rocketryv1.Message{msg("t", "a"), msg("u", "b")}, rocketryv1.Code_CODE_BAD_REQUEST, "message 1: topic"},
+		{"too many", msgs("t", "m", 4), rocketryv1.Code_CODE_BAD_REQUEST, "4 messages; the most is 3"},
+		{"body too large", []*rocketryv1.Message{msg("t", "a"), big}, rocketryv1.Code_CODE_MESSAGE_TOO_LARGE, "message 1"},
+		{"topic with space", []*rocketryv1.Message{msg("a b", "a")}, rocketryv1.Code_CODE_BAD_REQUEST, "space"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := send(t, c, tc.ms...)
+			st := wantRefusal(t, err, codes.InvalidArgument, tc.code, 0)
+			if !strings.Contains(st.Message(), tc.want) {
+				t.Errorf("SendMessage(%s) message = %q; want it to contain %q", tc.name, st.Message(), tc.want)
+			}
+		})
+	}
+	if s := b.Stats(); s.Stored != 0 || s.BadRequests != 7 {
+		t.Errorf("Stats() stored %d bad requests %d; want 0, 7", s.Stored, s.BadRequests)
+	}
+}
+
+func TestTopicNotFound(t *testing.T) {
+	_, c := start(t, broker.WithAutoCreateTopics(false), broker.WithTopics("known"))
+	mustSend(t, c, msg("known", "a"))
+	_, err := send(t, c, msg("unknown", "a"))
+	wantRefusal(t, err, codes.NotFound, rocketryv1.Code_CODE_TOPIC_NOT_FOUND, 0)
+	_, err = c.ReceiveMessages(ctx(t), &rocketryv1.ReceiveMessagesRequest{Topic: "unknown", Group: "g"})
+	wantRefusal(t, err, codes.NotFound, rocketryv1.Code_CODE_TOPIC_NOT_FOUND, 0)
+}
+
+func TestConsumerRefusals(t *testing.T) {
+	_, c := start(t, broker.WithQueues(2))
+	mustSend(t, c, msgs("t", "a", 4)...)
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"receive without group", func() error {
+			_, err := c.ReceiveMessages(ctx(t), &rocketryv1.ReceiveMessagesRequest{Topic: "t"})
+			return err
+		}},
+		{"receive negative max", func() error {
+			_, err := c.ReceiveMessages(ctx(t), &rocketryv1.ReceiveMessagesRequest{Topic: "t", Group: "g", MaxMessages: -1})
+			return err
+		}},
+		{"commit bad queue", func() error {
+			_, err := c.CommitOffset(ctx(t), &rocketryv1.CommitOffsetRequest{Topic: "t", Group: "g", QueueId: 2})
+			return err
+		}},
+		{"commit past head", func() error {
+			_, err := c.CommitOffset(ctx(t), &rocketryv1.CommitOffsetRequest{Topic: "t", Group: "g", QueueId: 0, Offset: 3})
+			return err
+		}},
+		{"reset negative", func() error {
+			_, err := c.ResetOffset(ctx(t), &rocketryv1.ResetOffsetRequest{Topic: "t", Group: "g", Offset: -1})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantRefusal(t, tc.call(), codes.InvalidArgument, rocketryv1.Code_CODE_BAD_REQUEST, 0)
+		})
+	}
+}
+
+func TestCommitAndResetOffset(t *testing.T) {
+	b, c := start(t, broker.WithQueues(2))
+	mustSend(t, c, msgs("t", "a", 10)...)
+	// Without auto-commit the same messages come back.
+	req := &rocketryv1.ReceiveMessagesRequest{Topic: "t", Group: "g", MaxMessages: 2}
+	r1, _ := c.ReceiveMessages(ctx(t), req)
+	r2, _ := c.ReceiveMessages(ctx(t), req)
+	if len(r1.Messages) != 2 || r1.Messages[0].Message.MessageId != r2.Messages[0].Message.MessageId {
+		t.Fatalf("ReceiveMessages without commit = %v then %v; want the same 2 messages", r1.Messages, r2.Messages)
+	}
+	if _, err := c.CommitOffset(ctx(t), &rocketryv1.CommitOffsetRequest{Topic: "t", Group: "g", QueueId: 0, Offset: 5}); err != nil {
+		t.Fatalf("CommitOffset = %v", err)
+	}
+	if got := b.Stats().Topics[0].Groups[0].Backlog; got != 5 {
+		t.Errorf("backlog after committing queue 0 = %d; want 5", got)
+	}
+	if _, err := c.ResetOffset(ctx(t), &rocketryv1.ResetOffsetRequest{Topic: "t", Group: "g", Offset: 1_000}); err != nil {
+		t.Fatalf("ResetOffset = %v", err)
+	}
+	if got := b.Stats().Topics[0].Backlog; got != 0 {
+		t.Errorf("backlog after reset past the head = %d; want 0", got)
+	}
+	if _, err := c.ResetOffset(ctx(t), &rocketryv1.ResetOffsetRequest{Topic: "t", Group: "g", Offset: 0}); err != nil {
+		t.Fatalf("ResetOffset = %v", err)
+	}
+	if got := len(receive(t, c, "t", "g", 100)); got != 10 {
+		t.Errorf("receive after reset to 0 = %d messages; want 10", got)
 	}
 }

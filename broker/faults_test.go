@@ -1,0 +1,211 @@
+package broker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rocketry-go/rocketry/broker"
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+)
+
+func TestFaultInternal(t *testing.T) {
+	b, c := start(t, broker.WithFaults(broker.Faults{InternalRate: 1}))
+	_, err := send(t, c, msg("t", "a"))
+	wantRefusal(t, err, codes.Internal, rocketryv1.Code_CODE_INTERNAL_ERROR, 0)
+	if s := b.Stats(); s.Stored != 0 || s.Faults["internal"] != 1 {
+		t.Errorf("Stats() stored %d faults %v; want 0, internal 1", s.Stored, s.Faults)
+	}
+	b.SetFaults(broker.Faults{})
+	mustSend(t, c, msg("t", "a"))
+}
+
+func TestFaultLatency(t *testing.T) {
+	const latency = 30 * time.Millisecond
+	b, c := start(t, broker.WithFaults(broker.Faults{Latency: latency}))
+	begin := time.Now()
+	mustSend(t, c, msg("t", "a"))
+	if took := time.Since(begin); took < latency {
+		t.Errorf("SendMessage took %v; want at least %v", took, latency)
+	}
+	if got := b.Stats().Faults["latency"]; got != 1 {
+		t.Errorf("faults latency = %d; want 1", got)
+	}
+}
+
+func TestFaultBlackholeUntilDeadline(t *testing.T) {
+	b, c := start(t, broker.WithFaults(broker.Faults{BlackholeRate: 1}))
+	cx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := c.SendMessage(cx, &rocketryv1.SendMessageRequest{Messages: []*rocketryv1.Message{msg("t", "a")}})
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("blackholed SendMessage = %v; want DeadlineExceeded", err)
+	}
+	if s := b.Stats(); s.Stored != 0 || s.Faults["blackhole"] != 1 {
+		t.Errorf("Stats() stored %d faults %v; want 0, blackhole 1", s.Stored, s.Faults)
+	}
+}
+
+func TestFaultBlackholeEndsOnStop(t *testing.T) {
+	b, err := broker.New(broker.WithFaults(broker.Faults{BlackholeRate: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, b.Addr())
+	done := make(chan error)
+	go func() {
+		_, err := c.SendMessage(context.Background(), &rocketryv1.SendMessageRequest{Messages: []*rocketryv1.Message{msg("t", "a")}})
+		done <- err
+	}()
+	waitFor(t, func() bool { return b.Stats().Faults["blackhole"] == 1 })
+	b.Stop()
+	b.Stop() // idempotent
+	if err := <-done; status.Code(err) != codes.Unavailable {
+		t.Errorf("blackholed SendMessage after Stop = %v; want Unavailable", err)
+	}
+	if err := b.Start("127.0.0.1:0"); err != broker.ErrStopped {
+		t.Errorf("Start after Stop = %v; want ErrStopped", err)
+	}
+}
+
+func TestFaultDrop(t *testing.T) {
+	b, c := start(t, broker.WithFaults(broker.Faults{DropRate: 1}))
+	_, err := send(t, c, msg("t", "a"))
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("dropped SendMessage = %v; want Unavailable", err)
+	}
+	b.SetFaults(broker.Faults{})
+	sendAfterReconnect(t, c, msg("t", "a"))
+	if s := b.Stats(); s.Stored != 1 || s.Faults["drop"] != 1 {
+		t.Errorf("Stats() stored %d faults %v; want 1, drop 1", s.Stored, s.Faults)
+	}
+}
+
+func TestFaultUnavailable(t *testing.T) {
+	b, c := start(t, broker.WithFaults(broker.Faults{Unavailable: true}))
+	_, err := send(t, c, msg("t", "a"))
+	wantRefusal(t, err, codes.Unavailable, rocketryv1.Code_CODE_UNAVAILABLE, 0)
+	if s := b.Stats(); s.Stored != 0 || s.Faults["unavailable"] != 1 {
+		t.Errorf("Stats() stored %d faults %v; want 0, unavailable 1", s.Stored, s.Faults)
+	}
+}
+
+func TestFaultsDeterministicUnderSeed(t *testing.T) {
+	pattern := func() []codes.Code {
+		_, c := start(t, broker.WithSeed(42), broker.WithFaults(broker.Faults{InternalRate: 0.5}))
+		var out []codes.Code
+		for i := range 30 {
+			_, err := send(t, c, msg("t", string(rune('a'+i))))
+			out = append(out, status.Code(err))
+		}
+		return out
+	}
+	a, b := pattern(), pattern()
+	failures := 0
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("call %d: %v then %v under the same seed; want the same", i, a[i], b[i])
+		}
+		if a[i] == codes.Internal {
+			failures++
+		}
+	}
+	if failures == 0 || failures == len(a) {
+		t.Errorf("%d of %d calls failed at rate 0.5; want some, not all", failures, len(a))
+	}
+}
+
+func TestRestartKeepsMessagesAndAddress(t *testing.T) {
+	b, c := start(t, broker.WithQueues(2))
+	fill(t, c, "t", "before", 30)
+	receive(t, c, "t", "g", 10)
+	addr := b.Addr()
+
+	// A call in flight during the restart fails with UNAVAILABLE.
+	b.SetFaults(broker.Faults{BlackholeRate: 1})
+	done := make(chan error)
+	go func() {
+		_, err := c.SendMessage(context.Background(), &rocketryv1.SendMessageRequest{Messages: []*rocketryv1.Message{msg("t", "inflight")}})
+		done <- err
+	}()
+	waitFor(t, func() bool { return b.Stats().Faults["blackhole"] == 1 })
+	if err := b.Restart(); err != nil {
+		t.Fatalf("Restart() = %v", err)
+	}
+	if err := <-done; status.Code(err) != codes.Unavailable {
+		t.Errorf("SendMessage in flight during Restart = %v; want Unavailable", err)
+	}
+	b.SetFaults(broker.Faults{})
+	if b.Addr() != addr {
+		t.Errorf("Addr() after Restart = %q; want %q", b.Addr(), addr)
+	}
+	sendAfterReconnect(t, c, msgs("t", "after", 5)...)
+	if got := len(b.Messages("t")); got != 35 {
+		t.Errorf("Messages after Restart = %d; want 35", got)
+	}
+	if got := len(receive(t, c, "t", "g", 100)); got != 25 {
+		t.Errorf("group receive after Restart = %d; want the 25 it had not read", got)
+	}
+	if err := b.Restart(); err != nil {
+		t.Fatalf("second Restart() = %v", err)
+	}
+	// The client notices the closed connection on its own time; a call
+	// sent on it before that fails UNAVAILABLE, the next ones reconnect.
+	waitFor(t, func() bool {
+		_, err := c.GetStats(ctx(t), &rocketryv1.GetStatsRequest{}, grpc.WaitForReady(true))
+		return err == nil
+	})
+}
+
+func TestDropConnections(t *testing.T) {
+	b, c := start(t, broker.WithFaults(broker.Faults{BlackholeRate: 1}))
+	done := make(chan error)
+	go func() {
+		_, err := c.SendMessage(context.Background(), &rocketryv1.SendMessageRequest{Messages: []*rocketryv1.Message{msg("t", "a")}})
+		done <- err
+	}()
+	waitFor(t, func() bool { return b.Stats().Faults["blackhole"] == 1 })
+	b.DropConnections()
+	if err := <-done; status.Code(err) != codes.Unavailable {
+		t.Errorf("SendMessage during DropConnections = %v; want Unavailable", err)
+	}
+	b.SetFaults(broker.Faults{})
+	sendAfterReconnect(t, c, msg("t", "a"))
+}
+
+// waitFor polls cond every millisecond for up to 5 s.
+func waitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	for range 5000 {
+		if cond() {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("condition not met in 5 s")
+}
+
+// sendAfterReconnect sends ms after the broker closed c's connection: a
+// call can still go out on the closing connection and fail UNAVAILABLE
+// (outcome unknown, so the ids make the retry safe); the next reconnects.
+func sendAfterReconnect(t testing.TB, c *client, ms ...*rocketryv1.Message) {
+	t.Helper()
+	var err error
+	for range 50 {
+		_, err = c.SendMessage(ctx(t), &rocketryv1.SendMessageRequest{Messages: ms}, grpc.WaitForReady(true))
+		if status.Code(err) != codes.Unavailable {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("SendMessage after reconnecting = %v; want success", err)
+	}
+}
