@@ -13,6 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/rocketry-go/rocketry/broker"
+	"github.com/rocketry-go/rocketry/broker/brokertest"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
@@ -542,6 +547,60 @@ func TestReplaySpoolCrashBeforeRewrite(t *testing.T) {
 	}
 	if want := []string{"id-0", "id-1", "id-2", "id-0", "id-1", "id-2"}; !reflect.DeepEqual(ids, want) {
 		t.Errorf("sent IDs %v; want %v", ids, want)
+	}
+}
+
+// TestReplaySpoolBroker replays a spool to the test broker, first while it
+// fails half the sends, then healthy, then once more from the original file
+// (as a crash before the rewrite would leave it): the broker stores each
+// message exactly once.
+func TestReplaySpoolBroker(t *testing.T) {
+	const n = 20
+	path, data := writeTestSpool(t, n)
+	b := brokertest.Start(t, broker.WithSeed(1), broker.WithFaults(broker.Faults{InternalRate: 0.5}))
+	cc, err := grpc.NewClient(b.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	client := rocketryv1.NewMessagingServiceClient(cc)
+	duplicates := 0
+	send := func(ctx context.Context, m *Message) error {
+		resp, err := client.SendMessage(ctx, &rocketryv1.SendMessageRequest{Messages: []*rocketryv1.Message{m.toProto()}})
+		if err == nil && resp.GetResults()[0].GetDuplicate() {
+			duplicates++
+		}
+		return err
+	}
+	ctx := context.Background()
+
+	res, err := ReplaySpool(ctx, path, send)
+	if err != nil || res.Read != n || res.Stored+res.Failed != n || res.Stored == 0 || res.Failed == 0 {
+		t.Fatalf("ReplaySpool(half failing) = %+v, %v; want %d read, some stored, some failed", res, err, n)
+	}
+	failed := res.Failed
+	b.SetFaults(broker.Faults{})
+	if res, err := ReplaySpool(ctx, path, send); err != nil || res != (ReplayResult{Read: failed, Stored: failed}) {
+		t.Fatalf("ReplaySpool(healthy) = %+v, %v; want all %d stored", res, err, failed)
+	}
+	writeFile(t, path, data)
+	if res, err := ReplaySpool(ctx, path, send); err != nil || res != (ReplayResult{Read: n, Stored: n}) {
+		t.Fatalf("ReplaySpool(original again) = %+v, %v; want all %d stored", res, err, n)
+	}
+	if duplicates != n {
+		t.Errorf("broker answered duplicate %d times; want %d", duplicates, n)
+	}
+	seen := map[string]int{}
+	for _, m := range b.Messages("orders") {
+		seen[m.GetMessage().GetMessageId()]++
+	}
+	for i := range n {
+		if c := seen[fmt.Sprintf("id-%d", i)]; c != 1 {
+			t.Errorf("broker holds id-%d %d times; want 1", i, c)
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("broker holds %d distinct ids; want %d", len(seen), n)
 	}
 }
 
