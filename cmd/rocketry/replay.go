@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/rocketry-go/rocketry/producer"
+)
+
+func init() {
+	register(command{name: "replay", summary: "resend a dead-letter spool to a broker, removing what is stored", run: runReplay})
+}
+
+// replayConfig holds the replay command's flags.
+type replayConfig struct {
+	spool          string
+	addr           string
+	maxAttempts    int
+	attemptTimeout time.Duration
+	timeout        time.Duration
+	jsonOut        bool
+}
+
+func replayFlags(c *replayConfig) *flag.FlagSet {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.StringVar(&c.spool, "spool", "", "the dead-letter spool file to replay (required)")
+	fs.StringVar(&c.addr, "addr", "", "broker address HOST:PORT, or a comma-separated list of them (required)")
+	fs.IntVar(&c.maxAttempts, "max-attempts", 3, "attempts per message, the first one included")
+	fs.DurationVar(&c.attemptTimeout, "attempt-timeout", 3*time.Second, "time limit of one attempt")
+	fs.DurationVar(&c.timeout, "timeout", 0, "give up after this long, keeping what was not sent (0 = no limit)")
+	fs.BoolVar(&c.jsonOut, "json", false, "print the summary as one JSON object")
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+func (c *replayConfig) validate() error {
+	switch {
+	case c.spool == "":
+		return errors.New("--spool is required")
+	case c.addr == "":
+		return errors.New("--addr is required")
+	case c.maxAttempts < 1:
+		return fmt.Errorf("--max-attempts %d: must be >= 1", c.maxAttempts)
+	case c.attemptTimeout <= 0:
+		return fmt.Errorf("--attempt-timeout %v: must be > 0", c.attemptTimeout)
+	case c.timeout < 0:
+		return fmt.Errorf("--timeout %v: must be >= 0 (0 = no limit)", c.timeout)
+	}
+	return nil
+}
+
+// replaySummary is what the replay command prints.
+type replaySummary struct {
+	Spool      string `json:"spool"`
+	Read       int    `json:"read"`
+	Stored     int    `json:"stored"`
+	Duplicates int    `json:"duplicates"` // of Stored: already stored by the broker
+	Failed     int    `json:"failed"`
+	Corrupt    bool   `json:"corrupt"`
+	Error      string `json:"error,omitempty"`
+}
+
+// parseCommandFlags parses args with fs; it returns the exit status to use
+// and false when the command must stop (help shown, or bad usage reported
+// as one line on stderr).
+func parseCommandFlags(name string, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fmt.Fprintf(stdout, "usage: rocketry %s [flags]\n", name)
+			fs.PrintDefaults()
+			return 0, false
+		}
+		fmt.Fprintf(stderr, "rocketry %s: %s\n", name, oneLine(err.Error()))
+		return 2, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "rocketry %s: unexpected argument %q\n", name, fs.Arg(0))
+		return 2, false
+	}
+	return 0, true
+}
+
+// oneLine keeps an error text to one line on stderr.
+func oneLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func runReplay(args []string, stdout, stderr io.Writer) int {
+	var c replayConfig
+	if code, ok := parseCommandFlags("replay", replayFlags(&c), args, stdout, stderr); !ok {
+		return code
+	}
+	if err := c.validate(); err != nil {
+		fmt.Fprintf(stderr, "rocketry replay: %v\n", err)
+		return 2
+	}
+	p, err := producer.New(c.addr, producer.WithMaxAttempts(c.maxAttempts), producer.WithAttemptTimeout(c.attemptTimeout))
+	if err != nil {
+		fmt.Fprintf(stderr, "rocketry replay: --addr %q: %s\n", c.addr, oneLine(err.Error()))
+		return 2
+	}
+	ctx := context.Background()
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+
+	sum := replaySummary{Spool: c.spool}
+	var firstFailure error
+	send := func(ctx context.Context, m *producer.Message) error {
+		r, err := p.Send(ctx, m)
+		if err != nil {
+			if firstFailure == nil {
+				firstFailure = fmt.Errorf("message %s: %w", m.ID, err)
+			}
+			return err
+		}
+		if r.Duplicate {
+			sum.Duplicates++
+		}
+		return nil
+	}
+	res, rerr := producer.ReplaySpool(ctx, c.spool, send)
+
+	closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Close(closeCtx); err != nil && rerr == nil {
+		rerr = err
+	}
+
+	sum.Read, sum.Stored, sum.Failed, sum.Corrupt = res.Read, res.Stored, res.Failed, res.Corrupt
+	if rerr != nil {
+		sum.Error = oneLine(rerr.Error())
+	} else if firstFailure != nil {
+		sum.Error = oneLine(firstFailure.Error())
+	}
+	if c.jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(sum); err != nil {
+			fmt.Fprintf(stderr, "rocketry replay: %v\n", err)
+			return 1
+		}
+	} else {
+		corrupt := "no"
+		if sum.Corrupt {
+			corrupt = "yes (bad bytes saved next to the spool)"
+		}
+		fmt.Fprintf(stdout, "replayed %s: read %d, stored %d (%d already stored), failed %d (kept in the spool), corrupt: %s\n",
+			sum.Spool, sum.Read, sum.Stored, sum.Duplicates, sum.Failed, corrupt)
+	}
+	if sum.Error != "" {
+		fmt.Fprintf(stderr, "rocketry replay: %s\n", sum.Error)
+	}
+	if rerr != nil || res.Failed > 0 || res.Corrupt {
+		return 1
+	}
+	return 0
+}
