@@ -28,10 +28,11 @@ type FieldError struct {
 	// Field is the field's name: a Config field name ("BaseDelay") or the
 	// policy's JSON path ("healthyRetryPolicy.numRetries").
 	Field string
-	// Value is the offending value as written, or "" when the field's type
-	// is wrong or the field is not known.
+	// Value is the offending value as written, or "" when the problem is
+	// not a value (an unknown or repeated field, malformed JSON).
 	Value string
-	// Want says what is allowed, e.g. "an integer in 0..100".
+	// Want says what is allowed, e.g. "an integer in 0..100"; when Value
+	// is "", it says what is wrong and what is allowed.
 	Want string
 
 	kind error
@@ -39,7 +40,7 @@ type FieldError struct {
 
 func (e *FieldError) Error() string {
 	if e.Value == "" {
-		return fmt.Sprintf("backoff: %s: want %s", e.Field, e.Want)
+		return fmt.Sprintf("backoff: %s: %s", e.Field, e.Want)
 	}
 	return fmt.Sprintf("backoff: %s = %s: want %s", e.Field, e.Value, e.Want)
 }

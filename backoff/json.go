@@ -53,7 +53,7 @@ func ParsePolicy(data []byte) (*DeliveryPolicy, error) {
 		return nil, syntaxError(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, policyError("policy", nil, "a single JSON object, with nothing after it")
+		return nil, policyError("policy", nil, "want a single JSON object with nothing after it")
 	}
 	obj, err := object("policy", top, topFields)
 	if err != nil {
@@ -184,10 +184,10 @@ func object(path string, raw json.RawMessage, allowed []string) (map[string]json
 			known = known || a == key
 		}
 		if !known {
-			return nil, policyError(full, nil, "no such field; known fields are "+strings.Join(allowed, ", "))
+			return nil, policyError(full, nil, "unknown field; want one of "+strings.Join(allowed, ", "))
 		}
 		if _, dup := out[key]; dup {
-			return nil, policyError(full, nil, "the field only once")
+			return nil, policyError(full, nil, "repeated field; want it once")
 		}
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
@@ -251,10 +251,10 @@ func safeKey(k string) string {
 func syntaxError(err error) error {
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		return policyError("policy", nil, fmt.Sprintf("valid JSON (%v at byte %d)", se, se.Offset))
+		return policyError("policy", nil, fmt.Sprintf("want valid JSON (%v at byte %d)", se, se.Offset))
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return policyError("policy", nil, "a complete JSON object")
+		return policyError("policy", nil, "want a complete JSON object")
 	}
-	return policyError("policy", nil, fmt.Sprintf("valid JSON (%v)", err))
+	return policyError("policy", nil, fmt.Sprintf("want valid JSON (%v)", err))
 }
