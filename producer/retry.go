@@ -149,6 +149,10 @@ func (c *config) decide(ctx context.Context, abort <-chan struct{}, st *callStat
 	if ctx.Err() != nil {
 		return decision{act: actFail, kind: context.Cause(ctx), ctxErr: ctx.Err()}
 	}
+	if dl, ok := ctx.Deadline(); ok && !now.Before(dl) {
+		// Past the deadline, though ctx's timer has not fired yet.
+		return decision{act: actFail, kind: context.DeadlineExceeded, ctxErr: context.DeadlineExceeded}
+	}
 	select {
 	case <-abort:
 		return decision{act: actFail, kind: ErrClosed}

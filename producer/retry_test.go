@@ -1,0 +1,190 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/rocketry-go/rocketry/backoff"
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// TestDecide pins the retry-decision table of DESIGN.md.
+func TestDecide(t *testing.T) {
+	conn := msSchedule(t)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	// decide reads the deadline, not the clock: attempts "start" 3 ms
+	// before a deadline an hour away.
+	base := time.Now()
+	t0 := base.Add(time.Hour - 3*time.Millisecond)
+	soon, cancelSoon := context.WithDeadline(context.Background(), base.Add(time.Hour))
+	defer cancelSoon()
+	later, cancelLater := context.WithDeadline(context.Background(), base.Add(2*time.Hour))
+	defer cancelLater()
+	aborted := make(chan struct{})
+	close(aborted)
+	hinted := brokerErr(codes.ResourceExhausted, rocketryv1.Code_CODE_TOO_MANY_REQUESTS, rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD, 30*time.Millisecond)
+
+	tests := []struct {
+		name          string
+		ctx           context.Context
+		abort         chan struct{}
+		err           error
+		transactional bool
+		attempts      int // attempts made so far, this one included
+		throttles     int // throttles before this attempt
+		elapsed       time.Duration
+		maxAttempts   int
+		want          decision
+	}{
+		{name: "ok", err: nil, want: decision{act: actDone}},
+		{name: "530 retries on the throttle schedule", err: err530, attempts: 1, want: decision{act: actRetry, throttled: true, delay: 2 * time.Millisecond, wait: 2 * time.Millisecond, floor: time.Second}},
+		{name: "third throttle is retry 3", err: err530, attempts: 3, throttles: 2, maxAttempts: 5, want: decision{act: actRetry, throttled: true, delay: 8 * time.Millisecond, wait: 8 * time.Millisecond, floor: time.Second}},
+		{name: "delay counts from the attempt's start", err: err530, attempts: 1, elapsed: 1500 * time.Microsecond, want: decision{act: actRetry, throttled: true, delay: 2 * time.Millisecond, wait: 500 * time.Microsecond, floor: time.Second}},
+		{name: "attempt longer than the delay: no wait", err: err530, attempts: 1, elapsed: 5 * time.Millisecond, want: decision{act: actRetry, throttled: true, delay: 2 * time.Millisecond, floor: time.Second}},
+		{name: "RetryInfo lengthens the wait", err: hinted, attempts: 1, elapsed: time.Millisecond, want: decision{act: actRetry, throttled: true, delay: 31 * time.Millisecond, wait: 30 * time.Millisecond, floor: time.Second}},
+		{name: "bare RESOURCE_EXHAUSTED is throttling", err: status.Error(codes.ResourceExhausted, "slow down"), attempts: 1, want: decision{act: actRetry, throttled: true, delay: 2 * time.Millisecond, wait: 2 * time.Millisecond, floor: time.Second}},
+		{name: "transactional 530 retries", err: err530, transactional: true, attempts: 1, want: decision{act: actRetry, throttled: true, delay: 2 * time.Millisecond, wait: 2 * time.Millisecond, floor: time.Second}},
+		{name: "UNAVAILABLE retries at once", err: err503, attempts: 1, want: decision{act: actRetry}},
+		{name: "INTERNAL retries at once", err: err500, attempts: 1, want: decision{act: actRetry}},
+		{name: "UNKNOWN retries", err: status.Error(codes.Unknown, "?"), attempts: 1, want: decision{act: actRetry}},
+		{name: "ABORTED retries", err: status.Error(codes.Aborted, "?"), attempts: 1, want: decision{act: actRetry}},
+		{name: "the attempt's own timeout retries", err: status.Error(codes.DeadlineExceeded, "attempt"), attempts: 1, want: decision{act: actRetry}},
+		{name: "lost connection retries", err: status.Error(codes.Canceled, "grpc: the client connection is closing"), attempts: 1, want: decision{act: actRetry}},
+		{name: "non-status error is a failure", err: io.ErrUnexpectedEOF, attempts: 1, want: decision{act: actRetry}},
+		{name: "transactional timeout is never retried", err: status.Error(codes.DeadlineExceeded, "attempt"), transactional: true, attempts: 1, want: decision{act: actFail, kind: ErrNotRetryable}},
+		{name: "transactional 500 is never retried", err: err500, transactional: true, attempts: 1, want: decision{act: actFail, kind: ErrNotRetryable}},
+		{name: "400 is never retried", err: err400, attempts: 1, want: decision{act: actFail, kind: ErrNotRetryable}},
+		{name: "NOT_FOUND", err: status.Error(codes.NotFound, "?"), attempts: 1, want: decision{act: actFail, kind: ErrNotRetryable}},
+		{name: "PERMISSION_DENIED", err: status.Error(codes.PermissionDenied, "?"), attempts: 1, want: decision{act: actFail, kind: ErrNotRetryable}},
+		{name: "UNAUTHENTICATED", err: status.Error(codes.Unauthenticated, "?"), attempts: 1, want: decision{act: actFail, kind: ErrNotRetryable}},
+		{name: "FAILED_PRECONDITION", err: status.Error(codes.FailedPrecondition, "?"), attempts: 1, want: decision{act: actFail, kind: ErrNotRetryable}},
+		{name: "OUT_OF_RANGE", err: status.Error(codes.OutOfRange, "?"), attempts: 1, want: decision{act: actFail, kind: ErrNotRetryable}},
+		{name: "UNIMPLEMENTED", err: status.Error(codes.Unimplemented, "?"), attempts: 1, want: decision{act: actFail, kind: ErrNotRetryable}},
+		{name: "ALREADY_EXISTS", err: status.Error(codes.AlreadyExists, "?"), attempts: 1, want: decision{act: actFail, kind: ErrNotRetryable}},
+		{name: "last attempt", err: err503, attempts: 3, want: decision{act: actFail, kind: ErrAttemptsExhausted}},
+		{name: "last attempt throttled", err: err530, attempts: 3, want: decision{act: actFail, throttled: true, kind: ErrAttemptsExhausted}},
+		{name: "caller's context ended: stop", ctx: cancelled, err: status.Error(codes.Canceled, "x"), attempts: 1, want: decision{act: actFail, kind: context.Canceled, ctxErr: context.Canceled}},
+		{name: "stop beats 4xx", ctx: cancelled, err: err400, attempts: 1, want: decision{act: actFail, kind: context.Canceled, ctxErr: context.Canceled}},
+		{name: "Close gave up", abort: aborted, err: err503, attempts: 1, want: decision{act: actFail, kind: ErrClosed}},
+		{name: "wait ends after the deadline", ctx: soon, err: err530, attempts: 2, throttles: 1, maxAttempts: 5, want: decision{act: actFail, throttled: true, kind: ErrDeadlineTooShort}},
+		{name: "wait ends before the deadline", ctx: soon, err: err530, attempts: 1, want: decision{act: actRetry, throttled: true, delay: 2 * time.Millisecond, wait: 2 * time.Millisecond, floor: time.Second}},
+		{name: "far deadline", ctx: later, err: err530, attempts: 1, want: decision{act: actRetry, throttled: true, delay: 2 * time.Millisecond, wait: 2 * time.Millisecond, floor: time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := defaultConfig()
+			c.throttle, c.rand = conn, nil
+			if tt.maxAttempts > 0 {
+				c.maxAttempts = tt.maxAttempts
+			}
+			ctx := tt.ctx
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			st := &callState{transactional: tt.transactional, attempts: tt.attempts, throttles: tt.throttles}
+			got := c.decide(ctx, tt.abort, st, tt.err, t0, t0.Add(tt.elapsed))
+			if got != tt.want {
+				t.Errorf("decide(%v) = %+v; want %+v", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestDecideCountsEachScheduleApart checks the numbering of the schedules:
+// a failure between throttles neither resets nor advances the throttle
+// schedule.
+func TestDecideCountsEachScheduleApart(t *testing.T) {
+	c := defaultConfig()
+	c.maxAttempts, c.rand = 10, nil
+	c.throttle = scheduleFunc(func(n int) time.Duration { return time.Duration(n) * time.Millisecond })
+	c.failure = scheduleFunc(func(n int) time.Duration { return time.Duration(100*n) * time.Millisecond })
+	st := &callState{}
+	now := time.Now()
+	var got []time.Duration
+	for _, err := range []error{err530, err530, err503, err530, err503} {
+		st.attempts++
+		d := c.decide(context.Background(), nil, st, err, now, now)
+		got = append(got, d.delay)
+	}
+	want := []time.Duration{1 * time.Millisecond, 2 * time.Millisecond, 100 * time.Millisecond, 3 * time.Millisecond, 200 * time.Millisecond}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("delays = %v; want %v", got, want)
+	}
+}
+
+type scheduleFunc func(n int) time.Duration
+
+func (f scheduleFunc) Delay(n int, _ backoff.Rand) (time.Duration, bool) { return f(n), n >= 1 }
+
+// TestDecideScheduleEnd: a schedule without retry n ends the send.
+func TestDecideScheduleEnd(t *testing.T) {
+	p, err := backoff.NewDeliveryPolicy(backoff.HealthyRetryPolicy{MinDelayTarget: 1, MaxDelayTarget: 1, NumRetries: 1, BackoffFunction: backoff.Linear})
+	if err != nil {
+		t.Skipf("NewDeliveryPolicy: %v", err)
+	}
+	c := defaultConfig()
+	c.maxAttempts, c.throttle = 10, p
+	st := &callState{attempts: 2, throttles: 1}
+	now := time.Now()
+	if got := c.decide(context.Background(), nil, st, err530, now, now); got.act != actFail || got.kind != ErrAttemptsExhausted {
+		t.Errorf("decide after the schedule's last retry = %+v; want fail with ErrAttemptsExhausted", got)
+	}
+}
+
+// TestRetryBudget follows gRPC's retry throttling arithmetic.
+func TestRetryBudget(t *testing.T) {
+	var nilBudget *retryBudget
+	if nilBudget.throttle() {
+		t.Errorf("nil budget throttle() = true; want false")
+	}
+	nilBudget.success()
+	b := newRetryBudget(4, 0.5)
+	// 4 -> 3 (allowed), 3 -> 2 (2 <= 2: refused).
+	if got := b.throttle(); got {
+		t.Errorf("throttle() at 3 tokens = true; want false")
+	}
+	if got := b.throttle(); !got {
+		t.Errorf("throttle() at 2 tokens = false; want true")
+	}
+	b.success() // 2.5
+	if got := b.throttle(); !got {
+		t.Errorf("throttle() at 1.5 tokens = false; want true")
+	}
+	for range 10 {
+		b.success()
+	}
+	if b.tokens != 4 {
+		t.Errorf("tokens after many successes = %v; want 4 (the maximum)", b.tokens)
+	}
+}
+
+func TestSendErrorIs(t *testing.T) {
+	se := &SendError{MessageID: "m1", Attempts: 3, Code: rocketryv1.Code_CODE_UNAVAILABLE, Cause: err503, kind: ErrAttemptsExhausted}
+	for _, target := range []error{ErrAttemptsExhausted, err503} {
+		if !errors.Is(se, target) {
+			t.Errorf("errors.Is(%v, %v) = false; want true", se, target)
+		}
+	}
+	if errors.Is(se, ErrDeadlineTooShort) {
+		t.Errorf("errors.Is(%v, ErrDeadlineTooShort) = true; want false", se)
+	}
+	if got, want := se.Error(), `producer: send of message "m1" failed after 3 attempts (attempts exhausted): rpc error: code = Unavailable desc = test: CODE_UNAVAILABLE`; got != want {
+		t.Errorf("Error() = %q; want %q", got, want)
+	}
+	if status.Code(se) != codes.Unavailable {
+		t.Errorf("status.Code(SendError) = %v; want Unavailable", status.Code(se))
+	}
+	if !IsThrottled(err530) || IsThrottled(err503) || !IsThrottled(&SendError{Code: rocketryv1.Code_CODE_TOO_MANY_REQUESTS}) {
+		t.Errorf("IsThrottled is wrong")
+	}
+	if got := CodeOf(err400); got != rocketryv1.Code_CODE_BAD_REQUEST {
+		t.Errorf("CodeOf(400) = %v; want CODE_BAD_REQUEST", got)
+	}
+}
