@@ -1,0 +1,376 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rocketry-go/rocketry/producer"
+)
+
+// demoSummary is what the demo found: printed as a table, or with --json as
+// one JSON object.
+type demoSummary struct {
+	Sent      int `json:"sent"`
+	SentSync  int `json:"sent_sync"`
+	SentAsync int `json:"sent_async"`
+	// Stored counts the sent IDs in the broker's log after the sends (each
+	// once), before any replay of the spool.
+	Stored int `json:"stored"`
+	// DeadLettered counts the sent IDs in the dead-letter spool after the
+	// sends; DeadLetteredAlsoStored those of them the broker had stored
+	// anyway (an attempt whose answer was lost).
+	DeadLettered           int `json:"dead_lettered"`
+	DeadLetteredAlsoStored int `json:"dead_lettered_also_stored"`
+	// Lost counts the sent IDs neither stored nor spooled.
+	Lost int `json:"lost"`
+	// DuplicatesStored counts IDs the broker's log holds more than once, at
+	// the end (after the replay).
+	DuplicatesStored int `json:"duplicates_stored"`
+	// DuplicatesRefused counts sends the broker answered as already stored
+	// (a retry of a message whose earlier attempt was stored).
+	DuplicatesRefused int64 `json:"duplicates_refused"`
+
+	Attempts                  int64            `json:"attempts"`
+	AttemptsPerMessage        float64          `json:"attempts_per_message"`
+	MostAttempts              int64            `json:"most_attempts_for_one_message"`
+	Throttled                 map[string]int64 `json:"throttled"`
+	ThrottlePeriods           map[string]int64 `json:"throttle_periods"`
+	RetriesAfterThrottle      int64            `json:"retries_after_throttle"`
+	RetriesAfterFailure       int64            `json:"retries_after_failure"`
+	RetriesAfterFailureByCode map[string]int64 `json:"retries_after_failure_by_code"`
+	Faults                    map[string]int64 `json:"faults"`
+	LatencyMS                 demoLatency      `json:"latency_ms"`
+
+	Replay            *demoReplay `json:"replay,omitempty"`
+	StoredAfterReplay int         `json:"stored_after_replay"`
+	SpoolPath         string      `json:"spool_path,omitempty"`
+	SpoolLeft         int         `json:"spool_left,omitempty"`
+
+	SendSeconds    float64        `json:"send_seconds"`
+	ElapsedSeconds float64        `json:"elapsed_seconds"`
+	Elapsed        time.Duration  `json:"-"`
+	Timeline       []demoEvent    `json:"timeline"`
+	SendErrors     map[string]int `json:"send_errors,omitempty"`
+	Problems       []string       `json:"problems,omitempty"`
+	Config         demoConfigJSON `json:"config"`
+	OK             bool           `json:"ok"`
+}
+
+type demoLatency struct {
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+type demoReplay struct {
+	Read   int `json:"read"`
+	Stored int `json:"stored"`
+	Failed int `json:"failed"`
+}
+
+// demoConfigJSON is the configuration as the JSON summary reports it.
+type demoConfigJSON struct {
+	Messages         int     `json:"messages"`
+	SyncWorkers      int     `json:"sync_workers"`
+	MaxInFlight      int     `json:"max_in_flight"`
+	MaxAttempts      int     `json:"max_attempts"`
+	AttemptTimeoutMS float64 `json:"attempt_timeout_ms"`
+	TimeScale        float64 `json:"time_scale"`
+	ThrottleBackoff  string  `json:"throttle_backoff"`
+	FailureBackoff   string  `json:"failure_backoff"`
+	Queues           int     `json:"queues"`
+	MaxBacklog       int64   `json:"max_backlog"`
+	ColdReadDistance int64   `json:"cold_read_distance"`
+	MaxStorageLoad   float64 `json:"max_storage_load"`
+	InternalRate     float64 `json:"internal_rate"`
+	RestartAt        float64 `json:"restart_at"`
+	ConsumeRate      float64 `json:"consume_rate"`
+	ResetAt          float64 `json:"reset_at"`
+	RereadRate       float64 `json:"reread_rate"`
+	Seed             uint64  `json:"seed"`
+}
+
+// ok is the demo's verdict: nothing lost, nothing stored twice.
+func (s *demoSummary) ok() bool { return s.Lost == 0 && s.DuplicatesStored == 0 }
+
+// verify checks the broker's log and the spool against what was sent, and
+// fills a summary with the counts.
+func (r *demoRun) verify() *demoSummary {
+	c := r.c
+	k := r.counters
+	s := &demoSummary{
+		Sent:      c.messages,
+		SentAsync: c.asyncCount(),
+		SentSync:  c.messages - c.asyncCount(),
+		Config:    c.json(),
+	}
+	stored := r.storedCounts()
+	spooled := map[string]bool{}
+	recs, err := producer.ReadSpool(r.spool)
+	if err != nil && len(recs) == 0 && k.deadLettered.Load() > 0 {
+		s.Problems = append(s.Problems, "reading the spool: "+shortError(err))
+	}
+	for _, rec := range recs {
+		if rec.Message != nil {
+			spooled[rec.Message.ID] = true
+		}
+	}
+	for i := range c.messages {
+		id := demoID(i)
+		n := stored[id]
+		switch {
+		case n > 0 && spooled[id]:
+			s.Stored++
+			s.DeadLettered++
+			s.DeadLetteredAlsoStored++
+		case n > 0:
+			s.Stored++
+		case spooled[id]:
+			s.DeadLettered++
+		default:
+			s.Lost++
+		}
+		if n > 1 {
+			s.DuplicatesStored++
+		}
+	}
+	s.StoredAfterReplay = s.Stored
+
+	s.Attempts = k.attempts.Load()
+	s.AttemptsPerMessage = roundTo(float64(s.Attempts)/float64(c.messages), 2)
+	s.MostAttempts = k.maxAttemptsOfOne.Load()
+	s.Throttled = k.throttledByReason()
+	s.RetriesAfterThrottle = k.retryThrottled.Load()
+	s.RetriesAfterFailure = k.retryFailure.Load()
+	s.RetriesAfterFailureByCode = k.failuresByCode()
+	p50, p99, top := k.latencyQuantiles()
+	s.LatencyMS = demoLatency{P50: ms(p50), P99: ms(p99), Max: ms(top)}
+
+	st := r.b.Stats()
+	s.DuplicatesRefused = st.GetDuplicates()
+	s.Faults = map[string]int64{}
+	for kind, n := range st.GetFaults() {
+		if n > 0 {
+			s.Faults[kind] = n
+		}
+	}
+	s.ThrottlePeriods = map[string]int64{"BACKLOG": r.backlogPeriods.Load(), "STORAGE_LOAD": r.storagePeriods.Load()}
+
+	k.mu.Lock()
+	if len(k.errs) > 0 {
+		s.SendErrors = map[string]int{}
+		for e, n := range k.errs {
+			s.SendErrors[e] = n
+		}
+	}
+	k.mu.Unlock()
+	return s
+}
+
+func ms(d time.Duration) float64 { return roundTo(float64(d)/float64(time.Millisecond), 3) }
+
+func roundTo(v float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(v*p) / p
+}
+
+func (s *demoSummary) writeJSON(w io.Writer) error {
+	s.OK = s.ok()
+	s.ElapsedSeconds = roundTo(s.ElapsedSeconds, 3)
+	s.SendSeconds = roundTo(s.SendSeconds, 3)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(s)
+}
+
+func (s *demoSummary) writeText(w io.Writer) {
+	s.OK = s.ok()
+	fmt.Fprintln(w)
+	var rows [][3]string
+	row := func(label, value, note string) { rows = append(rows, [3]string{label, value, note}) }
+	row("messages sent", fmtCount(int64(s.Sent)), fmt.Sprintf("%s with Send, %s with SendAsync", fmtCount(int64(s.SentSync)), fmtCount(int64(s.SentAsync))))
+	row("stored", fmtCount(int64(s.Stored)), "each ID once in the broker's log")
+	dl := "in the dead-letter spool: kept, not lost"
+	if s.Replay != nil {
+		dl = fmt.Sprintf("spool replayed: %d stored, %d failed", s.Replay.Stored, s.Replay.Failed)
+	}
+	row("dead-lettered", fmtCount(int64(s.DeadLettered)), dl)
+	row("lost", fmtCount(int64(s.Lost)), "neither stored nor spooled")
+	row("duplicates stored", fmtCount(int64(s.DuplicatesStored)), fmt.Sprintf("%s re-sends of a stored ID refused by the broker", fmtCount(s.DuplicatesRefused)))
+	row("attempts per message", strconv.FormatFloat(s.AttemptsPerMessage, 'f', 2, 64), fmt.Sprintf("%s attempts; most for one message: %d", fmtCount(s.Attempts), s.MostAttempts))
+	reasons := make([]string, 0, len(s.Throttled))
+	for r := range s.Throttled {
+		reasons = append(reasons, r)
+	}
+	sort.Strings(reasons)
+	for _, r := range reasons {
+		note := ""
+		if n, ok := s.ThrottlePeriods[r]; ok {
+			note = fmt.Sprintf("throttling started and lifted %d times", n)
+		}
+		row("throttled (530) "+r, fmtCount(s.Throttled[r]), note)
+	}
+	row("retries after throttling", fmtCount(s.RetriesAfterThrottle), "waited on the scaled connection backoff")
+	row("retries after failures", fmtCount(s.RetriesAfterFailure), s.failureNote())
+	row("latency p50 / p99 / max", fmt.Sprintf("%s / %s / %s", fmtMS(s.LatencyMS.P50), fmtMS(s.LatencyMS.P99), fmtMS(s.LatencyMS.Max)), "from the call to its outcome")
+	row("elapsed", fmt.Sprintf("%.1fs", s.ElapsedSeconds), fmt.Sprintf("sending took %.1fs", s.SendSeconds))
+	var lw, vw int
+	for _, r := range rows {
+		lw, vw = max(lw, len(r[0])), max(vw, len(r[1]))
+	}
+	for _, r := range rows {
+		fmt.Fprintf(w, "  %-*s  %*s  %s\n", lw, r[0], vw, r[1], r[2])
+	}
+
+	if len(s.Timeline) > 0 {
+		fmt.Fprintln(w)
+		for _, e := range s.Timeline {
+			fmt.Fprintf(w, "  at %5.1fs  %s\n", e.AtSeconds, e.What)
+		}
+	}
+	if len(s.SendErrors) > 0 {
+		fmt.Fprintln(w, "\n  sends that ended with an error, by error:")
+		errs := make([]string, 0, len(s.SendErrors))
+		for e := range s.SendErrors {
+			errs = append(errs, e)
+		}
+		sort.Strings(errs)
+		for _, e := range errs {
+			fmt.Fprintf(w, "  %6d  %s\n", s.SendErrors[e], e)
+		}
+	}
+	if s.SpoolPath != "" {
+		fmt.Fprintf(w, "\n  %d messages are still in the spool %s (rocketry replay can send them)\n", s.SpoolLeft, s.SpoolPath)
+	}
+	for _, p := range s.Problems {
+		fmt.Fprintf(w, "\n  problem: %s\n", p)
+	}
+	fmt.Fprintln(w)
+	if s.OK {
+		fmt.Fprintln(w, "OK: nothing lost, nothing stored twice")
+	} else {
+		fmt.Fprintf(w, "FAILED: %d lost, %d stored twice\n", s.Lost, s.DuplicatesStored)
+	}
+}
+
+// failureNote says what the retries after failures answered: "INTERNAL
+// 612, UNAVAILABLE 40 (broker faults injected: internal 612)".
+func (s *demoSummary) failureNote() string {
+	note := "immediate retries after: " + joinCounts(s.RetriesAfterFailureByCode)
+	if len(s.RetriesAfterFailureByCode) == 0 {
+		note = "no failed attempt"
+	}
+	if len(s.Faults) > 0 {
+		note += " (faults injected: " + joinCounts(s.Faults) + ")"
+	}
+	return note
+}
+
+// joinCounts writes a map of counts sorted by key: "a 1, b 2".
+func joinCounts(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, k+" "+fmtCount(m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// writeConfig prints the configuration the demo runs with.
+func (r *demoRun) writeConfig(w io.Writer) {
+	c := r.c
+	tc := c.throttleConfig()
+	fmt.Fprintf(w, "rocketry demo: %s messages to topic %q on an in-process broker at %s\n", fmtCount(int64(c.messages)), demoTopic, r.b.Addr())
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	line := func(k, v string) { fmt.Fprintf(tw, "  %s\t%s\n", k, v) }
+	line("broker", fmt.Sprintf("%d queues; BACKLOG throttling above %s unconsumed (lifts at %s); STORAGE_LOAD above %s cold reads/s (cold: > %s behind the head)",
+		c.queues, fmtCount(c.maxBacklog), fmtCount(c.maxBacklog*8/10), fmtCount(int64(c.maxStorageLoad)), fmtCount(c.coldReadDistance)))
+	restart := "no restart"
+	if c.restartAt > 0 {
+		restart = fmt.Sprintf("one restart when %.0f%% of the messages are done", c.restartAt*100)
+	}
+	line("faults", fmt.Sprintf("%.1f%% of sends answered INTERNAL (500, nothing stored); %s", c.internalRate*100, restart))
+	reset := "never reset"
+	if c.resetAt > 0 {
+		reset = fmt.Sprintf("reset to offset 0 when %.0f%% are done", c.resetAt*100)
+	}
+	line("consumers", fmt.Sprintf("group %q drains %s msg/s; group %q reads up to %s msg/s, %s", steadyGroup, fmtCount(int64(c.consumeRate)), backtrackGroup, fmtCount(int64(c.rereadRate)), reset))
+	line("producer", fmt.Sprintf("%s with Send on %d goroutines + %s with SendAsync (%d in flight); at most %d attempts per message (the first + %d retries), %v each",
+		fmtCount(int64(c.messages-c.asyncCount())), c.syncWorkers, fmtCount(int64(c.asyncCount())), c.maxInFlight, c.maxAttempts, c.maxAttempts-1, c.attemptLimit))
+	line("after 530", fmt.Sprintf("gRPC connection backoff x%g: %v, x%g, jitter %g, max %v, min connect %v",
+		c.timeScale, tc.BaseDelay, tc.Multiplier, tc.Jitter, tc.MaxDelay, tc.MinConnectTimeout))
+	failure := "retry at once (backoff.Immediate, the default)"
+	if c.failure == "backoff" {
+		failure = "the same scaled connection backoff"
+	}
+	line("after failure", failure)
+	line("dead letters", r.spool)
+	line("seed", strconv.FormatUint(c.seed, 10))
+	tw.Flush()
+}
+
+func (c *demoConfig) json() demoConfigJSON {
+	tc := c.throttleConfig()
+	return demoConfigJSON{
+		Messages:         c.messages,
+		SyncWorkers:      c.syncWorkers,
+		MaxInFlight:      c.maxInFlight,
+		MaxAttempts:      c.maxAttempts,
+		AttemptTimeoutMS: ms(c.attemptLimit),
+		TimeScale:        c.timeScale,
+		ThrottleBackoff: fmt.Sprintf("%v x%g jitter %g max %v min-connect %v",
+			tc.BaseDelay, tc.Multiplier, tc.Jitter, tc.MaxDelay, tc.MinConnectTimeout),
+		FailureBackoff:   c.failure,
+		Queues:           c.queues,
+		MaxBacklog:       c.maxBacklog,
+		ColdReadDistance: c.coldReadDistance,
+		MaxStorageLoad:   c.maxStorageLoad,
+		InternalRate:     c.internalRate,
+		RestartAt:        c.restartAt,
+		ConsumeRate:      c.consumeRate,
+		ResetAt:          c.resetAt,
+		RereadRate:       c.rereadRate,
+		Seed:             c.seed,
+	}
+}
+
+// fmtCount writes n with thousands separators: 20,000.
+func fmtCount(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, ch := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(ch)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// fmtMS writes milliseconds readably: 0.4ms, 12ms, 1.3s.
+func fmtMS(v float64) string {
+	switch {
+	case v >= 1000:
+		return strconv.FormatFloat(v/1000, 'f', 1, 64) + "s"
+	case v >= 10:
+		return strconv.FormatFloat(v, 'f', 0, 64) + "ms"
+	default:
+		return strconv.FormatFloat(v, 'f', 1, 64) + "ms"
+	}
+}

@@ -1,0 +1,443 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/rocketry-go/rocketry/backoff"
+	"github.com/rocketry-go/rocketry/broker"
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/producer"
+)
+
+const (
+	demoTopic      = "demo"
+	steadyGroup    = "billing"
+	backtrackGroup = "audit"
+	// consumeTick is how often a consumer group asks for messages.
+	consumeTick = 10 * time.Millisecond
+)
+
+// demoRun is one run of the demo: the broker, the consumers, the producer
+// and what was counted.
+type demoRun struct {
+	c        *demoConfig
+	b        *broker.Broker
+	counters *demoCounters
+	start    time.Time
+	spool    string
+
+	// consumer side
+	cc         *grpc.ClientConn
+	consumer   rocketryv1.ConsumerServiceClient
+	resetAudit chan struct{}
+	recvErrs   atomic.Int64
+
+	// broker-side throttle periods seen by polling Stats: how many times
+	// each kind of throttling started, and whether it is on now.
+	backlogPeriods, storagePeriods atomic.Int64
+	backlogOn, storageOn           atomic.Bool
+
+	mu       sync.Mutex
+	timeline []demoEvent
+}
+
+// demoEvent is a moment of the run worth reporting.
+type demoEvent struct {
+	At        time.Duration `json:"-"`
+	AtSeconds float64       `json:"at_seconds"`
+	What      string        `json:"what"`
+}
+
+func (r *demoRun) note(format string, args ...any) {
+	at := time.Since(r.start)
+	r.mu.Lock()
+	r.timeline = append(r.timeline, demoEvent{At: at, AtSeconds: roundTo(at.Seconds(), 3), What: fmt.Sprintf(format, args...)})
+	r.mu.Unlock()
+}
+
+// demo runs the demo described by c and returns its summary. stdout gets
+// the configuration first (not with --json); stderr gets the live progress
+// display when it is a terminal.
+func demo(c *demoConfig, stdout, stderr io.Writer) (*demoSummary, error) {
+	r := &demoRun{c: c, counters: newDemoCounters(c.messages), start: time.Now(), resetAudit: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+
+	dir, err := os.MkdirTemp("", "rocketry-demo-")
+	if err != nil {
+		return nil, err
+	}
+	keepDir := false
+	defer func() {
+		if !keepDir {
+			os.RemoveAll(dir)
+		}
+	}()
+	r.spool = filepath.Join(dir, "dead-letter.spool")
+
+	r.b, err = broker.New(
+		broker.WithQueues(c.queues),
+		broker.WithThrottle(broker.Throttle{
+			MaxBacklog:       c.maxBacklog,
+			ColdReadDistance: c.coldReadDistance,
+			MaxStorageLoad:   c.maxStorageLoad,
+		}),
+		broker.WithFaults(broker.Faults{InternalRate: c.internalRate}),
+		broker.WithSeed(int64(c.seed)),
+	)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.b.Start("127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	defer r.b.Stop()
+
+	if !c.jsonOut {
+		r.writeConfig(stdout)
+	}
+
+	r.cc, err = grpc.NewClient(r.b.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()), r.connectParams())
+	if err != nil {
+		return nil, err
+	}
+	defer r.cc.Close()
+	r.consumer = rocketryv1.NewConsumerServiceClient(r.cc)
+
+	p, err := r.newProducer(true)
+	if err != nil {
+		return nil, err
+	}
+	pClosed := false
+	defer func() {
+		if !pClosed {
+			p.Close(context.Background())
+		}
+	}()
+
+	// The consumers and the watcher run until the sends and the replay are
+	// done: the backlog must keep draining for throttling to lift.
+	bg, stopBG := context.WithCancel(ctx)
+	var bgWG sync.WaitGroup
+	defer func() { stopBG(); bgWG.Wait() }()
+	bgWG.Add(3)
+	go func() { defer bgWG.Done(); r.consume(bg, steadyGroup, c.consumeRate, nil) }()
+	go func() { defer bgWG.Done(); r.consume(bg, backtrackGroup, c.rereadRate, r.resetAudit) }()
+	go func() { defer bgWG.Done(); r.direct(bg) }()
+
+	disp := newDemoProgress(stderr, c.messages, r)
+	var dispWG sync.WaitGroup
+	dispStop := make(chan struct{})
+	dispWG.Add(1)
+	go func() { defer dispWG.Done(); disp.run(dispStop) }()
+
+	sendStart := time.Now()
+	r.send(ctx, p)
+	sendElapsed := time.Since(sendStart)
+	closeErr := p.Close(ctx)
+	pClosed = true
+
+	close(dispStop)
+	dispWG.Wait()
+	disp.finish()
+
+	sum := r.verify()
+	sum.SendSeconds = sendElapsed.Seconds()
+	if closeErr != nil {
+		sum.Problems = append(sum.Problems, "closing the producer: "+shortError(closeErr))
+	}
+
+	if c.replay && sum.DeadLettered > 0 {
+		r.replaySpool(ctx, sum)
+	}
+	if left, _ := producer.ReadSpool(r.spool); len(left) > 0 {
+		keepDir = true
+		sum.SpoolPath = r.spool
+		sum.SpoolLeft = len(left)
+	}
+
+	stopBG()
+	bgWG.Wait()
+	r.mu.Lock()
+	sum.Timeline = append([]demoEvent(nil), r.timeline...)
+	r.mu.Unlock()
+	sum.ThrottlePeriods = map[string]int64{"BACKLOG": r.backlogPeriods.Load(), "STORAGE_LOAD": r.storagePeriods.Load()}
+	sum.Elapsed = time.Since(r.start)
+	sum.ElapsedSeconds = sum.Elapsed.Seconds()
+	return sum, nil
+}
+
+// throttleSchedule is the scaled gRPC connection backoff.
+func (r *demoRun) throttleSchedule() *backoff.Connection {
+	s, err := backoff.NewConnection(r.c.throttleConfig())
+	if err != nil {
+		panic(err) // validated with the flags
+	}
+	return s
+}
+
+// connectParams scales gRPC's own reconnect backoff like the throttle
+// schedule, so that the clients come back soon after the broker restarts.
+func (r *demoRun) connectParams() grpc.DialOption {
+	cfg := r.c.throttleConfig()
+	return grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff: grpcbackoff.Config{
+			BaseDelay:  cfg.BaseDelay,
+			Multiplier: cfg.Multiplier,
+			Jitter:     cfg.Jitter,
+			MaxDelay:   cfg.MaxDelay,
+		},
+		MinConnectTimeout: cfg.MinConnectTimeout,
+	})
+}
+
+// newProducer builds the demo's producer; withSpool adds the dead-letter
+// spool and the observer (the replay's producer has neither).
+func (r *demoRun) newProducer(withSpool bool) (*producer.Producer, error) {
+	c := r.c
+	failure := backoff.Immediate
+	if c.failure == "backoff" {
+		failure = r.throttleSchedule()
+	}
+	opts := []producer.Option{
+		producer.WithMaxAttempts(c.maxAttempts),
+		producer.WithAttemptTimeout(c.attemptLimit),
+		producer.WithThrottleSchedule(r.throttleSchedule()),
+		producer.WithFailureSchedule(failure),
+		producer.WithMaxInFlight(c.maxInFlight),
+		producer.WithRand(newLockedRand(c.seed)),
+		producer.WithDialOptions(r.connectParams()),
+	}
+	if withSpool {
+		opts = append(opts, producer.WithSpool(r.spool), producer.WithObserver(r.counters.observe))
+	}
+	return producer.New(r.b.Addr(), opts...)
+}
+
+// send sends every message: the first ones with SendAsync from one
+// goroutine, the others with Send from c.syncWorkers goroutines, all at
+// once. It returns when every send has ended.
+func (r *demoRun) send(ctx context.Context, p *producer.Producer) {
+	c := r.c
+	nAsync := c.asyncCount()
+	body := make([]byte, c.bodyBytes)
+	for i := range body {
+		body[i] = 'a' + byte(i%26)
+	}
+	msg := func(i int) *producer.Message {
+		return &producer.Message{ID: demoID(i), Topic: demoTopic, Body: body}
+	}
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range nAsync {
+			start := time.Now()
+			r.counters.inFlight.Add(1)
+			wg.Add(1)
+			err := p.SendAsync(ctx, msg(i), func(_ *producer.SendReceipt, err error) {
+				r.counters.ended(start, err)
+				wg.Done()
+			})
+			if err != nil {
+				r.counters.ended(start, err)
+				wg.Done()
+			}
+		}
+	}()
+	var next atomic.Int64
+	next.Store(int64(nAsync))
+	for range c.syncWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= c.messages {
+					return
+				}
+				start := time.Now()
+				r.counters.inFlight.Add(1)
+				_, err := p.Send(ctx, msg(i))
+				r.counters.ended(start, err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// demoID is the ID of message i; the demo sets IDs itself so that it can
+// check the broker's log against what it sent.
+func demoID(i int) string { return "demo-" + strconv.Itoa(i) }
+
+// consume drains topic demo for group at rate messages per second, committing
+// as it reads, until ctx ends. A receive on reset first moves the group back
+// to offset 0 (a backtrack), so that it re-reads the whole log.
+func (r *demoRun) consume(ctx context.Context, group string, rate float64, reset <-chan struct{}) {
+	t := time.NewTicker(consumeTick)
+	defer t.Stop()
+	last := time.Now()
+	budget := 0.0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-reset:
+			reset = nil
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
+			_, err := r.consumer.ResetOffset(rctx, &rocketryv1.ResetOffsetRequest{Topic: demoTopic, Group: group, Offset: 0})
+			cancel()
+			if err != nil {
+				r.note("group %q: reset to offset 0 failed: %s", group, shortError(err))
+			} else {
+				r.note("group %q reset to offset 0: re-reading the log at %s msg/s", group, fmtCount(int64(rate)))
+			}
+		case now := <-t.C:
+			budget = min(budget+rate*now.Sub(last).Seconds(), rate*5*consumeTick.Seconds())
+			last = now
+			n := min(int(budget), broker.MaxReceiveMessages)
+			if n < 1 {
+				continue
+			}
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
+			resp, err := r.consumer.ReceiveMessages(rctx, &rocketryv1.ReceiveMessagesRequest{
+				Topic: demoTopic, Group: group, MaxMessages: int32(n), AutoCommit: true,
+			})
+			cancel()
+			if err != nil {
+				r.recvErrs.Add(1)
+				continue
+			}
+			// Unused budget is kept (up to a few ticks' worth), so the
+			// group catches up at its rate when messages come back.
+			budget -= float64(len(resp.GetMessages()))
+		}
+	}
+}
+
+// direct triggers the scripted events (the backtrack, the restart) when
+// their share of the messages is done, and follows the broker's throttling
+// to count how often each kind starts.
+func (r *demoRun) direct(ctx context.Context) {
+	c := r.c
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	resetDone, restartDone := c.resetAt == 0, c.restartAt == 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		share := float64(r.counters.done.Load()) / float64(c.messages)
+		if !resetDone && share >= c.resetAt {
+			resetDone = true
+			close(r.resetAudit)
+		}
+		if !restartDone && share >= c.restartAt {
+			restartDone = true
+			if err := r.b.Restart(); err != nil {
+				r.note("broker restart failed: %s", shortError(err))
+			} else {
+				r.note("broker restarted: connections dropped, listening again on %s", r.b.Addr())
+			}
+		}
+		r.followThrottling()
+	}
+}
+
+// followThrottling polls the broker's stats and counts the starts of each
+// kind of throttling.
+func (r *demoRun) followThrottling() {
+	st := r.b.Stats()
+	backlog := false
+	for _, tp := range st.GetTopics() {
+		if tp.GetTopic() == demoTopic && tp.GetThrottledBacklog() {
+			backlog = true
+		}
+	}
+	if backlog && !r.backlogOn.Swap(true) {
+		r.backlogPeriods.Add(1)
+	} else if !backlog {
+		r.backlogOn.Store(false)
+	}
+	storage := st.GetThrottledStorageLoad()
+	if storage && !r.storageOn.Swap(true) {
+		r.storagePeriods.Add(1)
+	} else if !storage {
+		r.storageOn.Store(false)
+	}
+}
+
+// replaySpool sends the dead-lettered messages again with a producer of the
+// same settings, without a spool, and records the outcome in sum.
+func (r *demoRun) replaySpool(ctx context.Context, sum *demoSummary) {
+	rp, err := r.newProducer(false)
+	if err != nil {
+		sum.Problems = append(sum.Problems, "replay: "+shortError(err))
+		return
+	}
+	defer rp.Close(context.Background())
+	res, err := producer.ReplaySpool(ctx, r.spool, func(ctx context.Context, m *producer.Message) error {
+		_, err := rp.Send(ctx, m)
+		return err
+	})
+	sum.Replay = &demoReplay{Read: res.Read, Stored: res.Stored, Failed: res.Failed}
+	if err != nil {
+		sum.Problems = append(sum.Problems, "replay: "+shortError(err))
+	}
+	// The replay stores messages again (by the same IDs): check that none
+	// was stored twice.
+	after := r.storedCounts()
+	sum.StoredAfterReplay = 0
+	sum.DuplicatesStored = 0
+	for i := range r.c.messages {
+		switch n := after[demoID(i)]; {
+		case n == 1:
+			sum.StoredAfterReplay++
+		case n > 1:
+			sum.StoredAfterReplay++
+			sum.DuplicatesStored++
+		}
+	}
+}
+
+// storedCounts counts the broker's stored messages of the demo's topic by ID.
+func (r *demoRun) storedCounts() map[string]int {
+	msgs := r.b.Messages(demoTopic)
+	out := make(map[string]int, len(msgs))
+	for _, m := range msgs {
+		out[m.GetMessage().GetMessageId()]++
+	}
+	return out
+}
+
+// lockedRand is a seeded source of jitter that is safe for concurrent use.
+type lockedRand struct {
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+func newLockedRand(seed uint64) *lockedRand {
+	return &lockedRand{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+}
+
+func (l *lockedRand) Float64() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Float64()
+}
