@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rocketry-go/rocketry/broker"
+)
+
+func init() {
+	register(command{name: "broker", summary: "run the test broker (throttling and faults) until SIGINT/SIGTERM", run: runBroker})
+}
+
+// signalContext is the context commands that run until interrupted stop
+// on; tests replace it.
+var signalContext = func() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// brokerConfig is the flags of "rocketry broker".
+type brokerConfig struct {
+	listen        string
+	queues        int
+	throttle      broker.Throttle
+	faults        broker.Faults
+	seed          int64
+	maxBody       int
+	maxBatch      int
+	dedupCount    int
+	dedupTTL      time.Duration
+	noAutoCreate  bool
+	topics        string
+	statsInterval time.Duration
+	logLevel      string
+}
+
+func brokerFlags(c *brokerConfig) *flag.FlagSet {
+	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:7777", "`address` to listen on")
+	fs.IntVar(&c.queues, "queues", broker.DefaultQueues, "queues per topic")
+	fs.Int64Var(&c.throttle.MaxBacklog, "max-backlog", 0, "refuse sends (530 BACKLOG) to a topic whose backlog is above this; 0 = off")
+	fs.Int64Var(&c.throttle.BacklogLowWater, "backlog-low-water", 0, "accept again at this backlog or under; 0 = 80% of --max-backlog")
+	fs.Int64Var(&c.throttle.ColdReadDistance, "cold-read-distance", 0, "a read more than this many messages behind its queue's head is cold; 0 = 1000")
+	fs.Float64Var(&c.throttle.MaxStorageLoad, "max-storage-load", 0, "refuse sends (530 STORAGE_LOAD) while cold reads per second are above this; 0 = off")
+	fs.DurationVar(&c.throttle.StorageLoadWindow, "storage-load-window", 0, "window the cold-read rate is measured over; 0 = 1s")
+	fs.Float64Var(&c.throttle.MaxSendRate, "max-send-rate", 0, "messages per second accepted (530 SEND_RATE over it); 0 = off")
+	fs.Float64Var(&c.faults.InternalRate, "internal-rate", 0, "share of sends answered 500 INTERNAL, in [0,1]")
+	fs.DurationVar(&c.faults.Latency, "latency", 0, "latency added before answering each send")
+	fs.Float64Var(&c.faults.BlackholeRate, "blackhole-rate", 0, "share of sends never answered until the caller's deadline, in [0,1]")
+	fs.Float64Var(&c.faults.DropRate, "drop-rate", 0, "share of sends whose connection is closed instead of answering, in [0,1]")
+	fs.BoolVar(&c.faults.Unavailable, "unavailable", false, "answer every send 503 UNAVAILABLE")
+	fs.Int64Var(&c.seed, "seed", 0, "seed of the fault draws (default random)")
+	fs.IntVar(&c.maxBody, "max-body-bytes", broker.DefaultMaxBodyBytes, "largest message body stored (413 over it)")
+	fs.IntVar(&c.maxBatch, "max-batch", broker.DefaultMaxBatch, "most messages per send request")
+	fs.IntVar(&c.dedupCount, "dedup-count", broker.DefaultDedupCount, "message ids remembered per topic for duplicate detection")
+	fs.DurationVar(&c.dedupTTL, "dedup-ttl", 0, "how long message ids are remembered; 0 = no time limit")
+	fs.BoolVar(&c.noAutoCreate, "no-auto-create", false, "refuse sends to unknown topics (404) instead of creating them")
+	fs.StringVar(&c.topics, "topics", "", "comma-separated `topics` to create at start")
+	fs.DurationVar(&c.statsInterval, "stats-interval", 10*time.Second, "log a stats line this often; 0 = never")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	return fs
+}
+
+// options turns the flags into broker options; seeded says whether --seed
+// was given.
+func (c *brokerConfig) options(logger *slog.Logger, seeded bool) []broker.Option {
+	opts := []broker.Option{
+		broker.WithQueues(c.queues),
+		broker.WithThrottle(c.throttle),
+		broker.WithFaults(c.faults),
+		broker.WithMaxBodyBytes(c.maxBody),
+		broker.WithMaxBatch(c.maxBatch),
+		broker.WithDedupWindow(c.dedupCount, c.dedupTTL),
+		broker.WithAutoCreateTopics(!c.noAutoCreate),
+		broker.WithLogger(logger),
+	}
+	if seeded {
+		opts = append(opts, broker.WithSeed(c.seed))
+	}
+	if c.topics != "" {
+		opts = append(opts, broker.WithTopics(strings.Split(c.topics, ",")...))
+	}
+	return opts
+}
+
+// parseFlagsOneLine parses args with fs: 0, false after -h (usage on
+// stdout); 2, false for bad usage (one line on stderr).
+func parseFlagsOneLine(name string, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fmt.Fprintf(stdout, "usage: rocketry %s [flags]\n", name)
+			fs.PrintDefaults()
+			return 0, false
+		}
+		msg, _, _ := strings.Cut(err.Error(), "\n")
+		fmt.Fprintf(stderr, "rocketry %s: %s\n", name, msg)
+		return 2, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "rocketry %s: unexpected argument %q\n", name, fs.Arg(0))
+		return 2, false
+	}
+	return 0, true
+}
+
+func runBroker(args []string, stdout, stderr io.Writer) int {
+	var c brokerConfig
+	fs := brokerFlags(&c)
+	if code, ok := parseFlagsOneLine("broker", fs, args, stdout, stderr); !ok {
+		return code
+	}
+	seeded := false
+	fs.Visit(func(f *flag.Flag) { seeded = seeded || f.Name == "seed" })
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		fmt.Fprintf(stderr, "rocketry broker: --log-level %q: want debug, info, warn or error\n", c.logLevel)
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if c.statsInterval < 0 {
+		fmt.Fprintf(stderr, "rocketry broker: --stats-interval %v is negative\n", c.statsInterval)
+		return 2
+	}
+	b, err := broker.New(c.options(logger, seeded)...)
+	if err != nil {
+		fmt.Fprintf(stderr, "rocketry broker: %v\n", err)
+		return 2
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	if err := b.Start(c.listen); err != nil {
+		fmt.Fprintf(stderr, "rocketry broker: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "rocketry broker: listening on %s\n", b.Addr())
+	logger.Info("broker: listening", "addr", b.Addr(), "queues", c.queues)
+
+	var tick <-chan time.Time
+	if c.statsInterval > 0 {
+		t := time.NewTicker(c.statsInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-tick:
+			logStats(logger, b)
+		case <-ctx.Done():
+			logger.Info("broker: shutting down")
+			b.Stop()
+			logStats(logger, b)
+			return 0
+		}
+	}
+}
+
+// logStats logs one line of the broker's stats.
+func logStats(logger *slog.Logger, b *broker.Broker) {
+	s := b.Stats()
+	var backlog int64
+	for _, t := range s.Topics {
+		backlog = max(backlog, t.Backlog)
+	}
+	logger.Info("broker: stats",
+		"stored", s.Stored, "duplicates", s.Duplicates, "send_requests", s.SendRequests, "bad_requests", s.BadRequests,
+		"throttled", formatCounts(s.Throttled), "faults", formatCounts(s.Faults),
+		"topics", len(s.Topics), "max_backlog", backlog,
+		"storage_load", fmt.Sprintf("%.1f", s.StorageLoad), "throttled_storage_load", s.ThrottledStorageLoad)
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+)
+
+func init() {
+	register(command{name: "stats", summary: "print a broker's stats (stored, duplicates, throttled, backlog, storage load)", run: runStats})
+}
+
+func runStats(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	addr := fs.String("addr", "127.0.0.1:7777", "broker `address`")
+	asJSON := fs.Bool("json", false, "print JSON")
+	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the broker")
+	if code, ok := parseFlagsOneLine("stats", fs, args, stdout, stderr); !ok {
+		return code
+	}
+	if *timeout <= 0 {
+		fmt.Fprintf(stderr, "rocketry stats: --timeout %v must be positive\n", *timeout)
+		return 2
+	}
+	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		fmt.Fprintf(stderr, "rocketry stats: --addr %q: %v\n", *addr, err)
+		return 2
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	s, err := rocketryv1.NewConsumerServiceClient(conn).GetStats(ctx, &rocketryv1.GetStatsRequest{})
+	if err != nil {
+		fmt.Fprintf(stderr, "rocketry stats: %s: %v\n", *addr, err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(statsJSONOf(s)); err != nil {
+			fmt.Fprintf(stderr, "rocketry stats: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	writeStatsText(stdout, s)
+	return 0
+}
+
+// statsJSON is the JSON form of GetStatsResponse, with numbers as numbers.
+type statsJSON struct {
+	Stored               int64            `json:"stored"`
+	Duplicates           int64            `json:"duplicates"`
+	SendRequests         int64            `json:"send_requests"`
+	BadRequests          int64            `json:"bad_requests"`
+	Throttled            map[string]int64 `json:"throttled"`
+	Faults               map[string]int64 `json:"faults"`
+	StorageLoad          float64          `json:"storage_load"`
+	ThrottledStorageLoad bool             `json:"throttled_storage_load"`
+	Topics               []topicJSON      `json:"topics"`
+}
+
+type topicJSON struct {
+	Topic            string           `json:"topic"`
+	Queues           int32            `json:"queues"`
+	Stored           int64            `json:"stored"`
+	Backlog          int64            `json:"backlog"`
+	ThrottledBacklog bool             `json:"throttled_backlog"`
+	Groups           map[string]int64 `json:"groups"` // backlog by group
+}
+
+func statsJSONOf(s *rocketryv1.GetStatsResponse) statsJSON {
+	out := statsJSON{
+		Stored: s.Stored, Duplicates: s.Duplicates, SendRequests: s.SendRequests, BadRequests: s.BadRequests,
+		Throttled: s.Throttled, Faults: s.Faults, StorageLoad: s.StorageLoad, ThrottledStorageLoad: s.ThrottledStorageLoad,
+		Topics: []topicJSON{},
+	}
+	for _, t := range s.Topics {
+		tj := topicJSON{Topic: t.Topic, Queues: t.Queues, Stored: t.Stored, Backlog: t.Backlog,
+			ThrottledBacklog: t.ThrottledBacklog, Groups: map[string]int64{}}
+		for _, g := range t.Groups {
+			tj.Groups[g.Group] = g.Backlog
+		}
+		out.Topics = append(out.Topics, tj)
+	}
+	return out
+}
+
+func writeStatsText(w io.Writer, s *rocketryv1.GetStatsResponse) {
+	fmt.Fprintf(w, "stored %d, duplicates %d, send requests %d, bad requests %d\n", s.Stored, s.Duplicates, s.SendRequests, s.BadRequests)
+	fmt.Fprintf(w, "throttled: %s\n", formatCounts(s.Throttled))
+	fmt.Fprintf(w, "faults: %s\n", formatCounts(s.Faults))
+	note := ""
+	if s.ThrottledStorageLoad {
+		note = " (throttling sends)"
+	}
+	fmt.Fprintf(w, "storage load: %.1f cold reads/s%s\n", s.StorageLoad, note)
+	for _, t := range s.Topics {
+		note := ""
+		if t.ThrottledBacklog {
+			note = " (throttling sends)"
+		}
+		fmt.Fprintf(w, "topic %s: %d queues, stored %d, backlog %d%s\n", t.Topic, t.Queues, t.Stored, t.Backlog, note)
+		for _, g := range t.Groups {
+			fmt.Fprintf(w, "  group %s: backlog %d\n", g.Group, g.Backlog)
+		}
+	}
+}
+
+// formatCounts writes counts by name as "a 1, b 2", sorted by name.
+func formatCounts(m map[string]int64) string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
