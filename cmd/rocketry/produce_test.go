@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/rocketry-go/rocketry/broker"
+	"github.com/rocketry-go/rocketry/broker/brokertest"
+)
+
+// withStdin makes the produce command read in, as if piped, for one test.
+func withStdin(t *testing.T, in string, terminal bool) {
+	t.Helper()
+	oldIn, oldTerm := produceStdin, stdinIsTerminal
+	produceStdin = strings.NewReader(in)
+	stdinIsTerminal = func() bool { return terminal }
+	t.Cleanup(func() { produceStdin, stdinIsTerminal = oldIn, oldTerm })
+}
+
+func produceJSON(t *testing.T, args ...string) (produceSummary, int, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(append([]string{"produce", "--json"}, args...), &out, &errb)
+	var sum produceSummary
+	if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
+		t.Fatalf("run(produce --json %v): output %q is not JSON: %v (stderr %q)", args, out.String(), err, errb.String())
+	}
+	return sum, code, errb.String()
+}
+
+func TestProduce(t *testing.T) {
+	leakCheck(t)
+	withStdin(t, "", true)
+	policy := filepath.Join(t.TempDir(), "policy.json")
+	if err := os.WriteFile(policy, []byte(`{"healthyRetryPolicy": {"minDelayTarget": 1, "maxDelayTarget": 2, "numRetries": 3,
+		"numNoDelayRetries": 0, "numMinDelayRetries": 1, "numMaxDelayRetries": 1, "backoffFunction": "linear"},
+		"throttlePolicy": {"maxReceivesPerSecond": 10000}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		args  []string
+		count int
+	}{
+		{"sync", []string{"--count", "50", "--size", "16"}, 50},
+		{"async", []string{"--count", "300", "--async", "--in-flight", "8"}, 300},
+		{"rate", []string{"--count", "5", "--rate", "2000", "--size", "0"}, 5},
+		{"preset", []string{"--count", "10", "--throttle-policy", "customer-managed", "--async"}, 10},
+		{"policy file", []string{"--count", "10", "--throttle-policy", policy}, 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := brokertest.Start(t)
+			sum, code, stderr := produceJSON(t, append([]string{"--addr", b.Addr(), "--topic", "t"}, tt.args...)...)
+			n := int64(tt.count)
+			if code != 0 || stderr != "" || sum.Sent != n || sum.Stored != n || sum.Failed != 0 || sum.Attempts != n || sum.Elapsed <= 0 {
+				t.Fatalf("produce %v = %d, %+v, stderr %q; want 0, %d sent, stored and attempts", tt.args, code, sum, stderr, n)
+			}
+			if got := len(storedIDs(b, "t")); got != tt.count {
+				t.Fatalf("broker holds %d distinct messages; want %d", got, tt.count)
+			}
+		})
+	}
+}
+
+func TestProduceStdin(t *testing.T) {
+	leakCheck(t)
+	withStdin(t, "alpha\nbeta\r\ngamma", false)
+	b := brokertest.Start(t)
+	var out, errb bytes.Buffer
+	if code := run([]string{"produce", "--addr", b.Addr(), "--topic", "lines", "--tag", "x"}, &out, &errb); code != 0 {
+		t.Fatalf("produce(stdin) = %d, stderr %q; want 0", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "sent 3, stored 3 (0 duplicates), failed 0 (0 spooled), attempts 3") {
+		t.Errorf("produce(stdin) printed %q; want the summary of 3 stored", out.String())
+	}
+	var bodies []string
+	for _, m := range b.Messages("lines") {
+		bodies = append(bodies, string(m.GetMessage().GetBody()))
+		if tag := m.GetMessage().GetTag(); tag != "x" {
+			t.Errorf("stored tag %q; want x", tag)
+		}
+	}
+	sort.Strings(bodies)
+	if want := []string{"alpha", "beta", "gamma"}; strings.Join(bodies, ",") != strings.Join(want, ",") {
+		t.Errorf("stored bodies %q; want %q", bodies, want)
+	}
+}
+
+// TestProduceSpoolThenReplay sends to a broker that refuses everything with
+// a spool, then replays the spool once the broker is healthy: every message
+// ends up stored once.
+func TestProduceSpoolThenReplay(t *testing.T) {
+	leakCheck(t)
+	withStdin(t, "", true)
+	b := brokertest.Start(t, broker.WithFaults(broker.Faults{Unavailable: true}))
+	spool := filepath.Join(t.TempDir(), "dead.spool")
+	for _, mode := range []string{"--async=false", "--async"} {
+		sum, code, stderr := produceJSON(t, "--addr", b.Addr(), "--topic", "t", "--count", "20", mode,
+			"--max-attempts", "2", "--spool", spool)
+		if code != 1 || sum.Sent != 20 || sum.Failed != 20 || sum.Spooled != 20 || sum.Attempts != 40 || !strings.Contains(stderr, "rocketry produce:") {
+			t.Fatalf("produce %s to an unavailable broker = %d, %+v, stderr %q; want 1, 20 failed and spooled, 40 attempts", mode, code, sum, stderr)
+		}
+	}
+	b.SetFaults(broker.Faults{})
+	sum, code, stderr := replayJSON(t, "--spool", spool, "--addr", b.Addr())
+	if code != 0 || sum.Read != 40 || sum.Stored != 40 {
+		t.Fatalf("replay = %d, %+v, %q; want 0, 40 stored", code, sum, stderr)
+	}
+	seen := storedIDs(b, "t")
+	if len(seen) != 40 {
+		t.Fatalf("broker holds %d distinct messages; want 40", len(seen))
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("broker holds %s %d times; want 1", id, n)
+		}
+	}
+}
+
+func TestProduceBadFlags(t *testing.T) {
+	dir := t.TempDir()
+	badPolicy := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(badPolicy, []byte(`{"healthyRetryPolicy": {"numRetries": -1}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ok := []string{"--addr", "127.0.0.1:1", "--topic", "t", "--count", "1"}
+	with := func(extra ...string) []string { return append(append([]string{}, ok...), extra...) }
+	tests := []struct {
+		name     string
+		args     []string
+		terminal bool
+		want     string // in the one line on stderr
+	}{
+		{"no addr", []string{"--topic", "t", "--count", "1"}, false, "--addr is required"},
+		{"no topic", []string{"--addr", "a:1", "--count", "1"}, false, "--topic is required"},
+		{"unknown flag", with("--bogus"), false, "-bogus"},
+		{"count negative", with("--count", "-1"), false, "--count -1"},
+		{"count text", with("--count", "ten"), false, "-count"},
+		{"terminal without count", []string{"--addr", "a:1", "--topic", "t"}, true, "--count"},
+		{"size negative", with("--size", "-1"), false, "--size -1"},
+		{"size too large", with("--size", "4194305"), false, "--size 4194305"},
+		{"size without count", []string{"--addr", "a:1", "--topic", "t", "--size", "10"}, false, "--size"},
+		{"rate negative", with("--rate", "-1"), false, "--rate -1"},
+		{"rate NaN", with("--rate", "NaN"), false, "--rate NaN"},
+		{"rate infinite", with("--rate", "+Inf"), false, "--rate +Inf"},
+		{"in-flight zero", with("--async", "--in-flight", "0"), false, "--in-flight 0"},
+		{"in-flight without async", with("--in-flight", "4"), false, "--in-flight"},
+		{"max attempts zero", with("--max-attempts", "0"), false, "--max-attempts 0"},
+		{"attempt timeout zero", with("--attempt-timeout", "0s"), false, "--attempt-timeout 0s"},
+		{"attempt timeout text", with("--attempt-timeout", "later"), false, "-attempt-timeout"},
+		{"timeout negative", with("--timeout", "-5s"), false, "--timeout -5s"},
+		{"policy empty", with("--throttle-policy", ""), false, "--throttle-policy"},
+		{"policy unknown", with("--throttle-policy", filepath.Join(dir, "missing.json")), false, "--throttle-policy"},
+		{"policy invalid", with("--throttle-policy", badPolicy), false, "--throttle-policy"},
+		{"spool in a missing dir", with("--spool", filepath.Join(dir, "no", "such", "spool")), false, "--spool"},
+		{"bad addr", []string{"--addr", ",", "--topic", "t", "--count", "1"}, false, "--addr"},
+		{"extra argument", with("now"), false, `unexpected argument "now"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			withStdin(t, "", tt.terminal)
+			var out, errb bytes.Buffer
+			code := run(append([]string{"produce"}, tt.args...), &out, &errb)
+			lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+			if code != 2 || len(lines) != 1 || !strings.Contains(lines[0], tt.want) {
+				t.Errorf("run(produce %v) = %d, stderr %q; want 2 and one line containing %q", tt.args, code, errb.String(), tt.want)
+			}
+		})
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"produce", "--help"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "-throttle-policy") {
+		t.Errorf("run(produce --help) = %d, %q; want 0 and the flags", code, out.String())
+	}
+}
