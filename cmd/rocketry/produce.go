@@ -25,8 +25,8 @@ func init() {
 
 // The produce command's input, replaceable by tests.
 var (
-	produceStdin     io.Reader = os.Stdin
-	stdinIsTerminal            = func() bool {
+	produceStdin    io.Reader = os.Stdin
+	stdinIsTerminal           = func() bool {
 		fi, err := os.Stdin.Stat()
 		return err == nil && fi.Mode()&os.ModeCharDevice != 0
 	}
