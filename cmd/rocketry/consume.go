@@ -132,7 +132,7 @@ func consume(ctx context.Context, cl rocketryv1.ConsumerServiceClient, c *consum
 			Topic: c.topic, Group: c.group, MaxMessages: int32(want), AutoCommit: true,
 		})
 		if err != nil {
-			if ctx.Err() != nil {
+			if ctxEnded(ctx) {
 				return n, nil
 			}
 			return n, fmt.Errorf("receive: %w", err)
@@ -155,4 +155,14 @@ func consume(ctx context.Context, cl rocketryv1.ConsumerServiceClient, c *consum
 		}
 	}
 	return n, nil
+}
+
+// ctxEnded reports whether ctx is done or past its deadline: gRPC's own
+// deadline timer can end a call a moment before ctx's timer fires.
+func ctxEnded(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
