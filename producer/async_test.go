@@ -1,0 +1,159 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rocketry-go/rocketry/broker"
+	"github.com/rocketry-go/rocketry/broker/brokertest"
+)
+
+// TestCloseWaitsForInFlight: Close lets the sends in flight finish.
+func TestCloseWaitsForInFlight(t *testing.T) {
+	b := brokertest.Start(t, broker.WithFaults(broker.Faults{Latency: 20 * time.Millisecond}))
+	p, err := New(b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ok atomic.Int32
+	for i := range 20 {
+		if err := p.SendAsync(context.Background(), msg("t"), func(_ *SendReceipt, err error) {
+			if err == nil {
+				ok.Add(1)
+			}
+		}); err != nil {
+			t.Fatalf("SendAsync(%d) = %v", i, err)
+		}
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	if ok.Load() != 20 || len(b.Messages("t")) != 20 {
+		t.Errorf("stored %d (broker %d); want 20", ok.Load(), len(b.Messages("t")))
+	}
+}
+
+// TestCloseCancelsWhatRemains: when Close's context ends, the sends still
+// in flight end with ErrClosed through their callback (or Send), go to the
+// fallback, and nothing is accepted afterwards.
+func TestCloseCancelsWhatRemains(t *testing.T) {
+	b := brokertest.Start(t, broker.WithFaults(broker.Faults{BlackholeRate: 1}))
+	var fellBack atomic.Int32
+	p, err := New(b.Addr(), WithFallback(func(*Message, error) { fellBack.Add(1) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 10
+	var calls [n]atomic.Int32
+	var closed atomic.Int32
+	for i := range n {
+		ctx := context.Background()
+		if i%2 == 1 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx) // a context that can end: merged with Close's
+			defer cancel()
+		}
+		if err := p.SendAsync(ctx, msg("t"), func(_ *SendReceipt, err error) {
+			calls[i].Add(1)
+			if errors.Is(err, ErrClosed) {
+				closed.Add(1)
+			}
+		}); err != nil {
+			t.Fatalf("SendAsync(%d) = %v", i, err)
+		}
+	}
+	var syncErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { _, syncErr = p.Send(context.Background(), msg("t")) })
+	for b.Stats().GetSendRequests() < n+1 {
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := p.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Close() = %v; want context.DeadlineExceeded", err)
+	}
+	wg.Wait()
+	for i := range calls {
+		if c := calls[i].Load(); c != 1 {
+			t.Errorf("callback %d ran %d times; want 1", i, c)
+		}
+	}
+	if closed.Load() != n || !errors.Is(syncErr, ErrClosed) {
+		t.Errorf("%d callbacks with ErrClosed, Send = %v; want %d and ErrClosed", closed.Load(), syncErr, n)
+	}
+	if fellBack.Load() != n+1 {
+		t.Errorf("fallback calls = %d; want %d", fellBack.Load(), n+1)
+	}
+	never := func(*SendReceipt, error) { t.Error("callback of a refused send ran") }
+	if err := p.SendAsync(context.Background(), msg("t"), never); !errors.Is(err, ErrClosed) {
+		t.Errorf("SendAsync after Close = %v; want ErrClosed", err)
+	}
+	if err := p.TrySendAsync(msg("t"), never); !errors.Is(err, ErrClosed) {
+		t.Errorf("TrySendAsync after Close = %v; want ErrClosed", err)
+	}
+	if _, err := p.Send(context.Background(), msg("t")); !errors.Is(err, ErrClosed) {
+		t.Errorf("Send after Close = %v; want ErrClosed", err)
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Errorf("second Close() = %v; want nil", err)
+	}
+}
+
+// TestInFlightBound: TrySendAsync fails at once and SendAsync waits within
+// its context when MaxInFlight sends are in flight.
+func TestInFlightBound(t *testing.T) {
+	s := &stub{script: []error{errBlackhole}}
+	addr := startStub(t, s)
+	p := newTestProducer(t, addr, WithMaxInFlight(1), WithAttemptTimeout(200*time.Millisecond), WithMaxAttempts(1))
+	done := make(chan error, 1)
+	if err := p.TrySendAsync(msg("t"), func(_ *SendReceipt, err error) { done <- err }); err != nil {
+		t.Fatalf("TrySendAsync() = %v", err)
+	}
+	never := func(*SendReceipt, error) { t.Error("callback of a refused send ran") }
+	if err := p.TrySendAsync(msg("t"), never); !errors.Is(err, ErrBufferFull) {
+		t.Errorf("TrySendAsync when full = %v; want ErrBufferFull", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := p.SendAsync(ctx, msg("t"), never); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("SendAsync when full = %v; want context.DeadlineExceeded", err)
+	}
+	if err := <-done; !errors.Is(err, ErrAttemptsExhausted) {
+		t.Errorf("blackholed send = %v; want ErrAttemptsExhausted", err)
+	}
+	got := make(chan error, 1)
+	if err := p.SendAsync(context.Background(), msg("t"), func(_ *SendReceipt, err error) { got <- err }); err != nil {
+		t.Fatalf("SendAsync once there is room = %v", err)
+	}
+	if err := <-got; err != nil {
+		t.Errorf("second send = %v; want stored", err)
+	}
+}
+
+// TestSendAsyncContextEnds: the SendAsync context bounds the send, and its
+// end reaches the callback.
+func TestSendAsyncContextEnds(t *testing.T) {
+	s := &stub{script: []error{errBlackhole}}
+	addr := startStub(t, s)
+	p := newTestProducer(t, addr)
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan error, 1)
+	if err := p.SendAsync(ctx, msg("t"), func(_ *SendReceipt, err error) { got <- err }); err != nil {
+		t.Fatal(err)
+	}
+	for s.count() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-got; !errors.Is(err, context.Canceled) || errors.Is(err, ErrClosed) {
+		t.Errorf("callback err = %v; want context.Canceled", err)
+	}
+	if err := p.SendAsync(ctx, msg("t"), nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("SendAsync(ended ctx) = %v; want context.Canceled", err)
+	}
+}
