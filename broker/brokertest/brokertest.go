@@ -17,9 +17,11 @@ func Start(t testing.TB, opts ...broker.Option) *broker.Broker {
 	b, err := broker.New(opts...)
 	if err != nil {
 		t.Fatalf("brokertest.Start: %v", err)
+		return nil
 	}
 	if err := b.Start("127.0.0.1:0"); err != nil {
 		t.Fatalf("brokertest.Start: %v", err)
+		return nil
 	}
 	t.Cleanup(b.Stop)
 	return b
