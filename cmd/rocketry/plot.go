@@ -17,9 +17,9 @@ import (
 // written; for a PNG, convert it (rsvg-convert -o plot.png plot.svg).
 
 const (
-	plotW, plotH   = 1200, 520
+	plotW, plotH   = 1200, 540
 	panelW, panelH = 500, 340 // the plotting area of each panel
-	panelTop       = 90
+	panelTop       = 120
 	maxPlotRetries = 300 // the left panel shows at most this many retries
 )
 
@@ -62,7 +62,10 @@ func plotSVG(src *source, rows []row) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="DejaVu Sans, Arial, Helvetica, sans-serif">`+"\n", plotW, plotH, plotW, plotH)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	text(&b, plotW/2, 30, 18, "middle", "bold", clipText(src.title, 120))
+	// The title is "what: details"; the details go on a second line.
+	head, detail, _ := strings.Cut(src.title, ": ")
+	text(&b, plotW/2, 28, 18, "middle", "bold", clipText(head, 100))
+	text(&b, plotW/2, 50, 13, "middle", "normal", clipText(detail, 150))
 	delayPanel(&b, 80, panelTop, src, rows)
 	functionsPanel(&b, 660, panelTop, src)
 	b.WriteString("</svg>\n")
@@ -78,7 +81,7 @@ func delayPanel(b *strings.Builder, x0, y0 int, src *source, rows []row) {
 	if len(rows) < total {
 		title = fmt.Sprintf("Delay before each retry (first %d of %s)", len(rows), commas(total))
 	}
-	text(b, x0+panelW/2, y0-30, 15, "middle", "bold", title)
+	text(b, x0+panelW/2, y0-38, 15, "middle", "bold", title)
 	ymax := 1.0
 	for _, r := range rows {
 		ymax = math.Max(ymax, r.delay.Seconds())
@@ -98,15 +101,15 @@ func delayPanel(b *strings.Builder, x0, y0 int, src *source, rows []row) {
 		fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/>`+"\n",
 			px-bw/2, py, bw, xs.y(0)-py, c)
 	}
-	// Legend: the phases present, top left inside the panel.
-	ly := y0 + 8
+	// Legend: the phases present, in a row above the panel.
+	lx, ly := x0, y0-22
 	for _, ph := range []backoff.Phase{backoff.PhaseImmediate, backoff.PhasePreBackoff, backoff.PhaseBackoff, backoff.PhasePostBackoff} {
 		if !seen[ph] {
 			continue
 		}
-		fmt.Fprintf(b, `<rect x="%d" y="%d" width="14" height="14" fill="%s"/>`+"\n", x0+12, ly, phaseColors[ph])
-		text(b, x0+32, ly+12, 13, "start", "normal", ph.String())
-		ly += 20
+		fmt.Fprintf(b, `<rect x="%d" y="%d" width="14" height="14" fill="%s"/>`+"\n", lx, ly, phaseColors[ph])
+		text(b, lx+20, ly+12, 13, "start", "normal", ph.String())
+		lx += 125
 	}
 	if len(rows) == 0 {
 		text(b, x0+panelW/2, y0+panelH/2, 14, "middle", "normal", "no retries")
@@ -124,11 +127,11 @@ func functionsPanel(b *strings.Builder, x0, y0 int, src *source) {
 			lo, hi, n = h.MinDelayTarget, h.MaxDelayTarget, min(h.BackoffRetries(), 100)
 		}
 	}
-	text(b, x0+panelW/2, y0-30, 15, "middle", "bold",
+	text(b, x0+panelW/2, y0-38, 15, "middle", "bold",
 		fmt.Sprintf("SNS backoff functions: %d retries from %ds to %ds", n, lo, hi))
 	xs := axes(b, x0, y0, float64(n), float64(hi), "retry number in the backoff phase", "delay (seconds)", 1)
 	minD, maxD := time.Duration(lo)*time.Second, time.Duration(hi)*time.Second
-	ly := y0 + 8
+	lx, ly := x0, y0-22
 	for _, f := range backoff.BackoffFunctions {
 		st := functionStyles[f]
 		var pts []string
@@ -146,11 +149,11 @@ func functionsPanel(b *strings.Builder, x0, y0 int, src *source) {
 				fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="3" fill="%s"/>`+"\n", x, y, st.color)
 			}
 		}
-		// Legend, top left inside the panel.
+		// Legend, in a row above the panel.
 		fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2.5"%s/>`+"\n",
-			x0+12, ly+7, x0+44, ly+7, st.color, dash)
-		text(b, x0+52, ly+12, 13, "start", "normal", f.String())
-		ly += 20
+			lx, ly+7, lx+32, ly+7, st.color, dash)
+		text(b, lx+38, ly+12, 13, "start", "normal", f.String())
+		lx += 125
 	}
 }
 
@@ -181,7 +184,14 @@ func axes(b *strings.Builder, x0, y0 int, xmax, ymax float64, xlabel, ylabel str
 		text(b, x0-8, int(py)+5, 12, "end", "normal", trimFloat(v))
 	}
 	xstep := math.Max(1, niceStep((xmax-xmin)/8))
-	for v := xmin; v <= xmax+1e-9; v += xstep {
+	// Ticks at xmin and at the multiples of xstep after it: 1, 50, 100, ...
+	ticks := []float64{xmin}
+	for v := math.Floor(xmin/xstep)*xstep + xstep; v <= xmax+1e-9; v += xstep {
+		if v-xmin >= xstep/2 {
+			ticks = append(ticks, v)
+		}
+	}
+	for _, v := range ticks {
 		px := s.x(v)
 		fmt.Fprintf(b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#333"/>`+"\n", px, y0+panelH, px, y0+panelH+5)
 		text(b, int(px), y0+panelH+20, 12, "middle", "normal", trimFloat(v))
