@@ -18,12 +18,22 @@ type consumerServer struct {
 // topic, created when the broker creates topics.
 func (b *Broker) consumerTopic(topicName, groupName string) (*topic, error) {
 	if msg := checkTopic(topicName); msg != "" {
-		return nil, badRequest(msg)
+		return nil, b.refuse(badRequest(msg))
 	}
 	if msg := checkName("group", groupName, maxTopicLen); msg != "" {
-		return nil, badRequest(msg)
+		return nil, b.refuse(badRequest(msg))
 	}
-	return b.topicFor(topicName)
+	t, err := b.topicFor(topicName)
+	if err != nil {
+		return nil, b.refuse(err)
+	}
+	return t, nil
+}
+
+// refuse counts a 4xx answer and returns it.
+func (b *Broker) refuse(err error) error {
+	b.badRequests.Add(1)
+	return err
 }
 
 // ReceiveMessages returns up to max_messages messages from the group's
@@ -40,7 +50,7 @@ func (s consumerServer) ReceiveMessages(ctx context.Context, req *rocketryv1.Rec
 	n := int(req.GetMaxMessages())
 	switch {
 	case n < 0:
-		return nil, badRequest(fmt.Sprintf("max_messages %d is negative", n))
+		return nil, b.refuse(badRequest(fmt.Sprintf("max_messages %d is negative", n)))
 	case n == 0:
 		n = b.cfg.defaultRecvN
 	case n > MaxReceiveMessages:
@@ -103,11 +113,11 @@ func (s consumerServer) CommitOffset(ctx context.Context, req *rocketryv1.Commit
 	defer t.mu.Unlock()
 	q := req.GetQueueId()
 	if q < 0 || int(q) >= len(t.queues) {
-		return nil, badRequest(fmt.Sprintf("queue_id %d is not a queue of topic %q (0..%d)", q, t.name, len(t.queues)-1))
+		return nil, b.refuse(badRequest(fmt.Sprintf("queue_id %d is not a queue of topic %q (0..%d)", q, t.name, len(t.queues)-1)))
 	}
 	head := int64(len(t.queues[q]))
 	if off := req.GetOffset(); off < 0 || off > head {
-		return nil, badRequest(fmt.Sprintf("offset %d is outside 0..%d (the head of queue %d)", off, head, q))
+		return nil, b.refuse(badRequest(fmt.Sprintf("offset %d is outside 0..%d (the head of queue %d)", off, head, q)))
 	}
 	g := t.groupLocked(req.GetGroup())
 	if d := t.commitLocked(g, int(q), req.GetOffset()); d > 0 {
@@ -126,7 +136,7 @@ func (s consumerServer) ResetOffset(ctx context.Context, req *rocketryv1.ResetOf
 		return nil, err
 	}
 	if off := req.GetOffset(); off < 0 {
-		return nil, badRequest(fmt.Sprintf("offset %d is negative", off))
+		return nil, b.refuse(badRequest(fmt.Sprintf("offset %d is negative", off)))
 	}
 	th := b.throttle.Load()
 	t.mu.Lock()

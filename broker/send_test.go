@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"github.com/rocketry-go/rocketry/broker"
 	"google.golang.org/grpc/codes"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -207,5 +209,97 @@ func TestCommitAndResetOffset(t *testing.T) {
 	}
 	if got := len(receive(t, c, "t", "g", 100)); got != 10 {
 		t.Errorf("receive after reset to 0 = %d messages; want 10", got)
+	}
+}
+
+// Parallel producers retrying the same ids: each id is stored once.
+func TestConcurrentSendsStoreEachIDOnce(t *testing.T) {
+	b, c := start(t, broker.WithQueues(3))
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			for i := 0; i < 100; i += 10 {
+				ms := make([]*rocketryv1.Message, 0, 10)
+				for j := i; j < i+10; j++ {
+					ms = append(ms, msg("t", fmt.Sprintf("id-%d", j)))
+				}
+				if _, err := c.SendMessage(ctx(t), &rocketryv1.SendMessageRequest{Messages: ms}); err != nil {
+					t.Errorf("SendMessage = %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	next := map[int32]int64{}
+	for _, m := range b.Messages("t") {
+		if seen[m.Message.MessageId] {
+			t.Errorf("id %s stored twice", m.Message.MessageId)
+		}
+		seen[m.Message.MessageId] = true
+		if m.Offset != next[m.QueueId] {
+			t.Errorf("queue %d offset %d; want %d (no gaps)", m.QueueId, m.Offset, next[m.QueueId])
+		}
+		next[m.QueueId]++
+	}
+	if s := b.Stats(); len(seen) != 100 || s.Stored != 100 || s.Duplicates != 500 {
+		t.Errorf("stored %d distinct (stats %d), duplicates %d; want 100, 100, 500", len(seen), s.Stored, s.Duplicates)
+	}
+}
+
+func TestServeOnListener(t *testing.T) {
+	b, err := broker.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error)
+	go func() { served <- b.Serve(lis) }()
+	waitFor(t, func() bool { return b.Addr() == lis.Addr().String() })
+	c := dial(t, b.Addr())
+	mustSend(t, c, msg("t", "a"))
+	if err := b.Serve(lis); err != broker.ErrServing {
+		t.Errorf("second Serve = %v; want ErrServing", err)
+	}
+	if err := b.Restart(); err != nil {
+		t.Fatalf("Restart() = %v", err)
+	}
+	sendAfterReconnect(t, c, msg("t", "b"))
+	b.Stop()
+	if err := <-served; err != nil {
+		t.Errorf("Serve after Stop = %v; want nil", err)
+	}
+	if got := len(b.Messages("t")); got != 2 {
+		t.Errorf("Messages = %d; want 2", got)
+	}
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		opt  broker.Option
+		want string
+	}{
+		{broker.WithQueues(0), "WithQueues"},
+		{broker.WithMaxBodyBytes(0), "WithMaxBodyBytes"},
+		{broker.WithMaxBatch(0), "WithMaxBatch"},
+		{broker.WithDedupWindow(0, 0), "WithDedupWindow"},
+		{broker.WithDedupWindow(1, -time.Second), "ttl"},
+		{broker.WithTopics("a b"), "WithTopics"},
+		{broker.WithLogger(nil), "WithLogger"},
+		{broker.WithClock(nil), "WithClock"},
+		{broker.WithThrottle(broker.Throttle{MaxBacklog: -1}), "MaxBacklog"},
+		{broker.WithThrottle(broker.Throttle{MaxBacklog: 5, BacklogLowWater: 6}), "BacklogLowWater"},
+		{broker.WithThrottle(broker.Throttle{MaxStorageLoad: -1}), "MaxStorageLoad"},
+		{broker.WithFaults(broker.Faults{InternalRate: 1.5}), "InternalRate"},
+		{broker.WithFaults(broker.Faults{InternalRate: 0.6, DropRate: 0.6}), "above 1"},
+		{broker.WithFaults(broker.Faults{Latency: -1}), "Latency"},
+	} {
+		_, err := broker.New(tc.opt)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "broker: ") {
+			t.Errorf("New(...) = %v; want an error naming %s", err, tc.want)
+		}
 	}
 }
