@@ -293,9 +293,14 @@ type Spool struct {
 	path string
 	abs  string
 
+	// syncMu serialises fsyncs; it is taken before mu, never after.
+	syncMu sync.Mutex
+	synced uint64 // records made durable; guarded by syncMu
+
 	mu     sync.Mutex
 	f      *os.File // nil once closed
-	size   int64    // bytes of header and intact records: where the next record goes
+	size   int64    // bytes of header and records written: where the next record goes
+	writes uint64   // records written
 	broken error    // set after an fsync failure: no further appends
 
 	recovered error
@@ -397,6 +402,8 @@ func (s *Spool) Path() string { return s.path }
 
 // Append writes r as one record and fsyncs the file before it returns.
 // r.Message must have an ID. A zero r.SpooledAt becomes the current time.
+// Concurrent appends share fsyncs (group commit): each returns once an
+// fsync that began after its write has succeeded.
 //
 // A record that fails to be written is cut off again, so the spool stays
 // readable. After a failed fsync the data's fate is unknown (the kernel may
@@ -410,36 +417,80 @@ func (s *Spool) Append(r SpoolRecord) error {
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	switch {
 	case s.f == nil:
+		s.mu.Unlock()
 		return fmt.Errorf("producer: spool %s: %w", s.path, os.ErrClosed)
 	case s.broken != nil:
+		s.mu.Unlock()
 		return s.broken
 	}
 	if _, err := s.f.WriteAt(frame, s.size); err != nil {
 		if terr := s.f.Truncate(s.size); terr != nil {
 			s.broken = fmt.Errorf("producer: spool %s: append failed (%v) and could not be undone: %w", s.path, err, terr)
 		}
+		s.mu.Unlock()
 		return fmt.Errorf("producer: spool %s: append: %w", s.path, err)
 	}
-	if err := s.f.Sync(); err != nil {
-		s.broken = fmt.Errorf("producer: spool %s: fsync failed, no further appends: %w", s.path, err)
-		return s.broken
-	}
 	s.size += int64(len(frame))
+	s.writes++
+	seq := s.writes
+	s.mu.Unlock()
+	return s.syncTo(seq)
+}
+
+// syncTo returns once record seq is durable, running an fsync for it and
+// every record written before the fsync starts unless one already did.
+func (s *Spool) syncTo(seq uint64) error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if s.synced >= seq {
+		return nil
+	}
+	s.mu.Lock()
+	f, target, broken := s.f, s.writes, s.broken
+	s.mu.Unlock()
+	if broken != nil {
+		return broken
+	}
+	if f == nil { // cannot happen: Close syncs every write first
+		return fmt.Errorf("producer: spool %s: %w", s.path, os.ErrClosed)
+	}
+	if err := f.Sync(); err != nil {
+		s.mu.Lock()
+		if s.broken == nil {
+			s.broken = fmt.Errorf("producer: spool %s: fsync failed, no further appends: %w", s.path, err)
+		}
+		broken = s.broken
+		s.mu.Unlock()
+		return broken
+	}
+	s.synced = target
 	return nil
 }
 
-// Close closes the file. Appends after Close fail with an error wrapping
-// os.ErrClosed. Close is idempotent.
+// Close makes every written record durable and closes the file. Appends
+// after Close fail with an error wrapping os.ErrClosed. Close is
+// idempotent.
 func (s *Spool) Close() error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.f == nil {
 		return nil
 	}
-	err := s.f.Close()
+	var err error
+	if s.synced < s.writes && s.broken == nil {
+		if err = s.f.Sync(); err == nil {
+			s.synced = s.writes
+		} else {
+			s.broken = fmt.Errorf("producer: spool %s: fsync failed, no further appends: %w", s.path, err)
+		}
+	}
+	if cerr := s.f.Close(); err == nil {
+		err = cerr
+	}
 	s.f = nil
 	openSpools.Delete(s.abs)
 	if err != nil {
