@@ -213,7 +213,7 @@ func (s *demoSummary) writeText(w io.Writer) {
 	for _, r := range reasons {
 		note := ""
 		if n, ok := s.ThrottlePeriods[r]; ok {
-			note = fmt.Sprintf("throttling started and lifted %d times", n)
+			note = "throttling started and lifted " + times(n)
 		}
 		row("throttled (530) "+r, fmtCount(s.Throttled[r]), note)
 	}
@@ -373,4 +373,15 @@ func fmtMS(v float64) string {
 	default:
 		return strconv.FormatFloat(v, 'f', 1, 64) + "ms"
 	}
+}
+
+// times writes a count of occurrences: "never", "once", "3 times".
+func times(n int64) string {
+	switch n {
+	case 0:
+		return "never"
+	case 1:
+		return "once"
+	}
+	return fmtCount(n) + " times"
 }
