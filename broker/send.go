@@ -165,7 +165,7 @@ func (b *Broker) checkStorageLoad(th *throttleState, now time.Time) error {
 func (b *Broker) store(t *topic, msgs []*rocketryv1.Message, th *throttleState, now time.Time) (*rocketryv1.SendMessageResponse, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if th.MaxBacklog > 0 {
+	if th.MaxBacklog > 0 || t.throttled {
 		bl := t.backlogLocked()
 		b.backlogTransitionLocked(t, bl, th)
 		if t.throttled {

@@ -53,6 +53,9 @@ func TestBacklogThrottleWithHysteresis(t *testing.T) {
 	// Thresholds change at run time.
 	b.SetThrottle(broker.Throttle{})
 	mustSend(t, c, msg("t", "unthrottled"))
+	if b.Stats().Topics[0].ThrottledBacklog {
+		t.Errorf("throttled_backlog still true after SetThrottle(Throttle{})")
+	}
 }
 
 func TestStorageLoadThrottle(t *testing.T) {
