@@ -309,9 +309,9 @@ func TestSpoolAppendErrors(t *testing.T) {
 }
 
 // TestSpoolTornTail cuts a 3-record spool at every byte, as a crash during
-// an append may leave it: the intact records are always read, the cut is
-// reported at the offset of the torn record, and OpenSpool repairs the file
-// without losing a byte.
+// an append may leave it: the intact records are always read and the cut is
+// reported at the offset of the torn record; OpenSpool repairs the file
+// without losing a byte (checked at a sample of the cuts).
 func TestSpoolTornTail(t *testing.T) {
 	_, data := writeTestSpool(t, 3)
 	ends := frameEnds(t, data)
@@ -345,6 +345,15 @@ func TestSpoolTornTail(t *testing.T) {
 		}
 		wantRecords(t, got, ids...)
 
+		// Repairing costs several fsyncs: check it at every boundary and
+		// the bytes around it, and at every 7th cut elsewhere.
+		near := cut%7 == 0 || cut <= spoolHeaderSize+1
+		for _, e := range ends {
+			near = near || (cut >= e-1 && cut <= e+1)
+		}
+		if !near {
+			continue
+		}
 		s, err := OpenSpool(path)
 		if err != nil {
 			t.Fatalf("cut %d: OpenSpool() = %v", cut, err)
