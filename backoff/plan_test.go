@@ -157,3 +157,14 @@ func checkPolicy(t *testing.T, p *DeliveryPolicy, r Rand) {
 		t.Fatalf("%+v: Delay(%d) ok past the end", h, p.Retries()+1)
 	}
 }
+
+// go test -run XXX -bench PlanAWSManaged -benchmem ./backoff
+func BenchmarkPlanAWSManaged(b *testing.B) {
+	p := AWSManaged()
+	r := rand.New(rand.NewPCG(1, 2))
+	for b.Loop() {
+		if steps := Plan(p, -1, r); len(steps) != 100_015 {
+			b.Fatalf("Plan has %d steps", len(steps))
+		}
+	}
+}

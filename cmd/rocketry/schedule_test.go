@@ -197,7 +197,6 @@ func TestScheduleUsageErrors(t *testing.T) {
 		{[]string{"--connection-backoff", "--retries", "-1"}, []string{"--retries = -1", "0..1000000"}},
 		{[]string{"--connection-backoff", "--retries", "x"}, []string{"-retries"}},
 		{[]string{"--connection-backoff", "--nojitter"}, []string{"nojitter"}},
-		{[]string{"--connection-backoff", "--no-jitter", "--seed", "3"}, []string{"--seed", "--no-jitter"}},
 		{[]string{"--connection-backoff", "extra"}, []string{`"extra"`}},
 		{[]string{"--connection-backoff", "--plot", "x.png"}, []string{"x.png", "SVG", "rsvg-convert"}},
 		{[]string{"--connection-backoff", "--plot", "x.pdf"}, []string{"x.pdf", ".svg"}},
