@@ -135,12 +135,12 @@ func parseHealthy(raw json.RawMessage, h *HealthyRetryPolicy) error {
 		if err != nil {
 			return err
 		}
-		// Anything beyond ±1e9 is out of every range; keep it there without
-		// overflowing int.
-		if x != math.Trunc(x) {
+		// Anything beyond ±1e9 is out of every range (and may not fit an
+		// int): refuse it here, as written.
+		if x != math.Trunc(x) || math.Abs(x) > 1e9 {
 			return policyError(name, clip(v), f.want)
 		}
-		*f.dst = int(math.Max(-1e9, math.Min(1e9, x)))
+		*f.dst = int(x)
 	}
 	if v := obj["backoffFunction"]; v != nil && !isNull(v) {
 		var s string
