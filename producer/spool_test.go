@@ -740,3 +740,47 @@ func BenchmarkSpoolAppend(b *testing.B) {
 		}
 	})
 }
+
+// A dead-letter spool keeps the messages whose attempts were spent;
+// ReplaySpool resends them and keeps only those that fail again.
+func ExampleReplaySpool() {
+	dir, err := os.MkdirTemp("", "spool-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "dead.spool")
+
+	s, err := OpenSpool(path)
+	if err != nil {
+		panic(err)
+	}
+	for _, id := range []string{"order-1", "order-2", "order-3"} {
+		m := &Message{ID: id, Topic: "orders", Body: []byte("...")}
+		if err := s.Append(SpoolRecord{Message: m, Err: "broker unavailable", Attempts: 3}); err != nil {
+			panic(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		panic(err)
+	}
+
+	// A send that fails order-2; with a real broker use a Producer's Send.
+	send := func(_ context.Context, m *Message) error {
+		if m.ID == "order-2" {
+			return errors.New("still unavailable")
+		}
+		fmt.Println("sent", m.ID)
+		return nil
+	}
+	res, err := ReplaySpool(context.Background(), path, send)
+	fmt.Printf("%+v %v\n", res, err)
+
+	left, err := ReadSpool(path)
+	fmt.Println("left in the spool:", len(left), left[0].Message.ID, err)
+	// Output:
+	// sent order-1
+	// sent order-3
+	// {Read:3 Stored:2 Failed:1 Corrupt:false} <nil>
+	// left in the spool: 1 order-2 <nil>
+}
