@@ -31,13 +31,12 @@ func UnaryClientInterceptor(opts ...Option) grpc.UnaryClientInterceptor {
 		}
 	}
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, copts ...grpc.CallOption) error {
-		cfg := &base
-		var percall config
+		cfg, copied := &base, false
 		for _, o := range copts {
 			if co, ok := o.(callOption); ok {
-				if cfg == &base {
-					percall = base
-					cfg = &percall
+				if !copied { // per-call options apply to a copy
+					c := base
+					cfg, copied = &c, true
 				}
 				if err := cfg.applyAll(scopeCall, "WithCallOptions", co.opts); err != nil {
 					return err
