@@ -193,15 +193,16 @@ func TestBrokerRefusals(t *testing.T) {
 		wantKind      error
 		wantAttempts  int
 		wantCode      rocketryv1.Code
+		anyCode       bool // a timeout: the broker's answer may race the client's timer
 	}{
 		{name: "attempts counted with the first", faults: broker.Faults{Unavailable: true}, opts: []Option{WithMaxAttempts(4)},
 			wantKind: ErrAttemptsExhausted, wantAttempts: 4, wantCode: rocketryv1.Code_CODE_UNAVAILABLE},
 		{name: "413 is not retried", brokerOpts: []broker.Option{broker.WithMaxBodyBytes(10)}, body: 100,
 			wantKind: ErrNotRetryable, wantAttempts: 1, wantCode: rocketryv1.Code_CODE_MESSAGE_TOO_LARGE},
 		{name: "transactional not retried after a timeout", faults: broker.Faults{BlackholeRate: 1}, transactional: true, opts: []Option{WithAttemptTimeout(50 * time.Millisecond)},
-			wantKind: ErrNotRetryable, wantAttempts: 1},
+			wantKind: ErrNotRetryable, wantAttempts: 1, anyCode: true},
 		{name: "non-transactional retried after a timeout", faults: broker.Faults{BlackholeRate: 1}, opts: []Option{WithAttemptTimeout(50 * time.Millisecond)},
-			wantKind: ErrAttemptsExhausted, wantAttempts: 3},
+			wantKind: ErrAttemptsExhausted, wantAttempts: 3, anyCode: true},
 		{name: "transactional not retried after INTERNAL", faults: broker.Faults{InternalRate: 1}, transactional: true,
 			wantKind: ErrNotRetryable, wantAttempts: 1, wantCode: rocketryv1.Code_CODE_INTERNAL_ERROR},
 		{name: "deadline too short for the throttle wait", brokerOpts: []broker.Option{broker.WithThrottle(broker.Throttle{MaxSendRate: 1})},
@@ -232,7 +233,7 @@ func TestBrokerRefusals(t *testing.T) {
 			if !errors.As(err, &se) || !errors.Is(err, tt.wantKind) {
 				t.Fatalf("Send() = %v; want a *SendError wrapping %v", err, tt.wantKind)
 			}
-			if se.Attempts != tt.wantAttempts || se.Code != tt.wantCode {
+			if se.Attempts != tt.wantAttempts || (!tt.anyCode && se.Code != tt.wantCode) {
 				t.Errorf("Send() = %d attempts, code %v; want %d, %v", se.Attempts, se.Code, tt.wantAttempts, tt.wantCode)
 			}
 			if tt.wantCode != 0 && CodeOf(err) != tt.wantCode {
