@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -123,7 +125,7 @@ func (c *demoCounters) ended(start time.Time, err error) {
 	c.mu.Lock()
 	c.latencies = append(c.latencies, d)
 	if err != nil {
-		c.errs[shortError(err)]++
+		c.errs[sendErrorKind(err)]++
 	}
 	c.mu.Unlock()
 	if err != nil {
@@ -166,6 +168,21 @@ func (c *demoCounters) latencyQuantiles() (p50, p99, top time.Duration) {
 		return l[min(max(i, 0), len(l)-1)]
 	}
 	return q(0.50), q(0.99), l[len(l)-1]
+}
+
+// sendErrorKind is an ended send's error without what is particular to
+// one message (its ID, the text of the last gRPC status), so that errors
+// can be counted by kind.
+func sendErrorKind(err error) string {
+	s := err.Error()
+	var se *producer.SendError
+	if errors.As(err, &se) && se.MessageID != "" {
+		s = strings.Replace(s, " of message "+strconv.Quote(se.MessageID), "", 1)
+	}
+	if i := strings.Index(s, " desc = "); i >= 0 {
+		s = s[:i]
+	}
+	return shortError(errors.New(s))
 }
 
 // shortError keeps the first line of an error, at most 160 bytes.

@@ -4,15 +4,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 )
 
 // demoProgress is the live display on stderr: a progress bar of the
-// messages whose send has ended, described by what the producer is going
-// through. It shows nothing when stderr is not a terminal.
+// messages whose send has ended, and under it one line of what the producer
+// is going through. It shows nothing when stderr is not a terminal.
 type demoProgress struct {
 	bar   *progressbar.ProgressBar // nil: no display
 	r     *demoRun
@@ -34,13 +36,13 @@ func newDemoProgress(stderr io.Writer, total int, r *demoRun) *demoProgress {
 	}
 	p.bar = progressbar.NewOptions(total,
 		progressbar.OptionSetWriter(stderr),
-		progressbar.OptionSetWidth(20),
+		progressbar.OptionSetDescription("sending"),
+		progressbar.OptionSetWidth(30),
 		progressbar.OptionShowCount(),
 		progressbar.OptionSetElapsedTime(true),
 		progressbar.OptionSetPredictTime(false),
-		progressbar.OptionShowDescriptionAtLineEnd(),
+		progressbar.OptionSetMaxDetailRow(1),
 		progressbar.OptionClearOnFinish(),
-		progressbar.OptionSetRenderBlankState(true),
 	)
 	return p
 }
@@ -50,6 +52,7 @@ func (p *demoProgress) run(stop <-chan struct{}) {
 	if p.bar == nil {
 		return
 	}
+	p.update()
 	t := time.NewTicker(progressTick)
 	defer t.Stop()
 	for {
@@ -63,57 +66,53 @@ func (p *demoProgress) run(stop <-chan struct{}) {
 }
 
 func (p *demoProgress) update() {
-	k := p.r.counters
-	done := k.done.Load()
-	p.bar.Describe(p.describe())
-	// Stay short of the end: reaching it finishes (and clears) the bar,
-	// which finish does once the run is over.
-	_ = p.bar.Set64(min(done, p.bar.GetMax64()-1))
+	// Stay short of the end: reaching it finishes the bar, which finish
+	// does once the run is over.
+	_ = p.bar.Set64(min(p.r.counters.done.Load(), p.bar.GetMax64()-1))
+	_ = p.bar.AddDetail(p.status())
 }
 
-// describe is the status next to the bar, fitted to the terminal's width
-// (a line that wraps could not be redrawn in place).
-func (p *demoProgress) describe() string {
+// status is the line under the bar, cut to the terminal's width (a line
+// that wraps could not be redrawn in place).
+func (p *demoProgress) status() string {
 	k := p.r.counters
 	th := k.throttledByReason()
 	sent := k.done.Load() + k.inFlight.Load()
 	backoff := time.Duration(k.lastBackoff.Load()).Round(time.Millisecond)
-	now := ""
+	var now []string
 	if p.r.backlogOn.Load() {
-		now += " BACKLOG"
+		now = append(now, "BACKLOG")
 	}
 	if p.r.storageOn.Load() {
-		now += " STORAGE_LOAD"
+		now = append(now, "STORAGE_LOAD")
 	}
-	if now == "" {
-		now = " none"
+	if len(now) == 0 {
+		now = append(now, "none")
 	}
-	long := fmt.Sprintf("sent %s stored %s | throttled: BACKLOG %s STORAGE_LOAD %s (now:%s) | retrying %d, backoff %v | dead-lettered %d",
-		fmtCount(sent), fmtCount(k.stored.Load()), fmtCount(th["BACKLOG"]), fmtCount(th["STORAGE_LOAD"]), now,
+	long := fmt.Sprintf("  sent %s · stored %s · throttled BACKLOG %s, STORAGE_LOAD %s (now: %s) · retrying %d, backoff %v · dead-lettered %d",
+		fmtCount(sent), fmtCount(k.stored.Load()), fmtCount(th["BACKLOG"]), fmtCount(th["STORAGE_LOAD"]), strings.Join(now, ", "),
 		k.retryingNow(), backoff, k.deadLettered.Load())
-	short := fmt.Sprintf("stored %s | 530 BL %s SL %s | retrying %d @%v | DL %d",
-		fmtCount(k.stored.Load()), fmtCount(th["BACKLOG"]), fmtCount(th["STORAGE_LOAD"]),
+	short := fmt.Sprintf("  sent %s · stored %s · 530 BACKLOG %s, STORAGE_LOAD %s · retrying %d @%v · dead-lettered %d",
+		fmtCount(sent), fmtCount(k.stored.Load()), fmtCount(th["BACKLOG"]), fmtCount(th["STORAGE_LOAD"]),
 		k.retryingNow(), backoff, k.deadLettered.Load())
-	// The bar, its count and the elapsed time take about 60 columns.
-	room := p.width - 60 - len(fmtCount(int64(p.bar.GetMax())))*2
+	room := p.width - 1
 	switch {
-	case len(long) <= room:
+	case utf8.RuneCountInString(long) <= room:
 		return long
-	case len(short) <= room:
+	case utf8.RuneCountInString(short) <= room:
 		return short
-	case room > 3:
-		return short[:room-3] + "..."
-	default:
-		return ""
 	}
+	r := []rune(short)
+	return string(r[:max(room, 0)])
 }
 
-// finish ends the display: the bar is completed and cleared, so that the
-// summary starts on a clean line.
+// finish ends the display cleanly: the bar is completed and cleared, and so
+// is the status line under it, so that the summary starts on a clean line.
 func (p *demoProgress) finish() {
 	if p.bar == nil {
 		return
 	}
+	_ = p.bar.AddDetail("")
 	_ = p.bar.Finish()
 	_ = p.bar.Clear()
 }

@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/rocketry-go/rocketry/producer"
@@ -219,14 +218,16 @@ func (s *demoSummary) writeText(w io.Writer) {
 	}
 	row("retries after throttling", fmtCount(s.RetriesAfterThrottle), "waited on the scaled connection backoff")
 	row("retries after failures", fmtCount(s.RetriesAfterFailure), s.failureNote())
-	row("latency p50 / p99 / max", fmt.Sprintf("%s / %s / %s", fmtMS(s.LatencyMS.P50), fmtMS(s.LatencyMS.P99), fmtMS(s.LatencyMS.Max)), "from the call to its outcome")
+	row("latency p50", fmtMS(s.LatencyMS.P50), "from the call to its outcome")
+	row("latency p99", fmtMS(s.LatencyMS.P99), "")
+	row("latency max", fmtMS(s.LatencyMS.Max), "")
 	row("elapsed", fmt.Sprintf("%.1fs", s.ElapsedSeconds), fmt.Sprintf("sending took %.1fs", s.SendSeconds))
 	var lw, vw int
 	for _, r := range rows {
 		lw, vw = max(lw, len(r[0])), max(vw, len(r[1]))
 	}
 	for _, r := range rows {
-		fmt.Fprintf(w, "  %-*s  %*s  %s\n", lw, r[0], vw, r[1], r[2])
+		fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf("  %-*s  %*s  %s", lw, r[0], vw, r[1], r[2]), " "))
 	}
 
 	if len(s.Timeline) > 0 {
@@ -241,8 +242,12 @@ func (s *demoSummary) writeText(w io.Writer) {
 		for e := range s.SendErrors {
 			errs = append(errs, e)
 		}
-		sort.Strings(errs)
-		for _, e := range errs {
+		sort.Slice(errs, func(i, j int) bool { return s.SendErrors[errs[i]] > s.SendErrors[errs[j]] })
+		for i, e := range errs {
+			if i == 5 {
+				fmt.Fprintf(w, "  %6s  (%d more kinds)\n", "", len(errs)-i)
+				break
+			}
 			fmt.Fprintf(w, "  %6d  %s\n", s.SendErrors[e], e)
 		}
 	}
@@ -260,15 +265,12 @@ func (s *demoSummary) writeText(w io.Writer) {
 	}
 }
 
-// failureNote says what the retries after failures answered: "INTERNAL
-// 612, UNAVAILABLE 40 (broker faults injected: internal 612)".
+// failureNote says what the failed attempts answered: "INTERNAL 612,
+// UNAVAILABLE 40".
 func (s *demoSummary) failureNote() string {
-	note := "immediate retries after: " + joinCounts(s.RetriesAfterFailureByCode)
+	note := joinCounts(s.RetriesAfterFailureByCode)
 	if len(s.RetriesAfterFailureByCode) == 0 {
 		note = "no failed attempt"
-	}
-	if len(s.Faults) > 0 {
-		note += " (faults injected: " + joinCounts(s.Faults) + ")"
 	}
 	return note
 }
@@ -287,37 +289,43 @@ func joinCounts(m map[string]int64) string {
 	return strings.Join(parts, ", ")
 }
 
-// writeConfig prints the configuration the demo runs with.
+// writeConfig prints the configuration the demo runs with, in lines that
+// fit 100 columns.
 func (r *demoRun) writeConfig(w io.Writer) {
 	c := r.c
 	tc := c.throttleConfig()
-	fmt.Fprintf(w, "rocketry demo: %s messages to topic %q on an in-process broker at %s\n", fmtCount(int64(c.messages)), demoTopic, r.b.Addr())
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	line := func(k, v string) { fmt.Fprintf(tw, "  %s\t%s\n", k, v) }
-	line("broker", fmt.Sprintf("%d queues; BACKLOG throttling above %s unconsumed (lifts at %s); STORAGE_LOAD above %s cold reads/s (cold: > %s behind the head)",
-		c.queues, fmtCount(c.maxBacklog), fmtCount(c.maxBacklog*8/10), fmtCount(int64(c.maxStorageLoad)), fmtCount(c.coldReadDistance)))
+	fmt.Fprintf(w, "rocketry demo: %s messages to topic %q, broker in process at %s\n", fmtCount(int64(c.messages)), demoTopic, r.b.Addr())
+	line := func(k, format string, args ...any) { fmt.Fprintf(w, "  %-13s %s\n", k, fmt.Sprintf(format, args...)) }
+	line("broker", "%d queues", c.queues)
+	if c.maxBacklog > 0 {
+		line("", "BACKLOG throttling above %s unconsumed messages, lifted at %s", fmtCount(c.maxBacklog), fmtCount(c.maxBacklog*8/10))
+	}
+	if c.maxStorageLoad > 0 {
+		line("", "STORAGE_LOAD throttling above %s cold reads/s (cold: over %s behind the head)", fmtCount(int64(c.maxStorageLoad)), fmtCount(c.coldReadDistance))
+	}
 	restart := "no restart"
 	if c.restartAt > 0 {
-		restart = fmt.Sprintf("one restart when %.0f%% of the messages are done", c.restartAt*100)
+		restart = fmt.Sprintf("a restart at %g%% of the messages", c.restartAt*100)
 	}
-	line("faults", fmt.Sprintf("%.1f%% of sends answered INTERNAL (500, nothing stored); %s", c.internalRate*100, restart))
-	reset := "never reset"
+	line("faults", "%g%% of sends answered INTERNAL (nothing stored); %s", c.internalRate*100, restart)
+	line("consumers", "group %q drains %s msg/s", steadyGroup, fmtCount(int64(c.consumeRate)))
 	if c.resetAt > 0 {
-		reset = fmt.Sprintf("reset to offset 0 when %.0f%% are done", c.resetAt*100)
+		line("", "group %q is reset to offset 0 at %g%% and re-reads at %s msg/s", backtrackGroup, c.resetAt*100, fmtCount(int64(c.rereadRate)))
+	} else {
+		line("", "group %q follows at up to %s msg/s, never reset", backtrackGroup, fmtCount(int64(c.rereadRate)))
 	}
-	line("consumers", fmt.Sprintf("group %q drains %s msg/s; group %q reads up to %s msg/s, %s", steadyGroup, fmtCount(int64(c.consumeRate)), backtrackGroup, fmtCount(int64(c.rereadRate)), reset))
-	line("producer", fmt.Sprintf("%s with Send on %d goroutines + %s with SendAsync (%d in flight); at most %d attempts per message (the first + %d retries), %v each",
-		fmtCount(int64(c.messages-c.asyncCount())), c.syncWorkers, fmtCount(int64(c.asyncCount())), c.maxInFlight, c.maxAttempts, c.maxAttempts-1, c.attemptLimit))
-	line("after 530", fmt.Sprintf("gRPC connection backoff x%g: %v, x%g, jitter %g, max %v, min connect %v",
-		c.timeScale, tc.BaseDelay, tc.Multiplier, tc.Jitter, tc.MaxDelay, tc.MinConnectTimeout))
-	failure := "retry at once (backoff.Immediate, the default)"
+	line("producer", "%s by Send on %d goroutines, %s by SendAsync (%d in flight)",
+		fmtCount(int64(c.messages-c.asyncCount())), c.syncWorkers, fmtCount(int64(c.asyncCount())), c.maxInFlight)
+	line("", "at most %d attempts per message (the first + %d retries), %v each", c.maxAttempts, c.maxAttempts-1, c.attemptLimit)
+	line("after 530", "gRPC connection backoff x%g: %v, x%g, jitter %g, max %v, min connect %v",
+		c.timeScale, tc.BaseDelay, tc.Multiplier, tc.Jitter, tc.MaxDelay, tc.MinConnectTimeout)
 	if c.failure == "backoff" {
-		failure = "the same scaled connection backoff"
+		line("after failure", "the same scaled connection backoff")
+	} else {
+		line("after failure", "retry at once (backoff.Immediate, the default)")
 	}
-	line("after failure", failure)
-	line("dead letters", r.spool)
-	line("seed", strconv.FormatUint(c.seed, 10))
-	tw.Flush()
+	line("dead letters", "%s", r.spool)
+	line("seed", "%d", c.seed)
 }
 
 func (c *demoConfig) json() demoConfigJSON {
