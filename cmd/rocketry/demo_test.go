@@ -96,10 +96,10 @@ func TestDemoText(t *testing.T) {
 		t.Fatalf("run(demo --messages 300 ...) = %d; want 0\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
 	}
 	for _, want := range []string{
-		"rocketry demo: 300 messages",
+		"rocketry demo: 300 messages", "after 530", "dead letters",
 		"messages sent", "stored", "dead-lettered", "lost", "duplicates stored",
 		"attempts per message", "throttled (530) BACKLOG", "throttled (530) STORAGE_LOAD",
-		"retries after failures", "latency p50 / p99 / max", "elapsed",
+		"retries after failures", "latency p50", "latency p99", "latency max", "elapsed",
 		"OK: nothing lost, nothing stored twice",
 	} {
 		if !strings.Contains(out.String(), want) {
