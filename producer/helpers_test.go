@@ -56,6 +56,9 @@ type stub struct {
 	script []error
 	calls  int
 	ids    []string
+
+	latency time.Duration // before every answer
+	noStore bool          // do not keep IDs (memory measurements)
 }
 
 func (s *stub) SendMessage(ctx context.Context, req *rocketryv1.SendMessageRequest) (*rocketryv1.SendMessageResponse, error) {
@@ -66,6 +69,15 @@ func (s *stub) SendMessage(ctx context.Context, req *rocketryv1.SendMessageReque
 	var err error
 	if i < len(s.script) {
 		err = s.script[i]
+	}
+	if s.latency > 0 {
+		t := time.NewTimer(s.latency)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
 	}
 	switch {
 	case err == errBlackhole:
@@ -78,6 +90,10 @@ func (s *stub) SendMessage(ctx context.Context, req *rocketryv1.SendMessageReque
 	defer s.mu.Unlock()
 	out := &rocketryv1.SendMessageResponse{}
 	for _, m := range req.GetMessages() {
+		if s.noStore {
+			out.Results = append(out.Results, &rocketryv1.SendResult{MessageId: m.GetMessageId()})
+			continue
+		}
 		s.ids = append(s.ids, m.GetMessageId())
 		out.Results = append(out.Results, &rocketryv1.SendResult{MessageId: m.GetMessageId(), Offset: int64(len(s.ids) - 1)})
 	}
