@@ -200,6 +200,9 @@ func (s *demoSummary) writeText(w io.Writer) {
 	if s.Replay != nil {
 		dl = fmt.Sprintf("spool replayed: %d stored, %d failed", s.Replay.Stored, s.Replay.Failed)
 	}
+	if s.DeadLetteredAlsoStored > 0 {
+		dl += fmt.Sprintf("; %d had been stored by an attempt whose answer was lost", s.DeadLetteredAlsoStored)
+	}
 	row("dead-lettered", fmtCount(int64(s.DeadLettered)), dl)
 	row("lost", fmtCount(int64(s.Lost)), "neither stored nor spooled")
 	row("duplicates stored", fmtCount(int64(s.DuplicatesStored)), fmt.Sprintf("%s re-sends of a stored ID refused by the broker", fmtCount(s.DuplicatesRefused)))
@@ -237,7 +240,7 @@ func (s *demoSummary) writeText(w io.Writer) {
 		}
 	}
 	if len(s.SendErrors) > 0 {
-		fmt.Fprintln(w, "\n  sends that ended with an error, by error:")
+		fmt.Fprintln(w, "\n  why sends ended with an error (their messages went to the spool when it says so):")
 		errs := make([]string, 0, len(s.SendErrors))
 		for e := range s.SendErrors {
 			errs = append(errs, e)
