@@ -395,12 +395,12 @@ func TestSlowBrokerBounded(t *testing.T) {
 	case testing.Short():
 		n = 1000
 	}
+	t.Run("stub", func(t *testing.T) {
+		slowSends(t, startStub(t, &stub{latency: slowLatency, noStore: true}), n, inflight)
+	})
 	t.Run("broker", func(t *testing.T) {
 		b := brokertest.Start(t, broker.WithFaults(broker.Faults{Latency: slowLatency}))
 		slowSends(t, b.Addr(), n, inflight)
-	})
-	t.Run("stub", func(t *testing.T) {
-		slowSends(t, startStub(t, &stub{latency: slowLatency, noStore: true}), n, inflight)
 	})
 }
 
@@ -419,6 +419,7 @@ func slowSends(t *testing.T, addr string, n, inflight int) {
 	var peakG int
 	var peakHeap uint64
 	var peakInFlight int64
+	var peakSlots int
 	stop := make(chan struct{})
 	sampled := make(chan struct{})
 	go func() {
@@ -433,6 +434,7 @@ func slowSends(t *testing.T, addr string, n, inflight int) {
 			}
 			peakG = max(peakG, runtime.NumGoroutine())
 			peakInFlight = max(peakInFlight, p.state.Load()&^closedBit)
+			peakSlots = max(peakSlots, len(p.sem))
 			if i%10 == 0 {
 				runtime.ReadMemStats(&ms)
 				peakHeap = max(peakHeap, ms.HeapInuse)
@@ -462,16 +464,16 @@ func slowSends(t *testing.T, addr string, n, inflight int) {
 	if ok.Load() != int64(n) {
 		t.Errorf("stored %d of %d (%d failed)", ok.Load(), n, bad.Load())
 	}
-	// In flight: the sends holding a slot, plus at most one SendAsync
-	// waiting for room.
-	if peakInFlight > int64(inflight)+1 {
-		t.Errorf("peak sends in flight = %d; want at most MaxInFlight %d + 1", peakInFlight, inflight)
+	// Counted sends: those holding a slot, the one SendAsync waiting for
+	// room, and the few that gave back their slot but have not returned.
+	if peakSlots > inflight || peakInFlight > int64(inflight)+10 {
+		t.Errorf("peak slots taken = %d, sends counted = %d; want at most MaxInFlight %d (+10)", peakSlots, peakInFlight, inflight)
 	}
 	// One goroutine per send in flight, and the server's one per call (it
 	// runs in this process): a small multiple of MaxInFlight, whatever n is.
 	if limit := base + 2*inflight + 100; peakG > limit {
 		t.Errorf("peak goroutines = %d; want at most %d (MaxInFlight %d)", peakG, limit, inflight)
 	}
-	t.Logf("%d async sends, MaxInFlight %d, latency %v: %v; peak in flight %d; goroutines %d before, peak %d (server's included); heap in use %.1f MiB before, peak %.1f MiB",
-		n, inflight, slowLatency, elapsed.Round(time.Millisecond), peakInFlight, base, peakG, float64(baseHeap)/(1<<20), float64(peakHeap)/(1<<20))
+	t.Logf("%d async sends, MaxInFlight %d, latency %v: %v; peak slots taken %d, sends counted %d; goroutines %d before, peak %d (server's included); heap in use %.1f MiB before, peak %.1f MiB",
+		n, inflight, slowLatency, elapsed.Round(time.Millisecond), peakSlots, peakInFlight, base, peakG, float64(baseHeap)/(1<<20), float64(peakHeap)/(1<<20))
 }
