@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -160,6 +161,40 @@ func TestDemoHelp(t *testing.T) {
 	for _, want := range []string{"-messages", "-json", "-seed", "-time-scale", "-internal-rate", "-max-backlog"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("run(demo -h) output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestDemoThrottleConfigScales(t *testing.T) {
+	tests := []struct {
+		scale                      float64
+		base, maxDelay, minConnect time.Duration
+	}{
+		{1, time.Second, 120 * time.Second, 20 * time.Second},
+		{0.01, 10 * time.Millisecond, 1200 * time.Millisecond, 200 * time.Millisecond},
+		{0.001, time.Millisecond, 120 * time.Millisecond, 20 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		c := demoConfig{timeScale: tt.scale}
+		got := c.throttleConfig()
+		if got.BaseDelay != tt.base || got.MaxDelay != tt.maxDelay || got.MinConnectTimeout != tt.minConnect ||
+			got.Multiplier != 1.6 || got.Jitter != 0.2 {
+			t.Errorf("demoConfig{timeScale: %v}.throttleConfig() = %+v; want base %v, max %v, min connect %v, x1.6, jitter 0.2",
+				tt.scale, got, tt.base, tt.maxDelay, tt.minConnect)
+		}
+	}
+}
+
+func TestDemoFmtCount(t *testing.T) {
+	tests := []struct {
+		n    int64
+		want string
+	}{
+		{0, "0"}, {999, "999"}, {1000, "1,000"}, {20000, "20,000"}, {1234567, "1,234,567"}, {-1500, "-1,500"},
+	}
+	for _, tt := range tests {
+		if got := fmtCount(tt.n); got != tt.want {
+			t.Errorf("fmtCount(%d) = %q; want %q", tt.n, got, tt.want)
 		}
 	}
 }
