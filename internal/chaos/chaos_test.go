@@ -1,0 +1,98 @@
+package chaos_test
+
+import (
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// The chaos suite. Each test runs a producer (sync and async sends from
+// several goroutines) against brokers attacked on a seeded schedule, then
+// checks the invariants of checkInvariants from the brokers' stored logs,
+// the callbacks and the spool, plus: no goroutine left, heap back to where
+// it was.
+//
+// Short runs are part of `go test ./...`; ROCKETRY_CHAOS_SEEDS=N runs
+// TestChaosSeeds over seeds 1..N with ROCKETRY_CHAOS_MESSAGES messages per
+// run (default 5000).
+
+// weighted is every kind of step, calm ones three times as likely, so
+// that most messages get through between storms.
+var weighted = append([]faultKind{fCalm, fCalm}, allFaults...)
+
+// oneBroker is one broker under every kind of fault, with a spool that is
+// replayed at the end.
+func oneBroker(seed uint64, messages int) scenario {
+	return scenario{
+		name: "one broker", seed: seed, brokers: 1, messages: messages,
+		syncWorkers: 4, asyncShare: 0.6, txShare: 0.05,
+		maxAttempts: 10, attemptTimeout: 50 * time.Millisecond, maxInFlight: 64,
+		tick: 15 * time.Millisecond, kinds: weighted, replay: true,
+	}
+}
+
+// threeBrokersOneDown is three endpoints, one where nothing listens, the
+// two others under every kind of fault, with a fallback.
+func threeBrokersOneDown(seed uint64, messages int) scenario {
+	return scenario{
+		name: "three brokers, one down", seed: seed, brokers: 2, down: 1, messages: messages,
+		syncWorkers: 4, asyncShare: 0.6, txShare: 0.05, fallback: true,
+		maxAttempts: 10, attemptTimeout: 50 * time.Millisecond, maxInFlight: 64,
+		tick: 15 * time.Millisecond, kinds: weighted,
+	}
+}
+
+// heapSlack is how much the live heap may grow over a run: what gRPC and
+// the runtime keep (pools, caches), not what the run sent.
+const heapSlack = 32 << 20
+
+// runChecked runs sc, checks its invariants, that no goroutine is left and
+// that the heap came back, and returns the outcome.
+func runChecked(t *testing.T, sc scenario) *outcome {
+	t.Helper()
+	ignore := goleak.IgnoreCurrent()
+	before := heapAfterGC()
+	o := runScenario(t, sc)
+	checkInvariants(t, sc, o)
+	goleak.VerifyNone(t, ignore)
+	if after := heapAfterGC(); after > before+heapSlack {
+		t.Errorf("%s (seed %d): live heap %.1f MiB after the run, %.1f MiB before; want at most %d MiB more",
+			sc.name, sc.seed, float64(after)/(1<<20), float64(before)/(1<<20), heapSlack>>20)
+	}
+	t.Logf("%s, seed %d: %s", sc.name, sc.seed, o.summary())
+	return o
+}
+
+func TestChaosOneBroker(t *testing.T) {
+	runChecked(t, oneBroker(1, 1500))
+}
+
+func TestChaosThreeBrokersOneDown(t *testing.T) {
+	runChecked(t, threeBrokersOneDown(2, 1500))
+}
+
+// TestChaosSeeds is the long run: ROCKETRY_CHAOS_SEEDS=20 runs both
+// scenarios over seeds 1..20 and logs the totals.
+func TestChaosSeeds(t *testing.T) {
+	seeds, _ := strconv.Atoi(os.Getenv("ROCKETRY_CHAOS_SEEDS"))
+	if seeds <= 0 {
+		t.Skip("set ROCKETRY_CHAOS_SEEDS=N for the long run over seeds 1..N")
+	}
+	messages := 5000
+	if m, err := strconv.Atoi(os.Getenv("ROCKETRY_CHAOS_MESSAGES")); err == nil && m > 0 {
+		messages = m
+	}
+	var one, three totals
+	for s := 1; s <= seeds; s++ {
+		one.add(runChecked(t, oneBroker(uint64(s), messages)))
+		three.add(runChecked(t, threeBrokersOneDown(uint64(s), messages)))
+		if t.Failed() {
+			t.Fatalf("stopped at seed %d", s)
+		}
+	}
+	t.Logf("TOTAL one broker: %v", &one)
+	t.Logf("TOTAL three brokers, one down: %v", &three)
+}

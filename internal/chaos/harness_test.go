@@ -1,0 +1,611 @@
+package chaos_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/rocketry-go/rocketry/backoff"
+	"github.com/rocketry-go/rocketry/broker"
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/producer"
+)
+
+// topic is the topic every chaos message goes to.
+const topic = "chaos"
+
+// faultKind is one kind of step of the chaos schedule.
+type faultKind int
+
+const (
+	fRestart      faultKind = iota // broker.Restart
+	fDrop                          // broker.DropConnections
+	fInternal                      // Faults.InternalRate
+	fBlackhole                     // Faults.BlackholeRate: attempt timeouts
+	fLatency                       // Faults.Latency spike, around the attempt timeout
+	fBacklogStorm                  // MaxBacklog + the draining consumer paused
+	fStorageStorm                  // MaxStorageLoad + a consumer group reset to 0
+	fUnavailable                   // Faults.Unavailable: 503 on every send
+	fCalm                          // no fault, no throttle
+	numFaultKinds
+)
+
+var faultNames = [numFaultKinds]string{
+	fRestart: "restart", fDrop: "drop", fInternal: "internal", fBlackhole: "blackhole",
+	fLatency: "latency", fBacklogStorm: "backlog_storm", fStorageStorm: "storage_storm",
+	fUnavailable: "unavailable", fCalm: "calm",
+}
+
+// allFaults is every kind of step.
+var allFaults = []faultKind{fRestart, fDrop, fInternal, fBlackhole, fLatency, fBacklogStorm, fStorageStorm, fUnavailable, fCalm}
+
+// scenario is one chaos run. Everything random in it (the schedule, which
+// messages go sync or async, the brokers' fault draws, the producer's
+// jitter) comes from seed, so a run's sequence of faults is repeatable;
+// only goroutine timing differs between two runs of one seed.
+type scenario struct {
+	name           string
+	seed           uint64
+	brokers        int           // live brokers
+	down           int           // endpoints where nothing listens (a broker that is down)
+	messages       int           // messages sent
+	syncWorkers    int           // goroutines calling Send
+	asyncShare     float64       // share of messages sent with SendAsync / TrySendAsync
+	txShare        float64       // share of transactional messages
+	fallback       bool          // WithFallback instead of WithSpool
+	maxAttempts    int           // WithMaxAttempts
+	attemptTimeout time.Duration // WithAttemptTimeout
+	maxInFlight    int           // WithMaxInFlight
+	tick           time.Duration // one schedule step per tick
+	kinds          []faultKind   // what the schedule draws from
+	replay         bool          // replay the spool at the end, to calm brokers
+}
+
+// outcome is what a run did, counted from the producer's answers, the
+// brokers' stored logs and the spool.
+type outcome struct {
+	messages, syncSent, asyncSent, trySent, transactional int
+
+	ok     int // sends that returned a receipt
+	failed int // sends that returned a *SendError
+
+	distinctStored   int // ids stored on at least one broker
+	sameBrokerDup    int // ids stored more than once on one broker (a broken dedup)
+	crossBroker      int // ids stored on two or more brokers
+	crossCauses      map[string]int
+	handedBack       int // spool records or fallback calls
+	handedBackDup    int // ids handed back more than once
+	storedAndBack    int // ids both stored and handed back (unknown outcome, then failure)
+	lost             int // ids neither stored nor handed back
+	badCallbacks     int // async callbacks that did not run exactly once
+	okNotStored      int // receipts for ids no broker holds
+	failedNotSpooled int // errors whose message was not handed back
+	unexpectedErrs   []string
+	failKinds        map[string]int // why sends failed: the sentinel and the last code
+
+	steps           [numFaultKinds]int
+	brokerFaults    map[string]int64 // broker Stats().Faults, summed
+	throttled       map[string]int64 // broker Stats().Throttled, summed
+	restartErrs     int
+	restartErrTexts []string
+
+	replayed, replayMissing, replayDup int
+
+	elapsed time.Duration
+}
+
+// lockedRand is a seeded math/rand/v2 source safe for concurrent use.
+type lockedRand struct {
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+func newLockedRand(seed uint64) *lockedRand {
+	return &lockedRand{r: rand.New(rand.NewPCG(seed, 0x6a177e5))}
+}
+
+func (l *lockedRand) Float64() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Float64()
+}
+
+// msgID is message i's ID; msgIndex parses it back.
+func msgID(seed uint64, i int) string { return fmt.Sprintf("s%d-%06d", seed, i) }
+
+func msgIndex(id string) int {
+	k := strings.LastIndexByte(id, '-')
+	n, err := strconv.Atoi(id[k+1:])
+	if k < 0 || err != nil {
+		return -1
+	}
+	return n
+}
+
+// deadAddr returns an address on 127.0.0.1 where nothing listens.
+func deadAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// liveBroker is a broker of a run with its consumers.
+type liveBroker struct {
+	b           *broker.Broker
+	cc          *grpc.ClientConn
+	pausedUntil atomic.Int64 // unix nanos: the draining consumer waits until then
+	reset       chan struct{}
+}
+
+// consume runs two consumer groups on lb until ctx ends: "billing" drains
+// the topic (except while paused, for backlog storms), "audit" reads too
+// and, when told to, resets to offset 0 and re-reads the whole log (cold
+// reads: storage-load storms).
+func (lb *liveBroker) consume(ctx context.Context, wg *sync.WaitGroup) {
+	c := rocketryv1.NewConsumerServiceClient(lb.cc)
+	read := func(group string, n int32) int {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		r, err := c.ReceiveMessages(cctx, &rocketryv1.ReceiveMessagesRequest{Topic: topic, Group: group, MaxMessages: n, AutoCommit: true})
+		if err != nil {
+			return 0
+		}
+		return len(r.GetMessages())
+	}
+	pause := func(d time.Duration) bool {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		}
+	}
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			if time.Now().UnixNano() < lb.pausedUntil.Load() {
+				if !pause(2 * time.Millisecond) {
+					return
+				}
+				continue
+			}
+			if read("billing", 256) < 256 && !pause(2*time.Millisecond) {
+				return
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			select {
+			case <-lb.reset:
+				cctx, cancel := context.WithTimeout(ctx, time.Second)
+				_, _ = c.ResetOffset(cctx, &rocketryv1.ResetOffsetRequest{Topic: topic, Group: "audit", Offset: 0})
+				cancel()
+			default:
+			}
+			if read("audit", 500) < 500 && !pause(3*time.Millisecond) {
+				return
+			}
+		}
+	}()
+}
+
+// chaos runs the seeded schedule on the live brokers, one step per tick,
+// until stop closes; it counts the steps into o.
+func chaos(sc scenario, lbs []*liveBroker, stop <-chan struct{}, o *outcome) {
+	rng := rand.New(rand.NewPCG(sc.seed, 0xc4a05))
+	tk := time.NewTicker(sc.tick)
+	defer tk.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tk.C:
+		}
+		k := sc.kinds[rng.IntN(len(sc.kinds))]
+		lb := lbs[rng.IntN(len(lbs))]
+		x := rng.Float64()
+		o.steps[k]++
+		switch k {
+		case fRestart:
+			if err := lb.b.Restart(); err != nil {
+				o.restartErrs++
+				if len(o.restartErrTexts) < 3 {
+					o.restartErrTexts = append(o.restartErrTexts, err.Error())
+				}
+			}
+		case fDrop:
+			lb.b.DropConnections()
+		case fInternal:
+			lb.b.SetFaults(broker.Faults{InternalRate: 0.1 + 0.4*x})
+		case fBlackhole:
+			lb.b.SetFaults(broker.Faults{BlackholeRate: 0.05 + 0.25*x})
+		case fLatency:
+			// From a quarter of the attempt timeout to 1.5 times it: some
+			// answers come just before the attempt gives up, some after.
+			lb.b.SetFaults(broker.Faults{Latency: sc.attemptTimeout/4 + time.Duration(x*float64(sc.attemptTimeout)*5/4)})
+		case fBacklogStorm:
+			lb.b.SetThrottle(broker.Throttle{MaxBacklog: 20 + int64(x*80)})
+			lb.pausedUntil.Store(time.Now().Add(sc.tick * time.Duration(1+rng.IntN(3))).UnixNano())
+		case fStorageStorm:
+			lb.b.SetThrottle(broker.Throttle{MaxStorageLoad: 50, ColdReadDistance: 20, StorageLoadWindow: 50 * time.Millisecond})
+			select {
+			case lb.reset <- struct{}{}:
+			default:
+			}
+		case fUnavailable:
+			lb.b.SetFaults(broker.Faults{Unavailable: true})
+		case fCalm:
+			lb.b.SetFaults(broker.Faults{})
+			lb.b.SetThrottle(broker.Throttle{})
+		}
+	}
+}
+
+// runScenario runs sc and returns what happened. It stops every broker and
+// connection it started before returning.
+func runScenario(t *testing.T, sc scenario) *outcome {
+	t.Helper()
+	o := &outcome{messages: sc.messages, crossCauses: map[string]int{}, failKinds: map[string]int{}, brokerFaults: map[string]int64{}, throttled: map[string]int64{}}
+	start := time.Now()
+
+	var lbs []*liveBroker
+	var addrs []string
+	defer func() {
+		for _, lb := range lbs {
+			lb.b.Stop()
+			lb.cc.Close()
+		}
+	}()
+	for i := range sc.brokers {
+		b, err := broker.New(broker.WithSeed(int64(sc.seed)*31+int64(i)), broker.WithQueues(2))
+		if err != nil {
+			t.Fatalf("broker.New() = %v", err)
+		}
+		if err := b.Start("127.0.0.1:0"); err != nil {
+			t.Fatalf("Start() = %v", err)
+		}
+		cc, err := grpc.NewClient(b.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Stop()
+			t.Fatal(err)
+		}
+		lbs = append(lbs, &liveBroker{b: b, cc: cc, reset: make(chan struct{}, 1)})
+		addrs = append(addrs, b.Addr())
+	}
+	for range sc.down {
+		// In the middle, so that round robin and failover both meet it.
+		addrs = append(addrs[:1], append([]string{deadAddr(t)}, addrs[1:]...)...)
+	}
+
+	n := sc.messages
+	callbacks := make([]atomic.Int32, n)
+	backCalls := make([]atomic.Int32, n)
+	var causesMu sync.Mutex
+	causes := map[string][]string{} // id -> failure retries as "endpoint code"
+
+	throttle, err := backoff.NewConnection(backoff.Config{BaseDelay: 2 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 40 * time.Millisecond, MinConnectTimeout: sc.attemptTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := []producer.Option{
+		producer.WithMaxAttempts(sc.maxAttempts),
+		producer.WithAttemptTimeout(sc.attemptTimeout),
+		producer.WithThrottleSchedule(throttle),
+		producer.WithFailureSchedule(backoff.Constant(3*time.Millisecond)),
+		producer.WithMaxInFlight(sc.maxInFlight),
+		producer.WithRand(newLockedRand(sc.seed)),
+		producer.WithObserver(func(e producer.Event) {
+			if e.Kind == producer.EventRetry && e.Why == "failure" {
+				causesMu.Lock()
+				causes[e.MessageID] = append(causes[e.MessageID], e.Endpoint+" "+status.Code(e.Err).String())
+				causesMu.Unlock()
+			}
+		}),
+	}
+	spoolPath := filepath.Join(t.TempDir(), "dead.spool")
+	if sc.fallback {
+		opts = append(opts, producer.WithFallback(func(m *producer.Message, err error) {
+			if i := msgIndex(m.ID); i >= 0 && i < n {
+				backCalls[i].Add(1)
+			}
+		}))
+	} else {
+		opts = append(opts, producer.WithSpool(spoolPath))
+	}
+	p, err := producer.New(strings.Join(addrs, ","), opts...)
+	if err != nil {
+		t.Fatalf("producer.New() = %v", err)
+	}
+
+	cctx, stopConsumers := context.WithCancel(context.Background())
+	var consumers sync.WaitGroup
+	for _, lb := range lbs {
+		lb.consume(cctx, &consumers)
+	}
+	stopChaos := make(chan struct{})
+	chaosDone := make(chan struct{})
+	go func() {
+		defer close(chaosDone)
+		chaos(sc, lbs, stopChaos, o)
+	}()
+
+	// Which messages go sync, async or TrySendAsync, and which are
+	// transactional: drawn from the seed.
+	plan := rand.New(rand.NewPCG(sc.seed, 0x5e4d))
+	msgs := make([]*producer.Message, n)
+	var syncIdx, asyncIdx []int
+	try := make([]bool, n)
+	for i := range n {
+		msgs[i] = &producer.Message{ID: msgID(sc.seed, i), Topic: topic, Body: []byte(msgID(sc.seed, i)), Transactional: plan.Float64() < sc.txShare}
+		if msgs[i].Transactional {
+			o.transactional++
+		}
+		if plan.Float64() < sc.asyncShare {
+			asyncIdx = append(asyncIdx, i)
+			try[i] = plan.IntN(4) == 0
+		} else {
+			syncIdx = append(syncIdx, i)
+		}
+	}
+	o.syncSent, o.asyncSent = len(syncIdx), len(asyncIdx)
+
+	var (
+		mu     sync.Mutex
+		okIDs  = make([]bool, n)
+		errIDs = make([]bool, n)
+	)
+	record := func(i int, r *producer.SendReceipt, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil {
+			o.ok++
+			okIDs[i] = true
+			return
+		}
+		o.failed++
+		errIDs[i] = true
+		var se *producer.SendError
+		if !errors.As(err, &se) {
+			o.unexpectedErrs = append(o.unexpectedErrs, fmt.Sprintf("message %d: %v (not a *SendError)", i, err))
+			return
+		}
+		o.failKinds[failKind(se)]++
+		if !se.Spooled {
+			o.failedNotSpooled++
+			o.unexpectedErrs = append(o.unexpectedErrs, fmt.Sprintf("message %d: not handed back: %v", i, err))
+		}
+	}
+
+	var senders sync.WaitGroup
+	var nextSync atomic.Int64
+	for range sc.syncWorkers {
+		senders.Go(func() {
+			for {
+				k := int(nextSync.Add(1)) - 1
+				if k >= len(syncIdx) {
+					return
+				}
+				i := syncIdx[k]
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				r, err := p.Send(ctx, msgs[i])
+				cancel()
+				record(i, r, err)
+			}
+		})
+	}
+	senders.Go(func() {
+		for _, i := range asyncIdx {
+			cb := func(r *producer.SendReceipt, err error) {
+				callbacks[i].Add(1)
+				record(i, r, err)
+			}
+			if try[i] {
+				err := p.TrySendAsync(msgs[i], cb)
+				if err == nil {
+					mu.Lock()
+					o.trySent++
+					mu.Unlock()
+					continue
+				}
+				if !errors.Is(err, producer.ErrBufferFull) {
+					t.Errorf("TrySendAsync(%s) = %v; want nil or ErrBufferFull", msgs[i].ID, err)
+				}
+			}
+			if err := p.SendAsync(context.Background(), msgs[i], cb); err != nil {
+				t.Errorf("SendAsync(%s) = %v; want nil", msgs[i].ID, err)
+				callbacks[i].Add(1) // refused: no callback is owed
+			}
+		}
+	})
+	senders.Wait()
+
+	// Let the async sends in flight finish, on calm brokers.
+	close(stopChaos)
+	<-chaosDone
+	for _, lb := range lbs {
+		lb.b.SetFaults(broker.Faults{})
+		lb.b.SetThrottle(broker.Throttle{})
+		lb.pausedUntil.Store(0)
+	}
+	closeCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	if err := p.Close(closeCtx); err != nil {
+		t.Errorf("Close() = %v; want nil", err)
+	}
+	cancel()
+	stopConsumers()
+	consumers.Wait()
+
+	// The brokers' stored logs.
+	perBroker := make([]map[string]int, len(lbs))
+	storedOn := map[string]int{} // id -> number of brokers holding it
+	for bi, lb := range lbs {
+		perBroker[bi] = map[string]int{}
+		for _, rm := range lb.b.Messages(topic) {
+			perBroker[bi][rm.GetMessage().GetMessageId()]++
+		}
+		for id, c := range perBroker[bi] {
+			storedOn[id]++
+			if c > 1 {
+				o.sameBrokerDup++
+			}
+		}
+		st := lb.b.Stats()
+		for k, v := range st.GetFaults() {
+			o.brokerFaults[k] += v
+		}
+		for k, v := range st.GetThrottled() {
+			o.throttled[k] += v
+		}
+	}
+	o.distinctStored = len(storedOn)
+
+	// What was handed back.
+	back := map[string]int{}
+	if sc.fallback {
+		for i := range n {
+			if c := int(backCalls[i].Load()); c > 0 {
+				back[msgID(sc.seed, i)] = c
+			}
+		}
+	} else {
+		recs, err := producer.ReadSpool(spoolPath)
+		if err != nil {
+			t.Errorf("ReadSpool() = %v; want nil", err)
+		}
+		for _, r := range recs {
+			back[r.Message.ID]++
+		}
+	}
+	for _, c := range back {
+		o.handedBack += c
+		if c > 1 {
+			o.handedBackDup++
+		}
+	}
+
+	for i := range n {
+		id := msgID(sc.seed, i)
+		s, b := storedOn[id] > 0, back[id] > 0
+		switch {
+		case !s && !b:
+			o.lost++
+		case s && b:
+			o.storedAndBack++
+		}
+		if storedOn[id] > 1 {
+			o.crossBroker++
+			// The culprits: failure retries away from a broker that did
+			// store the message (its answer was lost or came too late).
+			for _, c := range causes[id] {
+				ep, code, _ := strings.Cut(c, " ")
+				for bi, lb := range lbs {
+					if lb.b.Addr() == ep && perBroker[bi][id] > 0 {
+						o.crossCauses[code]++
+					}
+				}
+			}
+		}
+		if okIDs[i] && !s {
+			o.okNotStored++
+		}
+		if !okIDs[i] && !errIDs[i] {
+			o.unexpectedErrs = append(o.unexpectedErrs, fmt.Sprintf("message %d: no answer", i))
+		}
+	}
+	for _, i := range asyncIdx {
+		if c := callbacks[i].Load(); c != 1 {
+			o.badCallbacks++
+		}
+	}
+
+	if sc.replay && !sc.fallback {
+		replay(t, sc, lbs, addrs, spoolPath, o)
+	}
+	o.elapsed = time.Since(start)
+	return o
+}
+
+// replay resends the spool to the (calm) brokers, then checks that every
+// message is stored and that no broker stored one twice.
+func replay(t *testing.T, sc scenario, lbs []*liveBroker, addrs []string, spoolPath string, o *outcome) {
+	t.Helper()
+	live := make([]string, 0, len(lbs))
+	for _, lb := range lbs {
+		live = append(live, lb.b.Addr())
+	}
+	p, err := producer.New(strings.Join(live, ","), producer.WithMaxAttempts(5), producer.WithAttemptTimeout(2*time.Second))
+	if err != nil {
+		t.Fatalf("producer.New() = %v", err)
+	}
+	defer p.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := producer.ReplaySpool(ctx, spoolPath, func(ctx context.Context, m *producer.Message) error {
+		_, err := p.Send(ctx, m)
+		return err
+	})
+	if err != nil || res.Failed != 0 {
+		t.Errorf("ReplaySpool() = %+v, %v; want every record stored", res, err)
+	}
+	o.replayed = res.Stored
+	seen := map[string]int{}
+	for _, lb := range lbs {
+		per := map[string]int{}
+		for _, rm := range lb.b.Messages(topic) {
+			per[rm.GetMessage().GetMessageId()]++
+		}
+		for id, c := range per {
+			seen[id]++
+			if c > 1 {
+				o.replayDup++
+			}
+		}
+	}
+	for i := range sc.messages {
+		if seen[msgID(sc.seed, i)] == 0 {
+			o.replayMissing++
+		}
+	}
+}
+
+// failKind names why a send failed: its sentinel and its last gRPC code.
+func failKind(se *producer.SendError) string {
+	why := "other"
+	for _, k := range []struct {
+		name string
+		err  error
+	}{
+		{"exhausted", producer.ErrAttemptsExhausted}, {"deadline", producer.ErrDeadlineTooShort},
+		{"not_retryable", producer.ErrNotRetryable}, {"budget", producer.ErrRetryBudget},
+		{"closed", producer.ErrClosed}, {"ctx", context.DeadlineExceeded},
+	} {
+		if errors.Is(se, k.err) {
+			why = k.name
+			break
+		}
+	}
+	return why + "/" + status.Code(se.Cause).String()
+}
