@@ -314,7 +314,7 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 		producer.WithMaxAttempts(sc.maxAttempts),
 		producer.WithAttemptTimeout(sc.attemptTimeout),
 		producer.WithThrottleSchedule(throttle),
-		producer.WithFailureSchedule(backoff.Constant(3*time.Millisecond)),
+		producer.WithFailureSchedule(backoff.Constant(3 * time.Millisecond)),
 		producer.WithMaxInFlight(sc.maxInFlight),
 		producer.WithRand(newLockedRand(sc.seed)),
 		producer.WithObserver(func(e producer.Event) {
