@@ -1,0 +1,115 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+)
+
+// fakeWaits replaces newTimer for the test: every wait is recorded and
+// ends at once.
+func fakeWaits(t *testing.T) func() []time.Duration {
+	var mu sync.Mutex
+	var waits []time.Duration
+	t.Cleanup(func() { newTimer = time.NewTimer })
+	newTimer = func(d time.Duration) *time.Timer {
+		mu.Lock()
+		waits = append(waits, d)
+		mu.Unlock()
+		return time.NewTimer(0)
+	}
+	return func() []time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]time.Duration(nil), waits...)
+	}
+}
+
+// TestDefaultThrottleSchedule: with the defaults, throttled sends wait 1 s,
+// 1.6 s, 2.56 s (no jitter) counted from each attempt's start, and every
+// attempt after a wait is given at least MinConnectTimeout (20 s) instead of
+// the 3 s attempt timeout. The waits are faked, so the test takes no time.
+func TestDefaultThrottleSchedule(t *testing.T) {
+	waits := fakeWaits(t)
+	s := &stub{script: []error{err530, err530, err530}}
+	addr := startStub(t, s)
+	rec := &recorder{}
+	var givenMu sync.Mutex
+	var given []time.Duration
+	p := newTestProducer(t, addr, WithRand(nil), WithMaxAttempts(4), WithObserver(rec.observe),
+		WithDialOptions(withDeadlineProbe(func(d time.Duration) {
+			givenMu.Lock()
+			given = append(given, d)
+			givenMu.Unlock()
+		})))
+	if _, err := p.Send(context.Background(), msg("t")); err != nil {
+		t.Fatalf("Send() = %v", err)
+	}
+	want := []time.Duration{time.Second, 1600 * time.Millisecond, 2560 * time.Millisecond}
+	retries := rec.retries()
+	got := waits()
+	if len(retries) != 3 || len(got) != 3 {
+		t.Fatalf("retries %d, waits %d; want 3 and 3", len(retries), len(got))
+	}
+	for i := range want {
+		if retries[i].Delay != want[i] {
+			t.Errorf("retry %d Delay = %v; want %v", i+1, retries[i].Delay, want[i])
+		}
+		// The wait is what is left of the delay after the attempt.
+		if got[i] > want[i] || got[i] <= 0 {
+			t.Errorf("wait %d = %v; want in (0, %v]", i+1, got[i], want[i])
+		}
+	}
+	givenMu.Lock()
+	defer givenMu.Unlock()
+	if len(given) != 4 {
+		t.Fatalf("attempts seen = %d; want 4", len(given))
+	}
+	if given[0] > DefaultAttemptTimeout {
+		t.Errorf("first attempt given %v; want at most the attempt timeout %v", given[0], DefaultAttemptTimeout)
+	}
+	for i, g := range given[1:] {
+		if g <= DefaultAttemptTimeout {
+			t.Errorf("attempt %d after a throttle given %v; want more than %v (MinConnectTimeout 20 s)", i+2, g, DefaultAttemptTimeout)
+		}
+	}
+}
+
+// TestRateLimitDeadline: a wait for the rate limiter that would end after
+// the caller's deadline fails the send at once.
+func TestRateLimitDeadline(t *testing.T) {
+	waits := fakeWaits(t)
+	s := &stub{}
+	addr := startStub(t, s)
+	p := newTestProducer(t, addr, WithRateLimit(0.001, 1), WithFallback(func(*Message, error) {}))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := p.Send(ctx, msg("t")); err != nil { // the burst
+		t.Fatalf("first Send() = %v", err)
+	}
+	_, err := p.Send(ctx, msg("t"))
+	var se *SendError
+	if !errors.As(err, &se) || !errors.Is(err, ErrDeadlineTooShort) || se.Attempts != 0 || !se.Spooled {
+		t.Errorf("second Send() = %v; want ErrDeadlineTooShort after 0 attempts, handed to the fallback", err)
+	}
+	if s.count() != 1 || len(waits()) != 0 {
+		t.Errorf("calls %d, waits %v; want 1 call and no wait", s.count(), waits())
+	}
+}
+
+// withDeadlineProbe is a dial option whose interceptor reports the time
+// each attempt is given, as gRPC will send it.
+func withDeadlineProbe(report func(time.Duration)) grpc.DialOption {
+	return grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if dl, ok := ctx.Deadline(); ok {
+			report(time.Until(dl))
+		} else {
+			report(0)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+}
