@@ -1,0 +1,204 @@
+package chaos_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rocketry-go/rocketry/broker"
+	"github.com/rocketry-go/rocketry/broker/brokertest"
+	"github.com/rocketry-go/rocketry/producer"
+)
+
+// Regression tests for what the chaos suite found, each named after it.
+
+// TestChaos_RestartTwiceInARow: a Restart right after another one, before
+// the broker's serve loop had put the new server in place, returned
+// ErrNotServing ("returned by Restart when the broker was never started")
+// though the broker was serving. The chaos schedule's back-to-back restarts
+// hit it a few times per run.
+func TestChaos_RestartTwiceInARow(t *testing.T) {
+	b := brokertest.Start(t)
+	for i := range 50 {
+		if err := b.Restart(); err != nil {
+			t.Fatalf("Restart() #%d = %v; want nil", 2*i+1, err)
+		}
+		if err := b.Restart(); err != nil {
+			t.Fatalf("Restart() #%d right after another = %v; want nil", 2*i+2, err)
+		}
+	}
+	p, err := producer.New(b.Addr(), producer.WithMaxAttempts(5), producer.WithAttemptTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	if _, err := p.Send(context.Background(), &producer.Message{Topic: topic, Body: []byte("x")}); err != nil {
+		t.Errorf("Send() after 100 restarts = %v; want nil", err)
+	}
+}
+
+// attemptLog records the endpoint of every attempt, by message ID.
+type attemptLog struct {
+	mu       sync.Mutex
+	attempts map[string][]string
+	onRetry  func(producer.Event)
+}
+
+func (l *attemptLog) observe(e producer.Event) {
+	switch e.Kind {
+	case producer.EventAttempt:
+		l.mu.Lock()
+		if l.attempts == nil {
+			l.attempts = map[string][]string{}
+		}
+		l.attempts[e.MessageID] = append(l.attempts[e.MessageID], e.Endpoint)
+		l.mu.Unlock()
+	case producer.EventRetry:
+		if l.onRetry != nil {
+			l.onRetry(e)
+		}
+	}
+}
+
+func (l *attemptLog) of(id string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.attempts[id]...)
+}
+
+// storedCount is how many times b stored id.
+func storedCount(b *broker.Broker, id string) int {
+	n := 0
+	for _, rm := range b.Messages(topic) {
+		if rm.GetMessage().GetMessageId() == id {
+			n++
+		}
+	}
+	return n
+}
+
+// waitStored waits up to 5 s for b to hold id.
+func waitStored(b *broker.Broker, id string) bool {
+	for range 500 {
+		if storedCount(b, id) > 0 {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
+
+// sendUntilFirstAttemptAt sends messages until one's first attempt goes to
+// endpoint (round robin: within a few), and returns it with its answer.
+func sendUntilFirstAttemptAt(t *testing.T, p *producer.Producer, log *attemptLog, endpoint string, tx bool) (*producer.Message, *producer.SendReceipt, error) {
+	t.Helper()
+	for i := range 6 {
+		m := &producer.Message{ID: fmt.Sprintf("%s-%d-%t", t.Name(), i, tx), Topic: topic, Body: []byte("x"), Transactional: tx}
+		r, err := p.Send(context.Background(), m)
+		if a := log.of(m.ID); len(a) > 0 && a[0] == endpoint {
+			return m, r, err
+		}
+	}
+	t.Fatalf("no first attempt went to %s", endpoint)
+	return nil, nil, nil
+}
+
+// TestChaos_CrossBrokerDuplicateAfterTimeout pins a hazard of the retry
+// contract with several independent brokers: a retry after an unknown
+// outcome (the attempt timed out, or its connection was lost, after the
+// broker had stored the message) goes to ANOTHER broker, which stores the
+// message again. Each broker deduplicates only its own log, so the message
+// is then stored twice. Here broker A stores the message but its answer is
+// held back past the attempt timeout; the producer retries on B, which
+// stores it too, and Send reports success (not a duplicate).
+//
+// With one broker (TestChaos_TimeoutRetryOnOneBrokerIsDeduplicated) the
+// retry goes back to the same broker, which answers "duplicate": stored
+// once. A transactional message is not retried after a timeout, so it is
+// stored once too, but handed back to the caller as failed.
+//
+// This test reports the hazard and skips; ROCKETRY_CHAOS_STRICT_CROSS=1
+// makes it fail until the producer stops failing over after an unknown
+// outcome (or the promise is documented as per broker).
+func TestChaos_CrossBrokerDuplicateAfterTimeout(t *testing.T) {
+	a := brokertest.Start(t)
+	b := brokertest.Start(t)
+	px := startHoldProxy(t, a.Addr())
+	log := &attemptLog{}
+	p, err := producer.New(px.Addr()+","+b.Addr(),
+		producer.WithAttemptTimeout(300*time.Millisecond), producer.WithMaxAttempts(3),
+		producer.WithObserver(log.observe), producer.WithFallback(func(*producer.Message, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	// Warm up both connections.
+	for i := range 4 {
+		if _, err := p.Send(context.Background(), &producer.Message{Topic: topic, Body: []byte{byte(i)}}); err != nil {
+			t.Fatalf("warm-up Send() = %v", err)
+		}
+	}
+
+	px.held.Store(true)
+	m, r, err := sendUntilFirstAttemptAt(t, p, log, px.Addr(), false)
+	storedOnA := waitStored(a, m.ID)
+	px.held.Store(false)
+	if err != nil {
+		t.Fatalf("Send(%s) = %v; want a receipt from the second broker", m.ID, err)
+	}
+	if !storedOnA {
+		t.Fatalf("broker A never stored %s; the proxy should only hold its answer", m.ID)
+	}
+	onA, onB := storedCount(a, m.ID), storedCount(b, m.ID)
+	t.Logf("message %s: attempts to %v; receipt %+v; stored %d time(s) on A (answer held), %d on B", m.ID, log.of(m.ID), *r, onA, onB)
+
+	// A transactional message is not retried after the timeout: stored
+	// once, on A, and handed back as failed (outcome unknown).
+	px.held.Store(true)
+	tm, _, terr := sendUntilFirstAttemptAt(t, p, log, px.Addr(), true)
+	txOnA := waitStored(a, tm.ID)
+	px.held.Store(false)
+	if !errors.Is(terr, producer.ErrNotRetryable) || !txOnA || storedCount(b, tm.ID) != 0 {
+		t.Errorf("transactional Send(%s) = %v, stored on A %t, on B %d; want ErrNotRetryable, stored on A only", tm.ID, terr, txOnA, storedCount(b, tm.ID))
+	}
+
+	if onA+onB > 1 {
+		msg := fmt.Sprintf("HAZARD: message %s stored on two brokers (A %d, B %d) after its first attempt timed out on A, which had stored it; attempts %s",
+			m.ID, onA, onB, strings.Join(log.of(m.ID), " -> "))
+		if strictCrossBroker {
+			t.Fatal(msg)
+		}
+		t.Skip(msg + " (known; ROCKETRY_CHAOS_STRICT_CROSS=1 fails on it)")
+	}
+}
+
+// TestChaos_TimeoutRetryOnOneBrokerIsDeduplicated: with one broker, a
+// retry after an attempt whose answer came too late goes back to that
+// broker, which answers "duplicate": the message is stored once and the
+// receipt says Duplicate.
+func TestChaos_TimeoutRetryOnOneBrokerIsDeduplicated(t *testing.T) {
+	a := brokertest.Start(t)
+	px := startHoldProxy(t, a.Addr())
+	log := &attemptLog{onRetry: func(producer.Event) { px.held.Store(false) }}
+	p, err := producer.New(px.Addr(), producer.WithAttemptTimeout(300*time.Millisecond), producer.WithMaxAttempts(3), producer.WithObserver(log.observe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	if _, err := p.Send(context.Background(), &producer.Message{Topic: topic, Body: []byte("warm-up")}); err != nil {
+		t.Fatalf("warm-up Send() = %v", err)
+	}
+	px.held.Store(true)
+	m := &producer.Message{ID: "late-answer", Topic: topic, Body: []byte("x")}
+	r, err := p.Send(context.Background(), m)
+	if err != nil {
+		t.Fatalf("Send(%s) = %v; want a receipt", m.ID, err)
+	}
+	if got := storedCount(a, m.ID); got != 1 || r.Attempts < 2 || !r.Duplicate {
+		t.Errorf("Send(%s) = %+v, stored %d times; want a retry answered Duplicate, stored once", m.ID, *r, got)
+	}
+}
