@@ -51,6 +51,7 @@ type Broker struct {
 	srv       *grpc.Server
 	lis       *trackingListener
 	serveDone chan struct{}     // closed when the serve loop returns
+	pending   bool              // a listener is handed to the serve loop, its server not in srv yet
 	next      chan net.Listener // from Restart to the serve loop; buffered
 }
 
@@ -145,6 +146,7 @@ func (b *Broker) beginServing(lis net.Listener) (chan struct{}, error) {
 		return nil, ErrServing
 	}
 	b.serving = true
+	b.pending = true
 	b.addr = lis.Addr().String()
 	b.serveDone = make(chan struct{})
 	return b.serveDone, nil
@@ -163,7 +165,7 @@ func (b *Broker) serve(lis net.Listener, done chan struct{}) error {
 			lis.Close()
 			return nil
 		}
-		b.srv, b.lis = srv, tl
+		b.srv, b.lis, b.pending = srv, tl, false
 		b.srvMu.Unlock()
 		if err := srv.Serve(tl); err != nil {
 			select {
@@ -267,6 +269,8 @@ func (b *Broker) Restart() error {
 	switch {
 	case b.stopped:
 		return ErrStopped
+	case b.srv == nil && b.pending:
+		return nil // the serve loop is about to serve a fresh listener: nothing to restart
 	case b.srv == nil:
 		return ErrNotServing
 	}
@@ -278,6 +282,7 @@ func (b *Broker) Restart() error {
 		return fmt.Errorf("broker: Restart: listen again on %s: %w", b.addr, err)
 	}
 	b.next <- lis
+	b.pending = true
 	b.log.Info("broker: restarted", "addr", b.addr)
 	return nil
 }
