@@ -95,15 +95,16 @@ func (p *demoProgress) status() string {
 	short := fmt.Sprintf("  sent %s · stored %s · 530 BACKLOG %s, STORAGE_LOAD %s · retrying %d @%v · dead-lettered %d",
 		fmtCount(sent), fmtCount(k.stored.Load()), fmtCount(th["BACKLOG"]), fmtCount(th["STORAGE_LOAD"]),
 		k.retryingNow(), backoff, k.deadLettered.Load())
+	narrow := fmt.Sprintf("  sent %s stored %s | 530 BL %s SL %s | retry %d @%v | DL %d",
+		fmtCount(sent), fmtCount(k.stored.Load()), fmtCount(th["BACKLOG"]), fmtCount(th["STORAGE_LOAD"]),
+		k.retryingNow(), backoff, k.deadLettered.Load())
 	room := p.width - 1
-	switch {
-	case utf8.RuneCountInString(long) <= room:
-		return long
-	case utf8.RuneCountInString(short) <= room:
-		return short
+	for _, s := range []string{long, short, narrow} {
+		if utf8.RuneCountInString(s) <= room {
+			return s
+		}
 	}
-	r := []rune(short)
-	return string(r[:max(room, 0)])
+	return string([]rune(narrow)[:max(room, 0)])
 }
 
 // finish ends the display cleanly: the bar is completed and cleared, and so

@@ -196,17 +196,17 @@ func (s *demoSummary) writeText(w io.Writer) {
 	row := func(label, value, note string) { rows = append(rows, [3]string{label, value, note}) }
 	row("messages sent", fmtCount(int64(s.Sent)), fmt.Sprintf("%s with Send, %s with SendAsync", fmtCount(int64(s.SentSync)), fmtCount(int64(s.SentAsync))))
 	row("stored", fmtCount(int64(s.Stored)), "each ID once in the broker's log")
-	dl := "in the dead-letter spool: kept, not lost"
+	dl := "kept in the dead-letter spool"
 	if s.Replay != nil {
-		dl = fmt.Sprintf("spool replayed: %d stored, %d failed", s.Replay.Stored, s.Replay.Failed)
+		dl = fmt.Sprintf("replayed: %d stored, %d failed", s.Replay.Stored, s.Replay.Failed)
 	}
 	if s.DeadLetteredAlsoStored > 0 {
-		dl += fmt.Sprintf("; %d had been stored by an attempt whose answer was lost", s.DeadLetteredAlsoStored)
+		dl += fmt.Sprintf("; %d stored before (answer lost)", s.DeadLetteredAlsoStored)
 	}
 	row("dead-lettered", fmtCount(int64(s.DeadLettered)), dl)
 	row("lost", fmtCount(int64(s.Lost)), "neither stored nor spooled")
-	row("duplicates stored", fmtCount(int64(s.DuplicatesStored)), fmt.Sprintf("%s re-sends of a stored ID refused by the broker", fmtCount(s.DuplicatesRefused)))
-	row("attempts per message", strconv.FormatFloat(s.AttemptsPerMessage, 'f', 2, 64), fmt.Sprintf("%s attempts; most for one message: %d", fmtCount(s.Attempts), s.MostAttempts))
+	row("duplicates stored", fmtCount(int64(s.DuplicatesStored)), fmt.Sprintf("%s re-sends of a stored ID refused", fmtCount(s.DuplicatesRefused)))
+	row("attempts per message", strconv.FormatFloat(s.AttemptsPerMessage, 'f', 2, 64), fmt.Sprintf("%s attempts, at most %d for one", fmtCount(s.Attempts), s.MostAttempts))
 	reasons := make([]string, 0, len(s.Throttled))
 	for r := range s.Throttled {
 		reasons = append(reasons, r)
@@ -215,11 +215,11 @@ func (s *demoSummary) writeText(w io.Writer) {
 	for _, r := range reasons {
 		note := ""
 		if n, ok := s.ThrottlePeriods[r]; ok {
-			note = "throttling started and lifted " + times(n)
+			note = "started and lifted " + times(n)
 		}
 		row("throttled (530) "+r, fmtCount(s.Throttled[r]), note)
 	}
-	row("retries after throttling", fmtCount(s.RetriesAfterThrottle), "waited on the scaled connection backoff")
+	row("retries after throttling", fmtCount(s.RetriesAfterThrottle), "after the scaled connection backoff")
 	row("retries after failures", fmtCount(s.RetriesAfterFailure), s.failureNote())
 	row("latency p50", fmtMS(s.LatencyMS.P50), "from the call to its outcome")
 	row("latency p99", fmtMS(s.LatencyMS.P99), "")
@@ -240,7 +240,7 @@ func (s *demoSummary) writeText(w io.Writer) {
 		}
 	}
 	if len(s.SendErrors) > 0 {
-		fmt.Fprintln(w, "\n  why sends ended with an error (their messages went to the spool when it says so):")
+		fmt.Fprintln(w, "\n  sends that ended with an error (spooled where it says so):")
 		errs := make([]string, 0, len(s.SendErrors))
 		for e := range s.SendErrors {
 			errs = append(errs, e)
@@ -297,31 +297,32 @@ func joinCounts(m map[string]int64) string {
 func (r *demoRun) writeConfig(w io.Writer) {
 	c := r.c
 	tc := c.throttleConfig()
-	fmt.Fprintf(w, "rocketry demo: %s messages to topic %q, broker in process at %s\n", fmtCount(int64(c.messages)), demoTopic, r.b.Addr())
+	fmt.Fprintf(w, "rocketry demo: %s messages to topic %q\n", fmtCount(int64(c.messages)), demoTopic)
 	line := func(k, format string, args ...any) { fmt.Fprintf(w, "  %-13s %s\n", k, fmt.Sprintf(format, args...)) }
-	line("broker", "%d queues", c.queues)
+	line("broker", "in process at %s, %d queues", r.b.Addr(), c.queues)
 	if c.maxBacklog > 0 {
-		line("", "BACKLOG throttling above %s unconsumed messages, lifted at %s", fmtCount(c.maxBacklog), fmtCount(c.maxBacklog*8/10))
+		line("", "BACKLOG above %s unconsumed, lifted at %s", fmtCount(c.maxBacklog), fmtCount(c.maxBacklog*8/10))
 	}
 	if c.maxStorageLoad > 0 {
-		line("", "STORAGE_LOAD throttling above %s cold reads/s (cold: over %s behind the head)", fmtCount(int64(c.maxStorageLoad)), fmtCount(c.coldReadDistance))
+		line("", "STORAGE_LOAD above %s cold reads/s (> %s behind head)", fmtCount(int64(c.maxStorageLoad)), fmtCount(c.coldReadDistance))
 	}
 	restart := "no restart"
 	if c.restartAt > 0 {
-		restart = fmt.Sprintf("a restart at %g%% of the messages", c.restartAt*100)
+		restart = fmt.Sprintf("a restart at %g%%", c.restartAt*100)
 	}
-	line("faults", "%g%% of sends answered INTERNAL (nothing stored); %s", c.internalRate*100, restart)
+	line("faults", "%g%% of sends answered INTERNAL (nothing stored), %s", c.internalRate*100, restart)
 	line("consumers", "group %q drains %s msg/s", steadyGroup, fmtCount(int64(c.consumeRate)))
 	if c.resetAt > 0 {
-		line("", "group %q is reset to offset 0 at %g%% and re-reads at %s msg/s", backtrackGroup, c.resetAt*100, fmtCount(int64(c.rereadRate)))
+		line("", "group %q reset to offset 0 at %g%%, re-reads at %s msg/s", backtrackGroup, c.resetAt*100, fmtCount(int64(c.rereadRate)))
 	} else {
 		line("", "group %q follows at up to %s msg/s, never reset", backtrackGroup, fmtCount(int64(c.rereadRate)))
 	}
-	line("producer", "%s by Send on %d goroutines, %s by SendAsync (%d in flight)",
-		fmtCount(int64(c.messages-c.asyncCount())), c.syncWorkers, fmtCount(int64(c.asyncCount())), c.maxInFlight)
-	line("", "at most %d attempts per message (the first + %d retries), %v each", c.maxAttempts, c.maxAttempts-1, c.attemptLimit)
-	line("after 530", "gRPC connection backoff x%g: %v, x%g, jitter %g, max %v, min connect %v",
-		c.timeScale, tc.BaseDelay, tc.Multiplier, tc.Jitter, tc.MaxDelay, tc.MinConnectTimeout)
+	line("producer", "%s by Send on %d goroutines", fmtCount(int64(c.messages-c.asyncCount())), c.syncWorkers)
+	line("", "%s by SendAsync, %d in flight", fmtCount(int64(c.asyncCount())), c.maxInFlight)
+	line("", "at most %d attempts a message (the first + %d retries)", c.maxAttempts, c.maxAttempts-1)
+	line("", "attempt timeout %v", c.attemptLimit)
+	line("after 530", "gRPC connection backoff, times x%g:", c.timeScale)
+	line("", "%v, x%g, jitter %g, max %v, min connect %v", tc.BaseDelay, tc.Multiplier, tc.Jitter, tc.MaxDelay, tc.MinConnectTimeout)
 	if c.failure == "backoff" {
 		line("after failure", "the same scaled connection backoff")
 	} else {

@@ -304,7 +304,7 @@ func (r *demoRun) consume(ctx context.Context, group string, rate float64, reset
 			if err != nil {
 				r.note("group %q: reset to offset 0 failed: %s", group, shortError(err))
 			} else {
-				r.note("group %q reset to offset 0: re-reading the log at %s msg/s", group, fmtCount(int64(rate)))
+				r.note("group %q reset to offset 0, re-reading at %s msg/s", group, fmtCount(int64(rate)))
 			}
 		case now := <-t.C:
 			budget = min(budget+rate*now.Sub(last).Seconds(), rate*5*consumeTick.Seconds())
@@ -353,7 +353,7 @@ func (r *demoRun) direct(ctx context.Context) {
 			if err := r.b.Restart(); err != nil {
 				r.note("broker restart failed: %s", shortError(err))
 			} else {
-				r.note("broker restarted: connections dropped, listening again on %s", r.b.Addr())
+				r.note("broker restarted: connections dropped, same address")
 			}
 		}
 		r.followThrottling()
