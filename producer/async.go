@@ -3,11 +3,12 @@ package producer
 import "context"
 
 // SendAsync starts sending m and returns at once. It returns nil when the
-// send was accepted: cb (if not nil) then runs exactly once, later, with
-// the receipt or the error, exactly as Send would return them (retries,
-// fallback and spool included). cb runs on the producer goroutine that made
-// the send, which holds one of the MaxInFlight slots until cb returns: cb
-// must not block.
+// send was accepted (m.ID is set by then): cb (if not nil) then runs exactly
+// once, later, with the receipt or the error, exactly as Send would return
+// them (retries, fallback and spool included). cb runs on the producer
+// goroutine that made the send, which holds one of the MaxInFlight slots
+// until cb returns: cb must not block, and a panic in it crashes the program
+// as in any goroutine.
 //
 // At most MaxInFlight async sends are in flight (WithMaxInFlight); when that
 // many are, SendAsync waits for room within ctx. A non-nil error means the
@@ -15,7 +16,7 @@ import "context"
 // ErrInvalidMessage, or ctx's error when ctx ended before there was room.
 // ctx also bounds the send itself, as Send's does.
 func (p *Producer) SendAsync(ctx context.Context, m *Message, cb func(*SendReceipt, error)) error {
-	if err := m.validate(p.cfg.maxBody); err != nil {
+	if err := p.prepare(m); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -45,7 +46,7 @@ func (p *Producer) SendAsync(ctx context.Context, m *Message, cb func(*SendRecei
 // when MaxInFlight async sends are in flight it fails at once with
 // ErrBufferFull.
 func (p *Producer) TrySendAsync(m *Message, cb func(*SendReceipt, error)) error {
-	if err := m.validate(p.cfg.maxBody); err != nil {
+	if err := p.prepare(m); err != nil {
 		return err
 	}
 	if !p.enter() {

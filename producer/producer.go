@@ -181,7 +181,7 @@ func (p *Producer) leave() {
 // ctx bounds the whole send; each attempt has its own timeout within it
 // (WithAttemptTimeout), and no wait ends after ctx's deadline.
 func (p *Producer) Send(ctx context.Context, m *Message) (*SendReceipt, error) {
-	if err := m.validate(p.cfg.maxBody); err != nil {
+	if err := p.prepare(m); err != nil {
 		return nil, err
 	}
 	if !p.enter() {
@@ -217,11 +217,19 @@ type sendCall struct {
 	resp    rocketryv1.SendMessageResponse
 }
 
-// send runs one validated send through the retry loop.
-func (p *Producer) send(ctx context.Context, m *Message) (*SendReceipt, error) {
+// prepare validates m and gives it an ID when it has none.
+func (p *Producer) prepare(m *Message) error {
+	if err := m.validate(p.cfg.maxBody); err != nil {
+		return err
+	}
 	if m.ID == "" {
 		m.ID = p.ids.next()
 	}
+	return nil
+}
+
+// send runs one prepared send through the retry loop.
+func (p *Producer) send(ctx context.Context, m *Message) (*SendReceipt, error) {
 	c := &sendCall{}
 	c.msg.MessageId = m.ID
 	c.msg.Topic = m.Topic
