@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/retry"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/rocketry-go/rocketry/backoff"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
@@ -22,19 +24,28 @@ import (
 // Names of the contenders.
 const (
 	Raw            = "raw"
+	RawTimeout     = "raw-timeout"
 	Rocketry       = "rocketry"
 	Interceptor    = "interceptor"
 	Middleware     = "middleware"
 	ServiceConfig  = "serviceconfig"
 	NaiveImmediate = "naive-immediate"
 	NaiveSleep     = "naive-sleep"
+	// RocketryNoHint is rocketry with the broker's RetryInfo hints removed
+	// from its answers (a diagnostic: it shows what the hints cost or gain).
+	RocketryNoHint = "rocketry-nohint"
 )
 
-// FastPath lists the contenders of the fast-path benchmarks, the floor first.
-var FastPath = []string{Raw, Rocketry, Interceptor, Middleware, ServiceConfig}
+// FastPath lists the contenders of the fast-path benchmarks, the floor
+// first, then the floor with a 3 s per-call timeout (what careful code adds,
+// and what rocketry's attempt timeout costs).
+var FastPath = []string{Raw, RawTimeout, Rocketry, Interceptor, Middleware, ServiceConfig}
 
 // Scenario lists the contenders of the throttling scenario.
 var ScenarioContenders = []string{Rocketry, Middleware, ServiceConfig, NaiveImmediate, NaiveSleep}
+
+// Diagnostic lists contenders the scenario knows besides ScenarioContenders.
+var Diagnostic = []string{RocketryNoHint}
 
 // Sender sends one message at a time; it is safe for concurrent use.
 type Sender interface {
@@ -97,15 +108,18 @@ func New(name, addr string, s Settings) (Sender, error) {
 	}
 	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	switch name {
-	case Raw, NaiveImmediate, NaiveSleep:
+	case Raw, RawTimeout, NaiveImmediate, NaiveSleep:
 	case Interceptor:
 		dial = append(dial, grpc.WithUnaryInterceptor(producer.UnaryClientInterceptor()))
 	case Middleware:
 		dial = append(dial, grpc.WithUnaryInterceptor(middlewareInterceptor()))
 	case ServiceConfig:
 		dial = append(dial, grpc.WithDefaultServiceConfig(ServiceConfigJSON))
-	case Rocketry:
+	case Rocketry, RocketryNoHint:
 		opts := []producer.Option{producer.WithMaxInFlight(1 << 20)}
+		if name == RocketryNoHint {
+			opts = append(opts, producer.WithDialOptions(grpc.WithUnaryInterceptor(dropRetryInfo)))
+		}
 		if s.Scaled {
 			sched, err := backoff.NewConnection(ScaledConnection(s.Scale))
 			if err != nil {
@@ -136,6 +150,8 @@ func New(name, addr string, s Settings) (Sender, error) {
 	}
 	rs := &rawSender{cc: cc, client: rocketryv1.NewMessagingServiceClient(cc), topic: s.Topic}
 	switch name {
+	case RawTimeout:
+		return &timeoutSender{rawSender: rs, timeout: producer.DefaultAttemptTimeout}, nil
 	case NaiveImmediate:
 		return &naiveSender{rawSender: rs}, nil
 	case NaiveSleep:
@@ -146,6 +162,25 @@ func New(name, addr string, s Settings) (Sender, error) {
 		return &naiveSender{rawSender: rs, sleep: d}, nil
 	}
 	return rs, nil
+}
+
+// dropRetryInfo removes google.rpc.RetryInfo from the details of an error
+// status.
+func dropRetryInfo(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	st, ok := status.FromError(err)
+	if !ok || err == nil {
+		return err
+	}
+	p := st.Proto()
+	kept := p.Details[:0:0]
+	for _, d := range p.Details {
+		if !d.MessageIs((*errdetails.RetryInfo)(nil)) {
+			kept = append(kept, d)
+		}
+	}
+	p.Details = kept
+	return status.FromProto(p).Err()
 }
 
 // rawSender is the generated client (with whatever interceptor or service
@@ -162,6 +197,18 @@ func (r *rawSender) Send(ctx context.Context, id string, body []byte) error {
 }
 
 func (r *rawSender) Close() error { return r.cc.Close() }
+
+// timeoutSender is the raw client with a timeout per call.
+type timeoutSender struct {
+	*rawSender
+	timeout time.Duration
+}
+
+func (t *timeoutSender) Send(ctx context.Context, id string, body []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	return t.rawSender.Send(ctx, id, body)
+}
 
 // naiveSender retries every error until ctx ends: at once, or after a
 // fixed sleep.

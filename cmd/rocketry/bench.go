@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rocketry-go/rocketry/internal/bench"
+)
+
+func init() {
+	register(command{name: "bench", summary: "measure rocketry against other retry strategies under throttling (see BENCHMARKS.md)", run: runBench})
+}
+
+// benchReport is what --json prints.
+type benchReport struct {
+	Machine  benchMachine    `json:"machine"`
+	Scenario *benchScenario  `json:"scenario,omitempty"`
+	Results  []*bench.Result `json:"results,omitempty"`
+	// Runs are the single runs the medians of Results come from (--rounds > 1).
+	Runs  []*bench.Result      `json:"runs,omitempty"`
+	Scale []*bench.ScaleResult `json:"scale,omitempty"`
+}
+
+type benchMachine struct {
+	CPUs      int    `json:"cpus"`
+	GoVersion string `json:"go_version"`
+	GOOS      string `json:"goos"`
+	GOARCH    string `json:"goarch"`
+}
+
+// benchScenario is the scenario's settings, as printed.
+type benchScenario struct {
+	DurationSeconds  float64 `json:"duration_seconds"`
+	WarmupSeconds    float64 `json:"warmup_seconds"`
+	Senders          int     `json:"senders"`
+	SendTimeoutMs    float64 `json:"send_timeout_ms"`
+	DrainRate        float64 `json:"drain_rate_per_s"`
+	MaxBacklog       int64   `json:"max_backlog"`
+	EpisodeAtSeconds float64 `json:"episode_at_seconds"`
+	EpisodeReads     int     `json:"episode_reads"`
+	EpisodeReadRate  float64 `json:"episode_read_rate_per_s"`
+	MaxStorageLoad   float64 `json:"max_storage_load_per_s"`
+	Scale            float64 `json:"rocketry_time_scale"`
+	MaxAttempts      int     `json:"rocketry_max_attempts"`
+	NaiveSleepMs     float64 `json:"naive_sleep_ms"`
+	Seed             uint64  `json:"seed"`
+	Rounds           int     `json:"rounds"`
+}
+
+func runBench(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	def := bench.DefaultScenario()
+	duration := fs.Duration("duration", def.Duration, "how long each contender sends (the warmup, a tenth of it, is left out of the rates)")
+	jsonOut := fs.Bool("json", false, "print JSON")
+	markdown := fs.Bool("markdown", true, "print Markdown tables (the default; off when --json is given alone)")
+	contenders := fs.String("contenders", strings.Join(bench.ScenarioContenders, ","), "contenders to run, in order")
+	seed := fs.Uint64("seed", def.Seed, "seed of rocketry's jitter and the broker")
+	senders := fs.Int("senders", def.Senders, "concurrent senders")
+	drainRate := fs.Float64("drain-rate", def.DrainRate, "the consumer's rate, messages per second")
+	maxBacklog := fs.Int64("max-backlog", def.MaxBacklog, "the broker's backlog limit")
+	rounds := fs.Int("rounds", 1, "rounds over the contenders, interleaved; the table shows each figure's median")
+	scale := fs.Bool("scale", false, "measure memory and goroutines per in-flight async send instead of the scenario")
+	scaleSizes := fs.String("scale-sizes", "1000,10000,100000", "queued sends of --scale")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "rocketry bench: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	mdSet := false
+	fs.Visit(func(f *flag.Flag) { mdSet = mdSet || f.Name == "markdown" })
+	if *jsonOut && !mdSet {
+		*markdown = false
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rep := &benchReport{Machine: benchMachine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}}
+
+	if *scale {
+		sizes, err := parseSizes(*scaleSizes)
+		if err != nil {
+			fmt.Fprintf(stderr, "rocketry bench: --scale-sizes: %v\n", err)
+			return 2
+		}
+		for _, n := range sizes {
+			for _, name := range []string{bench.Raw, bench.Rocketry} {
+				r, err := bench.MeasureScale(ctx, name, n)
+				if err != nil {
+					fmt.Fprintf(stderr, "rocketry bench: --scale %s at %d: %v\n", name, n, err)
+					return 1
+				}
+				rep.Scale = append(rep.Scale, r)
+			}
+		}
+		return printBench(rep, *markdown, *jsonOut, stdout, stderr)
+	}
+
+	names, err := bench.ParseList(*contenders, append(append([]string(nil), bench.ScenarioContenders...), bench.Diagnostic...))
+	if err != nil {
+		fmt.Fprintf(stderr, "rocketry bench: --contenders: %v\n", err)
+		return 2
+	}
+	sc := def
+	sc.Duration = *duration
+	sc.Warmup = *duration / 10
+	sc.EpisodeAt = *duration * 4 / 10
+	sc.Seed = *seed
+	sc.Senders = *senders
+	sc.DrainRate = *drainRate
+	sc.MaxBacklog = *maxBacklog
+	if *rounds < 1 {
+		fmt.Fprintf(stderr, "rocketry bench: --rounds %d: want >= 1\n", *rounds)
+		return 2
+	}
+	if err := sc.Validate(); err != nil {
+		fmt.Fprintf(stderr, "rocketry bench: %v\n", err)
+		return 2
+	}
+	rep.Scenario = &benchScenario{
+		DurationSeconds: sc.Duration.Seconds(), WarmupSeconds: sc.Warmup.Seconds(), Senders: sc.Senders,
+		SendTimeoutMs: benchMs(sc.SendTimeout), DrainRate: sc.DrainRate, MaxBacklog: sc.MaxBacklog,
+		EpisodeAtSeconds: sc.EpisodeAt.Seconds(), EpisodeReads: sc.EpisodeReads, EpisodeReadRate: sc.EpisodeReadRate,
+		MaxStorageLoad: sc.MaxStorageLoad, Scale: sc.Scale, MaxAttempts: sc.MaxAttempts, NaiveSleepMs: benchMs(sc.NaiveSleep), Seed: sc.Seed, Rounds: *rounds,
+	}
+	byName := map[string][]*bench.Result{}
+	for round := range *rounds {
+		for _, name := range names {
+			r, err := sc.Run(ctx, name)
+			if err != nil {
+				fmt.Fprintf(stderr, "rocketry bench: %s: %v\n", name, err)
+				return 1
+			}
+			fmt.Fprintf(stderr, "round %d/%d: %s\n", round+1, *rounds, r)
+			byName[name] = append(byName[name], r)
+			if *rounds > 1 {
+				rep.Runs = append(rep.Runs, r)
+			}
+		}
+	}
+	for _, name := range names {
+		rep.Results = append(rep.Results, bench.Median(byName[name]))
+	}
+	return printBench(rep, *markdown, *jsonOut, stdout, stderr)
+}
+
+func benchMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func parseSizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a count >= 1", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func printBench(rep *benchReport, markdown, jsonOut bool, stdout, stderr io.Writer) int {
+	if markdown {
+		writeBenchMarkdown(stdout, rep)
+	}
+	if jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(stderr, "rocketry bench: %v\n", err)
+			return 1
+		}
+	}
+	return 0
+}
+
+func writeBenchMarkdown(w io.Writer, rep *benchReport) {
+	m := rep.Machine
+	fmt.Fprintf(w, "machine: %d CPUs, %s %s/%s\n\n", m.CPUs, m.GoVersion, m.GOOS, m.GOARCH)
+	if sc := rep.Scenario; sc != nil {
+		fmt.Fprintf(w, "scenario: %d senders for %gs each (first %gs left out of the rates), consumer draining %g msg/s, backlog limit %d, "+
+			"storage-load episode at %gs (%d cold reads at %g/s, limit %g/s); rocketry: connection backoff x%g, %d attempts; seed %d; median of %d rounds\n\n",
+			sc.Senders, sc.DurationSeconds, sc.WarmupSeconds, sc.DrainRate, sc.MaxBacklog,
+			sc.EpisodeAtSeconds, sc.EpisodeReads, sc.EpisodeReadRate, sc.MaxStorageLoad, sc.Scale, sc.MaxAttempts, sc.Seed, sc.Rounds)
+	}
+	if len(rep.Results) > 0 {
+		fmt.Fprintln(w, "| contender | goodput msg/s | drained msg/s | goodput/drain rate | attempts/stored | refused (backlog+storage) | p50 ms | p99 ms | sent | stored | failed | lost |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		for _, r := range rep.Results {
+			fmt.Fprintf(w, "| %s | %.0f | %.0f | %.1f%% | %.2f | %d (%d+%d) | %.1f | %.1f | %d | %d | %d | %d |\n",
+				r.Contender, r.Goodput, r.Drained, 100*r.GoodputRatio, r.Amplification, r.Refused, r.RefusedBacklog, r.RefusedStorage,
+				r.P50ms, r.P99ms, r.Sent, r.Stored, r.Failed, r.Lost)
+		}
+		for _, r := range rep.Results {
+			if t := r.Timing; t != nil {
+				fmt.Fprintf(w, "\nretry timing (%s): %d retries; actual - scheduled delay: p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, max %.3f ms; early: %d\n",
+					r.Contender, t.Retries, t.P50ms, t.P90ms, t.P99ms, t.MaxMs, t.Early)
+			}
+			for _, e := range r.Errors {
+				fmt.Fprintf(w, "\n%s: %s\n", r.Contender, e)
+			}
+		}
+	}
+	if len(rep.Scale) > 0 {
+		fmt.Fprintln(w, "| contender | in flight | goroutines | goroutines/send | heap MiB | heap KiB/send |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
+		for _, r := range rep.Scale {
+			fmt.Fprintf(w, "| %s | %d | %d | %.2f | %.1f | %.2f |\n", r.Contender, r.InFlight, r.Goroutines, r.GoroutinesPerSend,
+				float64(r.HeapBytes)/(1<<20), r.HeapBytesPerSend/1024)
+		}
+	}
+}

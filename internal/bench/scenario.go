@@ -1,0 +1,651 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/rocketry-go/rocketry/broker"
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/producer"
+)
+
+// Scenario is the throttling scenario: a broker whose topic accepts at most
+// MaxBacklog unconsumed messages, one consumer group draining it at
+// DrainRate, Senders concurrent senders offering more than that, and, at
+// EpisodeAt, a storage-load episode: a group of another topic reset to
+// offset 0 re-reads EpisodeReads old messages at EpisodeReadRate, above
+// the broker's MaxStorageLoad, so that every send is refused for a while.
+type Scenario struct {
+	// Duration is how long senders start new sends.
+	Duration time.Duration
+	// Warmup is left out of the goodput and drain figures (the backlog
+	// fills up then).
+	Warmup time.Duration
+	// Senders is the number of concurrent senders, each sending one
+	// message at a time.
+	Senders int
+	// SendTimeout bounds every send, retries included.
+	SendTimeout time.Duration
+	// BodyBytes is the size of every body.
+	BodyBytes int
+
+	// DrainRate is the consumer's rate, messages per second: it asks for
+	// messages every DrainTick and cannot save up more than DrainBurst
+	// worth of time while the topic is empty (nor while it is not
+	// scheduled: the burst forgives a late tick).
+	DrainRate  float64
+	DrainTick  time.Duration
+	DrainBurst time.Duration
+	// MaxBacklog is the broker's backlog limit (low water 80%).
+	MaxBacklog int64
+
+	// The storage-load episode.
+	ArchiveMessages int
+	EpisodeAt       time.Duration
+	EpisodeReads    int
+	EpisodeReadRate float64
+	MaxStorageLoad  float64
+
+	// Scale multiplies rocketry's default throttle schedule's times (the
+	// gRPC connection backoff); MaxAttempts is its attempts per send.
+	Scale       float64
+	MaxAttempts int
+	// NaiveSleep is naive-sleep's fixed wait.
+	NaiveSleep time.Duration
+	// Seed seeds rocketry's jitter and the broker.
+	Seed uint64
+	// Trace, when > 0, samples the broker's stats at that interval into
+	// Result.Timeline.
+	Trace time.Duration
+}
+
+// DefaultScenario returns the scenario `rocketry bench` runs by default.
+func DefaultScenario() Scenario {
+	return Scenario{
+		Duration:        10 * time.Second,
+		Warmup:          time.Second,
+		Senders:         64,
+		SendTimeout:     5 * time.Second,
+		BodyBytes:       100,
+		DrainRate:       2000,
+		DrainTick:       5 * time.Millisecond,
+		DrainBurst:      25 * time.Millisecond,
+		MaxBacklog:      2000,
+		ArchiveMessages: 20000,
+		EpisodeAt:       4 * time.Second,
+		EpisodeReads:    8000,
+		EpisodeReadRate: 8000,
+		MaxStorageLoad:  5000,
+		Scale:           0.01,
+		MaxAttempts:     10,
+		NaiveSleep:      100 * time.Millisecond,
+		Seed:            1,
+	}
+}
+
+// Validate names the first field that is out of range.
+func (s Scenario) Validate() error {
+	switch {
+	case s.Duration <= 0:
+		return errors.New("bench: Duration must be > 0")
+	case s.Warmup < 0 || s.Warmup >= s.Duration:
+		return errors.New("bench: Warmup must be in [0, Duration)")
+	case s.Senders < 1:
+		return errors.New("bench: Senders must be >= 1")
+	case s.SendTimeout <= 0:
+		return errors.New("bench: SendTimeout must be > 0")
+	case s.DrainRate <= 0 || s.DrainTick <= 0 || s.DrainBurst < s.DrainTick:
+		return errors.New("bench: DrainRate and DrainTick must be > 0, DrainBurst >= DrainTick")
+	case s.MaxBacklog < 1:
+		return errors.New("bench: MaxBacklog must be >= 1")
+	case s.Scale <= 0:
+		return errors.New("bench: Scale must be > 0")
+	case s.MaxAttempts < 1:
+		return errors.New("bench: MaxAttempts must be >= 1")
+	}
+	return nil
+}
+
+// Result is one contender's run of the scenario.
+type Result struct {
+	Contender string `json:"contender"`
+	// Runs is how many runs the figures are the median of (Median).
+	Runs int `json:"runs,omitempty"`
+	// Goodput is messages stored per second after the warmup.
+	Goodput float64 `json:"goodput_per_s"`
+	// DrainRate is the consumer's rate; Drained what it consumed per
+	// second after the warmup (less when the topic ran empty).
+	DrainRate float64 `json:"drain_rate_per_s"`
+	Drained   float64 `json:"drained_per_s"`
+	// GoodputRatio is Goodput / DrainRate.
+	GoodputRatio float64 `json:"goodput_ratio"`
+	// Amplification is SendMessage requests the broker received per
+	// message stored (1 is the least).
+	Amplification float64 `json:"amplification"`
+	// Attempts is the requests the broker received; Refused those it
+	// answered 530, by reason.
+	Attempts        int64 `json:"attempts"`
+	Refused         int64 `json:"refused"`
+	RefusedBacklog  int64 `json:"refused_backlog"`
+	RefusedStorage  int64 `json:"refused_storage_load"`
+	Sent            int64 `json:"sent"`
+	Stored          int64 `json:"stored"`
+	Failed          int64 `json:"failed"`
+	Lost            int64 `json:"lost"`
+	StoredButFailed int64 `json:"stored_but_failed"`
+	// Latency of sends (retries included), milliseconds.
+	P50ms float64 `json:"p50_ms"`
+	P99ms float64 `json:"p99_ms"`
+	// Timing is the retry timing (rocketry only).
+	Timing *Timing `json:"retry_timing,omitempty"`
+	// Timeline is the broker's state every Scenario.Trace.
+	Timeline []Sample `json:"timeline,omitempty"`
+	Errors   []string `json:"errors,omitempty"`
+}
+
+const (
+	scenarioTopic = "bench"
+	drainGroup    = "drain"
+	archiveTopic  = "archive"
+	archiveGroup  = "audit"
+)
+
+// Run runs the scenario against contender name on a fresh broker.
+func (s Scenario) Run(ctx context.Context, name string) (*Result, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := broker.New(
+		broker.WithSeed(int64(s.Seed)),
+		broker.WithThrottle(broker.Throttle{MaxBacklog: s.MaxBacklog, MaxStorageLoad: s.MaxStorageLoad}),
+	)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Start("127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	defer b.Stop()
+
+	cc, err := grpc.NewClient(b.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer cc.Close()
+	consumer := rocketryv1.NewConsumerServiceClient(cc)
+	if err := s.prepare(ctx, cc, consumer); err != nil {
+		return nil, fmt.Errorf("bench: preparing the broker: %w", err)
+	}
+
+	var timing *timingRecorder
+	set := Settings{Topic: scenarioTopic, Scaled: true, Scale: s.Scale, MaxAttempts: s.MaxAttempts, NaiveSleep: s.NaiveSleep}
+	if name == Rocketry || name == RocketryNoHint {
+		set.Rand = &lockedRand{r: rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15))}
+		timing = newTimingRecorder()
+		set.Observer = timing.observe
+	}
+	sender, err := New(name, b.Addr(), set)
+	if err != nil {
+		return nil, err
+	}
+	defer sender.Close()
+
+	before := b.Stats()
+	res := &Result{Contender: name, DrainRate: s.DrainRate}
+
+	bg, stopBG := context.WithCancel(ctx)
+	var bgWG sync.WaitGroup
+	var consumed atomic.Int64
+	var bgErr atomic.Value
+	start := time.Now()
+	bgWG.Go(func() {
+		if err := s.drain(bg, consumer, &consumed); err != nil {
+			bgErr.Store(err)
+		}
+	})
+	bgWG.Go(func() {
+		if err := s.episode(bg, consumer, start); err != nil {
+			bgErr.Store(err)
+		}
+	})
+
+	var timeline []Sample
+	if s.Trace > 0 {
+		bgWG.Go(func() {
+			tick := time.NewTicker(s.Trace)
+			defer tick.Stop()
+			for {
+				select {
+				case <-bg.Done():
+					return
+				case now := <-tick.C:
+					timeline = append(timeline, sample(b, now.Sub(start), consumed.Load()))
+				}
+			}
+		})
+	}
+
+	// Snapshot at the end of the warmup.
+	var warmStored, warmConsumed int64
+	var warmAt time.Time
+	warmDone := make(chan struct{})
+	bgWG.Go(func() {
+		defer close(warmDone)
+		t := time.NewTimer(s.Warmup)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-bg.Done():
+			return
+		}
+		warmAt, warmStored, warmConsumed = time.Now(), topicStored(b), consumed.Load()
+	})
+
+	body := make([]byte, s.BodyBytes)
+	ids := NewIDs(name)
+	stopAt := start.Add(s.Duration)
+	var sent, failed atomic.Int64
+	lat := make([][]time.Duration, s.Senders)
+	okIDs := make([][]string, s.Senders)
+	failedIDs := make([][]string, s.Senders)
+	var sendWG sync.WaitGroup
+	for i := range s.Senders {
+		sendWG.Go(func() {
+			for time.Now().Before(stopAt) && ctx.Err() == nil {
+				id := ids.Next()
+				sctx, cancel := context.WithTimeout(ctx, s.SendTimeout)
+				t0 := time.Now()
+				err := sender.Send(sctx, id, body)
+				lat[i] = append(lat[i], time.Since(t0))
+				cancel()
+				sent.Add(1)
+				if err != nil {
+					failed.Add(1)
+					failedIDs[i] = append(failedIDs[i], id)
+					continue
+				}
+				okIDs[i] = append(okIDs[i], id)
+			}
+		})
+	}
+	time.Sleep(time.Until(stopAt))
+	<-warmDone
+	endAt, endStored, endConsumed := time.Now(), topicStored(b), consumed.Load()
+	sendWG.Wait() // the sends in flight finish (bounded by SendTimeout)
+	stopBG()
+	bgWG.Wait()
+	if err, ok := bgErr.Load().(error); ok && ctx.Err() == nil {
+		res.Errors = append(res.Errors, err.Error())
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	after := b.Stats()
+	window := endAt.Sub(warmAt).Seconds()
+	res.Goodput = float64(endStored-warmStored) / window
+	res.Drained = float64(endConsumed-warmConsumed) / window
+	res.GoodputRatio = res.Goodput / s.DrainRate
+	res.Attempts = after.GetSendRequests() - before.GetSendRequests()
+	res.RefusedBacklog = after.GetThrottled()["BACKLOG"] - before.GetThrottled()["BACKLOG"]
+	res.RefusedStorage = after.GetThrottled()["STORAGE_LOAD"] - before.GetThrottled()["STORAGE_LOAD"]
+	res.Refused = res.RefusedBacklog + res.RefusedStorage + after.GetThrottled()["SEND_RATE"] - before.GetThrottled()["SEND_RATE"]
+	res.Sent, res.Failed = sent.Load(), failed.Load()
+
+	stored := map[string]bool{}
+	for _, m := range b.Messages(scenarioTopic) {
+		stored[m.GetMessage().GetMessageId()] = true
+	}
+	res.Stored = int64(len(stored))
+	if res.Stored > 0 {
+		res.Amplification = float64(res.Attempts) / float64(res.Stored)
+	}
+	for i := range okIDs {
+		for _, id := range okIDs[i] {
+			if !stored[id] {
+				res.Lost++
+			}
+		}
+		for _, id := range failedIDs[i] {
+			if stored[id] {
+				res.StoredButFailed++
+			}
+		}
+	}
+	all := slices.Concat(lat...)
+	res.P50ms, res.P99ms = percentileMs(all, 0.50), percentileMs(all, 0.99)
+	if timing != nil {
+		res.Timing = timing.result()
+	}
+	res.Timeline = timeline
+	return res, nil
+}
+
+// prepare creates the drain group (so that the backlog counts from the
+// first message) and fills the archive topic the episode re-reads.
+func (s Scenario) prepare(ctx context.Context, cc grpc.ClientConnInterface, consumer rocketryv1.ConsumerServiceClient) error {
+	if _, err := consumer.ReceiveMessages(ctx, &rocketryv1.ReceiveMessagesRequest{Topic: scenarioTopic, Group: drainGroup, MaxMessages: 1, AutoCommit: true}); err != nil {
+		return err
+	}
+	client := rocketryv1.NewMessagingServiceClient(cc)
+	body := make([]byte, s.BodyBytes)
+	ids := NewIDs("archive")
+	for left := s.ArchiveMessages; left > 0; {
+		n := min(left, broker.DefaultMaxBatch)
+		req := &rocketryv1.SendMessageRequest{Messages: make([]*rocketryv1.Message, n)}
+		for i := range req.Messages {
+			req.Messages[i] = &rocketryv1.Message{MessageId: ids.Next(), Topic: archiveTopic, Body: body}
+		}
+		if _, err := client.SendMessage(ctx, req); err != nil {
+			return err
+		}
+		left -= n
+	}
+	return nil
+}
+
+// drain consumes the topic at s.DrainRate: a token bucket with a burst of
+// s.DrainBurst, so that time with nothing to consume is lost, not saved up.
+func (s Scenario) drain(ctx context.Context, consumer rocketryv1.ConsumerServiceClient, consumed *atomic.Int64) error {
+	tick := time.NewTicker(s.DrainTick)
+	defer tick.Stop()
+	burst := s.DrainRate * s.DrainBurst.Seconds()
+	tokens, last := 0.0, time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-tick.C:
+			tokens = min(tokens+s.DrainRate*now.Sub(last).Seconds(), burst)
+			last = now
+			n := int32(tokens)
+			if n < 1 {
+				continue
+			}
+			resp, err := consumer.ReceiveMessages(ctx, &rocketryv1.ReceiveMessagesRequest{Topic: scenarioTopic, Group: drainGroup, MaxMessages: n, AutoCommit: true})
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("bench: drain: %w", err)
+			}
+			got := len(resp.GetMessages())
+			tokens -= float64(got)
+			consumed.Add(int64(got))
+		}
+	}
+}
+
+// episode resets the archive group to 0 at s.EpisodeAt and re-reads
+// s.EpisodeReads messages at s.EpisodeReadRate.
+func (s Scenario) episode(ctx context.Context, consumer rocketryv1.ConsumerServiceClient, start time.Time) error {
+	if s.EpisodeReads <= 0 || s.EpisodeReadRate <= 0 {
+		return nil
+	}
+	t := time.NewTimer(time.Until(start.Add(s.EpisodeAt)))
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+		return nil
+	}
+	if _, err := consumer.ResetOffset(ctx, &rocketryv1.ResetOffsetRequest{Topic: archiveTopic, Group: archiveGroup, Offset: 0}); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("bench: episode: %w", err)
+	}
+	tick := time.NewTicker(s.DrainTick)
+	defer tick.Stop()
+	t0 := time.Now()
+	read := 0
+	for read < s.EpisodeReads {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-tick.C:
+			want := min(int(s.EpisodeReadRate*now.Sub(t0).Seconds()), s.EpisodeReads) - read
+			if want < 1 {
+				continue
+			}
+			resp, err := consumer.ReceiveMessages(ctx, &rocketryv1.ReceiveMessagesRequest{Topic: archiveTopic, Group: archiveGroup, MaxMessages: int32(want), AutoCommit: true})
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("bench: episode: %w", err)
+			}
+			if len(resp.GetMessages()) == 0 {
+				return nil
+			}
+			read += len(resp.GetMessages())
+		}
+	}
+	return nil
+}
+
+// Sample is the broker's state at one moment of a run.
+type Sample struct {
+	AtMs          int64 `json:"at_ms"`
+	Stored        int64 `json:"stored"`
+	Consumed      int64 `json:"consumed"`
+	Backlog       int64 `json:"backlog"`
+	Requests      int64 `json:"requests"`
+	Refused       int64 `json:"refused"`
+	BacklogOn     bool  `json:"throttled_backlog"`
+	StorageLoadOn bool  `json:"throttled_storage_load"`
+}
+
+func sample(b *broker.Broker, at time.Duration, consumed int64) Sample {
+	st := b.Stats()
+	sm := Sample{AtMs: at.Milliseconds(), Consumed: consumed, Requests: st.GetSendRequests(), StorageLoadOn: st.GetThrottledStorageLoad()}
+	for _, v := range st.GetThrottled() {
+		sm.Refused += v
+	}
+	for _, t := range st.GetTopics() {
+		if t.GetTopic() == scenarioTopic {
+			sm.Stored, sm.Backlog, sm.BacklogOn = t.GetStored(), t.GetBacklog(), t.GetThrottledBacklog()
+		}
+	}
+	return sm
+}
+
+// topicStored is the scenario topic's stored count.
+func topicStored(b *broker.Broker) int64 {
+	for _, t := range b.Stats().GetTopics() {
+		if t.GetTopic() == scenarioTopic {
+			return t.GetStored()
+		}
+	}
+	return 0
+}
+
+// percentileMs returns the p-quantile of d in milliseconds (sorting d).
+func percentileMs(d []time.Duration, p float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	i := int(p * float64(len(d)-1))
+	return float64(d[i]) / float64(time.Millisecond)
+}
+
+// lockedRand is a seeded math/rand/v2 source safe for concurrent use.
+type lockedRand struct {
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+func (l *lockedRand) Float64() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Float64()
+}
+
+// Timing is the retry timing of rocketry's sends: for each retry, the
+// actual wait (from the start of the attempt before it to the start of the
+// retry) minus the scheduled one (the EventRetry's Delay, or the attempt's
+// own duration when that was longer).
+type Timing struct {
+	Retries int     `json:"retries"`
+	P50ms   float64 `json:"p50_late_ms"`
+	P90ms   float64 `json:"p90_late_ms"`
+	P99ms   float64 `json:"p99_late_ms"`
+	MaxMs   float64 `json:"max_late_ms"`
+	// Early counts retries made before their scheduled time (should be 0).
+	Early int `json:"early"`
+}
+
+// timingRecorder keeps, per message, the time of its last attempt and the
+// wait scheduled after it. It is sharded by message ID so that 64 senders do
+// not queue on one lock (which would delay the attempts it measures).
+type timingRecorder struct {
+	shards [64]timingShard
+}
+
+type timingShard struct {
+	mu      sync.Mutex
+	pending map[string]pendingRetry
+	late    []time.Duration
+	early   int
+}
+
+type pendingRetry struct {
+	attemptAt time.Time     // EventAttempt of the attempt that failed
+	due       time.Duration // scheduled wait from attemptAt
+	retry     bool          // an EventRetry was seen
+}
+
+func newTimingRecorder() *timingRecorder {
+	t := &timingRecorder{}
+	for i := range t.shards {
+		t.shards[i].pending = map[string]pendingRetry{}
+	}
+	return t
+}
+
+func (t *timingRecorder) shard(id string) *timingShard {
+	h := uint32(2166136261)
+	for i := 0; i < len(id); i++ {
+		h = (h ^ uint32(id[i])) * 16777619
+	}
+	return &t.shards[h%uint32(len(t.shards))]
+}
+
+func (t *timingRecorder) observe(e producer.Event) {
+	now := time.Now()
+	switch e.Kind {
+	case producer.EventAttempt, producer.EventRetry, producer.EventSuccess, producer.EventExhausted:
+	default:
+		return
+	}
+	sh := t.shard(e.MessageID)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	switch e.Kind {
+	case producer.EventAttempt:
+		if p, ok := sh.pending[e.MessageID]; ok && p.retry {
+			late := now.Sub(p.attemptAt) - p.due
+			if late < 0 {
+				sh.early++
+			}
+			sh.late = append(sh.late, late)
+		}
+		sh.pending[e.MessageID] = pendingRetry{attemptAt: now}
+	case producer.EventRetry:
+		p := sh.pending[e.MessageID]
+		p.due = max(e.Delay, now.Sub(p.attemptAt))
+		p.retry = true
+		sh.pending[e.MessageID] = p
+	default:
+		delete(sh.pending, e.MessageID)
+	}
+}
+
+func (t *timingRecorder) result() *Timing {
+	var late []time.Duration
+	r := &Timing{}
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		late = append(late, sh.late...)
+		r.Early += sh.early
+		sh.mu.Unlock()
+	}
+	r.Retries = len(late)
+	if len(late) > 0 {
+		r.P50ms = percentileMs(late, 0.50)
+		r.P90ms = percentileMs(late, 0.90)
+		r.P99ms = percentileMs(late, 0.99)
+		r.MaxMs = float64(late[len(late)-1]) / float64(time.Millisecond)
+	}
+	return r
+}
+
+// Median returns, for each figure, its median over rs (runs of one
+// contender); the counts are medians too, so the row may not add up.
+func Median(rs []*Result) *Result {
+	if len(rs) == 1 {
+		return rs[0]
+	}
+	med := func(f func(*Result) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	medI := func(f func(*Result) int64) int64 {
+		return int64(med(func(r *Result) float64 { return float64(f(r)) }) + 0.5)
+	}
+	m := &Result{Contender: rs[0].Contender, DrainRate: rs[0].DrainRate, Runs: len(rs)}
+	m.Goodput = med(func(r *Result) float64 { return r.Goodput })
+	m.Drained = med(func(r *Result) float64 { return r.Drained })
+	m.GoodputRatio = med(func(r *Result) float64 { return r.GoodputRatio })
+	m.Amplification = med(func(r *Result) float64 { return r.Amplification })
+	m.Attempts = medI(func(r *Result) int64 { return r.Attempts })
+	m.Refused = medI(func(r *Result) int64 { return r.Refused })
+	m.RefusedBacklog = medI(func(r *Result) int64 { return r.RefusedBacklog })
+	m.RefusedStorage = medI(func(r *Result) int64 { return r.RefusedStorage })
+	m.Sent = medI(func(r *Result) int64 { return r.Sent })
+	m.Stored = medI(func(r *Result) int64 { return r.Stored })
+	m.Failed = medI(func(r *Result) int64 { return r.Failed })
+	m.StoredButFailed = medI(func(r *Result) int64 { return r.StoredButFailed })
+	m.P50ms = med(func(r *Result) float64 { return r.P50ms })
+	m.P99ms = med(func(r *Result) float64 { return r.P99ms })
+	for _, r := range rs {
+		m.Lost += r.Lost // any loss is reported, not a median
+		m.Errors = append(m.Errors, r.Errors...)
+	}
+	if rs[0].Timing != nil {
+		m.Timing = &Timing{}
+		for _, r := range rs {
+			m.Timing.Retries += r.Timing.Retries
+			m.Timing.Early += r.Timing.Early
+			m.Timing.MaxMs = max(m.Timing.MaxMs, r.Timing.MaxMs)
+		}
+		m.Timing.P50ms = med(func(r *Result) float64 { return r.Timing.P50ms })
+		m.Timing.P90ms = med(func(r *Result) float64 { return r.Timing.P90ms })
+		m.Timing.P99ms = med(func(r *Result) float64 { return r.Timing.P99ms })
+	}
+	return m
+}
+
+// String is a one-line summary, for logs.
+func (r *Result) String() string {
+	return r.Contender + ": goodput " + strconv.FormatFloat(r.Goodput, 'f', 0, 64) + "/s, amplification " + strconv.FormatFloat(r.Amplification, 'f', 2, 64)
+}
