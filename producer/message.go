@@ -51,6 +51,20 @@ func (m *Message) validate(maxBody int) error {
 		return fmt.Errorf("%w: body is %d bytes, over the limit of %d", ErrInvalidMessage, len(m.Body), maxBody)
 	case !utf8.ValidString(m.ID):
 		return fmt.Errorf("%w: id is not valid UTF-8", ErrInvalidMessage)
+	case !utf8.ValidString(m.Tag):
+		return fmt.Errorf("%w: tag is not valid UTF-8", ErrInvalidMessage)
+	}
+	// proto3 strings must be UTF-8: gRPC would refuse to marshal them (an
+	// INTERNAL error, retried), and so would the spool.
+	for i, k := range m.Keys {
+		if !utf8.ValidString(k) {
+			return fmt.Errorf("%w: key %d is not valid UTF-8", ErrInvalidMessage, i)
+		}
+	}
+	for k, v := range m.Properties {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return fmt.Errorf("%w: property %q is not valid UTF-8", ErrInvalidMessage, k)
+		}
 	}
 	return nil
 }
