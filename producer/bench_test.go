@@ -146,3 +146,60 @@ func BenchmarkSendAsync(b *testing.B) {
 		b.Fatal(err)
 	}
 }
+
+// nopConn answers every SendMessage at once, without a network: it isolates
+// the producer's own cost per send.
+type nopConn struct{}
+
+func (nopConn) Invoke(_ context.Context, _ string, args, reply any, _ ...grpc.CallOption) error {
+	req := args.(*rocketryv1.SendMessageRequest)
+	resp := reply.(*rocketryv1.SendMessageResponse)
+	resp.Results = append(resp.Results[:0], &rocketryv1.SendResult{MessageId: req.GetMessages()[0].GetMessageId()})
+	return nil
+}
+
+func (nopConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+	panic("not used")
+}
+
+// BenchmarkOverhead is the producer's own cost per send, on a connection
+// that answers at once: "raw" builds the request and calls the generated
+// client, "send" is Producer.Send with its defaults (its
+// attempt deadline included), "send-deadline" Send under a caller deadline
+// sooner than the attempt timeout (no deadline of its own).
+func BenchmarkOverhead(b *testing.B) {
+	ids := newIDGen()
+	client := rocketryv1.NewMessagingServiceClient(nopConn{})
+	b.Run("raw", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			req := &rocketryv1.SendMessageRequest{Messages: []*rocketryv1.Message{{MessageId: ids.next(), Topic: "bench", Body: benchBody}}}
+			if _, err := client.SendMessage(context.Background(), req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	p, err := NewFromConn(nopConn{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	b.Run("send", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := p.Send(context.Background(), &Message{Topic: "bench", Body: benchBody}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	b.Run("send-deadline", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := p.Send(ctx, &Message{Topic: "bench", Body: benchBody}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
