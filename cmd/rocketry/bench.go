@@ -68,6 +68,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	senders := fs.Int("senders", def.Senders, "concurrent senders")
 	drainRate := fs.Float64("drain-rate", def.DrainRate, "the consumer's rate, messages per second")
 	maxBacklog := fs.Int64("max-backlog", def.MaxBacklog, "the broker's backlog limit")
+	archive := fs.Int("archive", def.ArchiveMessages, "messages of the archive topic that the storage-load episode re-reads from offset 0")
+	episodeReads := fs.Int("episode-reads", def.EpisodeReads, "messages the episode re-reads (0: no episode)")
 	rounds := fs.Int("rounds", 1, "rounds over the contenders, interleaved; the table shows each figure's median")
 	scale := fs.Bool("scale", false, "measure memory and goroutines per in-flight async send instead of the scenario")
 	scaleSizes := fs.String("scale-sizes", "1000,10000,100000", "queued sends of --scale")
@@ -123,6 +125,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	sc.Senders = *senders
 	sc.DrainRate = *drainRate
 	sc.MaxBacklog = *maxBacklog
+	sc.ArchiveMessages = *archive
+	sc.EpisodeReads = *episodeReads
 	if *rounds < 1 {
 		fmt.Fprintf(stderr, "rocketry bench: --rounds %d: want >= 1\n", *rounds)
 		return 2
@@ -208,6 +212,10 @@ func writeBenchMarkdown(w io.Writer, rep *benchReport) {
 			if t := r.Timing; t != nil {
 				fmt.Fprintf(w, "\nretry timing (%s): %d retries; actual - scheduled delay: p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, max %.3f ms; early: %d\n",
 					r.Contender, t.Retries, t.P50ms, t.P90ms, t.P99ms, t.MaxMs, t.Early)
+			}
+			if t := r.TimerControl; t != nil {
+				fmt.Fprintf(w, "plain time.Timer in the same run (control): %d waits; late by p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, max %.3f ms\n",
+					t.Retries, t.P50ms, t.P90ms, t.P99ms, t.MaxMs)
 			}
 			for _, e := range r.Errors {
 				fmt.Fprintf(w, "\n%s: %s\n", r.Contender, e)

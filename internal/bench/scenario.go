@@ -108,6 +108,8 @@ func (s Scenario) Validate() error {
 		return errors.New("bench: DrainRate and DrainTick must be > 0, DrainBurst >= DrainTick")
 	case s.MaxBacklog < 1:
 		return errors.New("bench: MaxBacklog must be >= 1")
+	case s.ArchiveMessages < 0 || s.EpisodeReads < 0:
+		return errors.New("bench: ArchiveMessages and EpisodeReads must be >= 0")
 	case s.Scale <= 0:
 		return errors.New("bench: Scale must be > 0")
 	case s.MaxAttempts < 1:
@@ -148,6 +150,10 @@ type Result struct {
 	P99ms float64 `json:"p99_ms"`
 	// Timing is the retry timing (rocketry only).
 	Timing *Timing `json:"retry_timing,omitempty"`
+	// TimerControl is the lateness of a plain time.Timer (random waits of
+	// 1 to 50 ms, one goroutine) measured during the same run: what the Go
+	// runtime and the machine deliver under the same load.
+	TimerControl *Timing `json:"timer_control,omitempty"`
 	// Timeline is the broker's state every Scenario.Trace.
 	Timeline []Sample `json:"timeline,omitempty"`
 	Errors   []string `json:"errors,omitempty"`
@@ -233,6 +239,11 @@ func (s Scenario) Run(ctx context.Context, name string) (*Result, error) {
 				}
 			}
 		})
+	}
+
+	control := &timingRecorder{}
+	if timing != nil {
+		bgWG.Go(func() { controlTimer(bg, control, s.Seed) })
 	}
 
 	// Snapshot at the end of the warmup.
@@ -326,6 +337,7 @@ func (s Scenario) Run(ctx context.Context, name string) (*Result, error) {
 	res.P50ms, res.P99ms = percentileMs(all, 0.50), percentileMs(all, 0.99)
 	if timing != nil {
 		res.Timing = timing.result()
+		res.TimerControl = control.result()
 	}
 	res.Timeline = timeline
 	return res, nil
@@ -592,6 +604,31 @@ func (t *timingRecorder) result() *Timing {
 	return r
 }
 
+// controlTimer waits on a time.Timer for random delays of 1 to 50 ms until
+// ctx ends, recording how late each wait ended in t's first shard.
+func controlTimer(ctx context.Context, t *timingRecorder, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 42))
+	sh := &t.shards[0]
+	for {
+		d := time.Millisecond + time.Duration(r.Int64N(int64(49*time.Millisecond)))
+		start := time.Now()
+		tm := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			tm.Stop()
+			return
+		case <-tm.C:
+		}
+		late := time.Since(start) - d
+		sh.mu.Lock()
+		sh.late = append(sh.late, late)
+		if late < 0 {
+			sh.early++
+		}
+		sh.mu.Unlock()
+	}
+}
+
 // Median returns, for each figure, its median over rs (runs of one
 // contender); the counts are medians too, so the row may not add up.
 func Median(rs []*Result) *Result {
@@ -631,17 +668,40 @@ func Median(rs []*Result) *Result {
 		m.Lost += r.Lost // any loss is reported, not a median
 		m.Errors = append(m.Errors, r.Errors...)
 	}
-	if rs[0].Timing != nil {
-		m.Timing = &Timing{}
-		for _, r := range rs {
-			m.Timing.Retries += r.Timing.Retries
-			m.Timing.Early += r.Timing.Early
-			m.Timing.MaxMs = max(m.Timing.MaxMs, r.Timing.MaxMs)
+	m.Timing = medianTiming(rs, func(r *Result) *Timing { return r.Timing })
+	m.TimerControl = medianTiming(rs, func(r *Result) *Timing { return r.TimerControl })
+	return m
+}
+
+// medianTiming sums the counts of the runs' timings and takes the median of
+// their quantiles; nil when the runs have none.
+func medianTiming(rs []*Result, get func(*Result) *Timing) *Timing {
+	var ts []*Timing
+	for _, r := range rs {
+		if t := get(r); t != nil {
+			ts = append(ts, t)
 		}
-		m.Timing.P50ms = med(func(r *Result) float64 { return r.Timing.P50ms })
-		m.Timing.P90ms = med(func(r *Result) float64 { return r.Timing.P90ms })
-		m.Timing.P99ms = med(func(r *Result) float64 { return r.Timing.P99ms })
 	}
+	if len(ts) == 0 {
+		return nil
+	}
+	med := func(f func(*Timing) float64) float64 {
+		v := make([]float64, len(ts))
+		for i, t := range ts {
+			v[i] = f(t)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	m := &Timing{}
+	for _, t := range ts {
+		m.Retries += t.Retries
+		m.Early += t.Early
+		m.MaxMs = max(m.MaxMs, t.MaxMs)
+	}
+	m.P50ms = med(func(t *Timing) float64 { return t.P50ms })
+	m.P90ms = med(func(t *Timing) float64 { return t.P90ms })
+	m.P99ms = med(func(t *Timing) float64 { return t.P99ms })
 	return m
 }
 

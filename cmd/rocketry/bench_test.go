@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// smallBench are flags that make a scenario run take a fraction of a second.
+var smallBench = []string{"--duration", "300ms", "--senders", "4", "--drain-rate", "2000", "--max-backlog", "100",
+	"--archive", "2000", "--episode-reads", "500"}
+
+func TestBenchJSON(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	var out, errb bytes.Buffer
+	args := append([]string{"--json", "--contenders", "rocketry,naive-sleep"}, smallBench...)
+	if code := runBench(args, &out, &errb); code != 0 {
+		t.Fatalf("runBench(%q) = %d; want 0 (stderr %q)", args, code, errb.String())
+	}
+	var rep benchReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("runBench(%q) printed %q: %v; want JSON", args, out.String(), err)
+	}
+	if len(rep.Results) != 2 || rep.Results[0].Contender != "rocketry" || rep.Results[1].Contender != "naive-sleep" {
+		t.Fatalf("results = %+v; want rocketry then naive-sleep", rep.Results)
+	}
+	for _, r := range rep.Results {
+		if r.Stored == 0 || r.Sent == 0 || r.Attempts < r.Stored {
+			t.Errorf("%s: sent %d, stored %d, attempts %d; want stored > 0 and attempts >= stored", r.Contender, r.Sent, r.Stored, r.Attempts)
+		}
+		if r.Lost != 0 {
+			t.Errorf("%s: lost = %d; want 0", r.Contender, r.Lost)
+		}
+		if r.Sent != r.Stored+r.Failed-r.StoredButFailed {
+			t.Errorf("%s: sent %d != stored %d + failed %d - stored-but-failed %d", r.Contender, r.Sent, r.Stored, r.Failed, r.StoredButFailed)
+		}
+	}
+	if rep.Results[0].Timing == nil || rep.Results[0].TimerControl == nil {
+		t.Errorf("rocketry: retry_timing = %v, timer_control = %v; want both", rep.Results[0].Timing, rep.Results[0].TimerControl)
+	}
+	if rep.Scenario == nil || rep.Scenario.Senders != 4 {
+		t.Errorf("scenario = %+v; want the flags' settings", rep.Scenario)
+	}
+}
+
+func TestBenchMarkdown(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	var out, errb bytes.Buffer
+	args := append([]string{"--contenders", "middleware"}, smallBench...)
+	if code := runBench(args, &out, &errb); code != 0 {
+		t.Fatalf("runBench(%q) = %d; want 0 (stderr %q)", args, code, errb.String())
+	}
+	for _, want := range []string{"| contender | goodput msg/s |", "| middleware |"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("runBench(%q) printed %q; want it to contain %q", args, out.String(), want)
+		}
+	}
+}
+
+func TestBenchScale(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	var out, errb bytes.Buffer
+	args := []string{"--scale", "--scale-sizes", "50", "--json"}
+	if code := runBench(args, &out, &errb); code != 0 {
+		t.Fatalf("runBench(%q) = %d; want 0 (stderr %q)", args, code, errb.String())
+	}
+	var rep benchReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Scale) != 2 {
+		t.Fatalf("scale = %+v; want raw and rocketry at 50", rep.Scale)
+	}
+	for _, r := range rep.Scale {
+		if r.InFlight != 50 || r.Goroutines < 50 {
+			t.Errorf("%s: in flight %d, goroutines %d; want 50 and at least one goroutine per held call", r.Contender, r.InFlight, r.Goroutines)
+		}
+	}
+}
+
+func TestBenchBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--contenders", "nope"},
+		{"--contenders", ""},
+		{"--rounds", "0"},
+		{"--scale", "--scale-sizes", "x"},
+		{"--duration", "0s"},
+		{"--senders", "0"},
+		{"extra"},
+	} {
+		var out, errb bytes.Buffer
+		if code := runBench(args, &out, &errb); code != 2 {
+			t.Errorf("runBench(%q) = %d; want 2", args, code)
+		}
+		if errb.Len() == 0 {
+			t.Errorf("runBench(%q) wrote nothing on stderr; want what is wrong", args)
+		}
+	}
+}
