@@ -109,7 +109,7 @@ func TestCloseCancelsWhatRemains(t *testing.T) {
 func TestInFlightBound(t *testing.T) {
 	s := &stub{script: []error{errBlackhole}}
 	addr := startStub(t, s)
-	p := newTestProducer(t, addr, WithMaxInFlight(1), WithAttemptTimeout(200*time.Millisecond), WithMaxAttempts(1))
+	p := newTestProducer(t, addr, WithMaxInFlight(1), WithAttemptTimeout(500*time.Millisecond), WithMaxAttempts(1))
 	done := make(chan error, 1)
 	if err := p.TrySendAsync(msg("t"), func(_ *SendReceipt, err error) { done <- err }); err != nil {
 		t.Fatalf("TrySendAsync() = %v", err)

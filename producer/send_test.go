@@ -45,7 +45,7 @@ func TestSendRetrySequences(t *testing.T) {
 			wantAttempts: 1, wantKind: ErrNotRetryable, wantEvents: "attempt exhausted"},
 		{name: "transactional retried after 530", script: []error{err530}, transactional: true,
 			wantAttempts: 2, wantEvents: "attempt throttle retry attempt success", wantDelays: []time.Duration{2 * time.Millisecond}},
-		{name: "attempt timeout is a failure", script: []error{errBlackhole, errBlackhole}, opts: []Option{WithAttemptTimeout(20 * time.Millisecond)},
+		{name: "attempt timeout is a failure", script: []error{errBlackhole, errBlackhole}, opts: []Option{WithAttemptTimeout(300 * time.Millisecond)},
 			wantAttempts: 3, wantEvents: "attempt retry attempt retry attempt success", wantDelays: []time.Duration{0, 0}},
 		{name: "deadline too short for the wait", script: []error{err530}, opts: []Option{WithThrottleSchedule(backoff.Constant(time.Hour))}, timeout: 2 * time.Second,
 			wantAttempts: 1, wantKind: ErrDeadlineTooShort, wantEvents: "attempt throttle exhausted"},
