@@ -24,10 +24,16 @@
 //     MinConnectTimeout. A broker's google.rpc.RetryInfo may lengthen the
 //     wait, never shorten it;
 //   - a failure (the attempt's own timeout, a lost connection, UNAVAILABLE,
-//     INTERNAL): retry at once ([WithFailureSchedule] to change it), on the
-//     next endpoint when there are several;
+//     INTERNAL): retry at once ([WithFailureSchedule] to change it). When
+//     the message is known not stored (the request never left the client,
+//     or the broker's 500/503 detail says so) the retry goes to the next
+//     endpoint when there are several; after an unknown outcome it stays on
+//     the same endpoint, which recognises the message ID, so no retry
+//     stores a message twice ([WithFailoverOnUnknownOutcome] to change it).
+//     A retry on the same endpoint waits for its connection within its
+//     timeout (gRPC wait-for-ready), so it rides out a broker restart;
 //   - a 4xx answer: never retried; neither is a transactional message
-//     ([Message].Transactional) after a failure, whose outcome is unknown;
+//     ([Message].Transactional) after a failure whose outcome is unknown;
 //   - the caller's context ended: stop.
 //
 // [WithMaxAttempts] counts attempts, the first included (default 3: at most

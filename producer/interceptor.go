@@ -55,7 +55,10 @@ func UnaryClientInterceptor(opts ...Option) grpc.UnaryClientInterceptor {
 				st.transactional = st.transactional || m.GetTransactional()
 			}
 		}
-		err := cfg.run(ctx, nil, &st, func(ctx context.Context, _ int) error {
+		err := cfg.run(ctx, nil, &st, func(ctx context.Context, _ int, wait bool) error {
+			if wait {
+				return invoker(ctx, method, req, reply, cc, append(copts[:len(copts):len(copts)], waitForReady)...)
+			}
 			return invoker(ctx, method, req, reply, cc, copts...)
 		})
 		if err != nil {

@@ -76,6 +76,7 @@ type config struct {
 	maxBody        int
 	logger         *slog.Logger
 	dialOpts       []grpc.DialOption
+	failoverAlways bool // fail over after an unknown outcome too
 
 	// Built by finish.
 	limiter *rate.Limiter
@@ -185,8 +186,9 @@ func WithThrottleSchedule(s backoff.Schedule) Option {
 
 // WithFailureSchedule sets the wait before a retry after a failure (an
 // attempt's timeout, a lost connection, UNAVAILABLE, INTERNAL), overriding
-// the default of backoff.Immediate (no wait: the retry goes at once to the
-// next endpoint). Retry n of this schedule is the n-th failed attempt of
+// the default of backoff.Immediate (no wait: the retry goes at once, to
+// the next endpoint when the outcome is known to be "not stored", see
+// WithFailoverOnUnknownOutcome). Retry n of this schedule is the n-th failed attempt of
 // the send. s must not be nil. Applies everywhere.
 func WithFailureSchedule(s backoff.Schedule) Option {
 	return option{"WithFailureSchedule", scopeAll, func(c *config) error {
@@ -194,6 +196,23 @@ func WithFailureSchedule(s backoff.Schedule) Option {
 			return fmt.Errorf("producer: WithFailureSchedule(nil): must not be nil")
 		}
 		c.failure = s
+		return nil
+	}}
+}
+
+// WithFailoverOnUnknownOutcome makes a retry after an unknown outcome (the
+// attempt's timeout, a connection lost after the request left, UNAVAILABLE
+// or INTERNAL without the broker's word that nothing was stored) go to the
+// next endpoint, as the RocketMQ clients do. By default such a retry stays
+// on the same endpoint, whose store recognises the message ID, so that a
+// retry never stores a message twice; a retry after a known "not stored"
+// (the request never left the client, or the broker's 500/503 detail) goes
+// to the next endpoint either way. Set it to trade that guarantee for
+// availability when brokers are independent and one may hang. Applies to
+// New and NewFromConn.
+func WithFailoverOnUnknownOutcome() Option {
+	return option{"WithFailoverOnUnknownOutcome", scopeProducer, func(c *config) error {
+		c.failoverAlways = true
 		return nil
 	}}
 }

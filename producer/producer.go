@@ -13,6 +13,7 @@ import (
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/peer"
 )
 
 // sendMethod is the full name of MessagingService.SendMessage.
@@ -215,7 +216,12 @@ type sendCall struct {
 	ptrs    [1]*rocketryv1.Message
 	req     rocketryv1.SendMessageRequest
 	resp    rocketryv1.SendMessageResponse
+	peer    peer.Peer          // filled by gRPC when the request left the client
+	opts    [2]grpc.CallOption // grpc.Peer(&peer), then wait-for-ready or nothing
 }
+
+// waitForReady makes an attempt wait for its connection within its timeout.
+var waitForReady = grpc.WaitForReady(true)
 
 // prepare validates m and gives it an ID when it has none.
 func (p *Producer) prepare(m *Message) error {
@@ -245,8 +251,11 @@ func (p *Producer) send(ctx context.Context, m *Message) (*SendReceipt, error) {
 	if len(p.conns) > 1 {
 		st.start = int(p.next.Add(1))
 	}
-	err := p.cfg.run(ctx, p.abort, &st, func(ctx context.Context, ep int) error {
-		return p.attempt(ctx, ep, c)
+	c.opts[0] = grpc.Peer(&c.peer)
+	err := p.cfg.run(ctx, p.abort, &st, func(ctx context.Context, ep int, wait bool) error {
+		err := p.attempt(ctx, ep, wait, c)
+		st.unsent = err != nil && c.peer.Addr == nil
+		return err
 	})
 	// The receipt keeps c alive: drop the references to the caller's data.
 	c.msg.Keys, c.msg.Properties, c.msg.Body = nil, nil, nil
@@ -262,13 +271,20 @@ func (p *Producer) send(ctx context.Context, m *Message) (*SendReceipt, error) {
 	return nil, se
 }
 
-// attempt makes one attempt on endpoint ep.
-func (p *Producer) attempt(ctx context.Context, ep int, c *sendCall) error {
+// attempt makes one attempt on endpoint ep. gRPC fills c.peer only when the
+// request left on a transport: an attempt that fails with c.peer empty was
+// never sent, so its message is known not stored.
+func (p *Producer) attempt(ctx context.Context, ep int, wait bool, c *sendCall) error {
 	cc := p.conns[0]
 	if len(p.conns) > 1 {
 		cc = p.conns[ep%len(p.conns)]
 	}
-	if err := cc.Invoke(ctx, sendMethod, &c.req, &c.resp); err != nil {
+	c.peer = peer.Peer{}
+	opts := c.opts[:1]
+	if wait {
+		opts = append(opts, waitForReady)
+	}
+	if err := cc.Invoke(ctx, sendMethod, &c.req, &c.resp, opts...); err != nil {
 		return err
 	}
 	if n := len(c.resp.Results); n != 1 {

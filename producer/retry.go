@@ -43,6 +43,7 @@ type decision struct {
 	delay     time.Duration // actRetry: chosen delay, from the start of the attempt
 	wait      time.Duration // actRetry: what is left of it now
 	floor     time.Duration // actRetry: least time the next attempt is given
+	failover  bool          // actRetry: the message is known not stored: another endpoint may take it
 	kind      error         // actFail: a sentinel, or the context's cause
 	ctxErr    error         // actFail: the caller's context error, if it ended
 }
@@ -54,6 +55,7 @@ type callState struct {
 	endpoints     []string // Producer: one name per connection
 	target        string   // interceptor: the connection's target
 	start         int      // index of the first endpoint
+	unsent        bool     // set by the attempt: its request never left the client
 
 	attempts  int
 	failures  int
@@ -131,7 +133,8 @@ func readAnswer(err error) answer {
 //     INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED,
 //     UNAUTHENTICATED, FAILED_PRECONDITION, OUT_OF_RANGE, UNIMPLEMENTED,
 //     DATA_LOSS) is never retried, and neither is a failure of a
-//     transactional message, whose outcome is unknown;
+//     transactional message, whose outcome is unknown, unless the request
+//     never left the client;
 //  4. the retry budget, which counts every throttle and failure;
 //  5. attempts left (MaxAttempts counts the first);
 //  6. the schedule of the class: its delay for retry n (n = throttles or
@@ -170,7 +173,7 @@ func (c *config) decide(ctx context.Context, abort <-chan struct{}, st *callStat
 	case a.grpcCode == codes.Unavailable, a.grpcCode == codes.Internal, a.grpcCode == codes.Unknown,
 		a.grpcCode == codes.Aborted, a.grpcCode == codes.DeadlineExceeded, a.grpcCode == codes.Canceled:
 		st.failures++
-		if st.transactional {
+		if st.transactional && !st.unsent {
 			return decision{act: actFail, kind: ErrNotRetryable}
 		}
 	default:
@@ -201,6 +204,10 @@ func (c *config) decide(ctx context.Context, abort <-chan struct{}, st *callStat
 		return decision{act: actFail, throttled: throttled, kind: ErrDeadlineTooShort}
 	}
 	d := decision{act: actRetry, throttled: throttled, delay: delay, wait: wait}
+	if !throttled {
+		// Known not stored: the request never left, or the broker said so.
+		d.failover = st.unsent || a.code == rocketryv1.Code_CODE_INTERNAL_ERROR || a.code == rocketryv1.Code_CODE_UNAVAILABLE
+	}
 	if f, ok := sched.(backoff.AttemptFloor); ok {
 		d.floor = f.MinAttemptTimeout()
 	}
@@ -209,14 +216,24 @@ func (c *config) decide(ctx context.Context, abort <-chan struct{}, st *callStat
 
 // run makes attempts of one call until decide says done or fail. attempt
 // makes one attempt on endpoint i (an index to take modulo the number of
-// endpoints); a retry after a failure goes to the next endpoint, a retry
-// after a throttle to the same one. abort, when closed, stops the call with
+// endpoints), waiting for the endpoint's connection to be ready within the
+// attempt's timeout when wait is set, and sets st.unsent when its request
+// never left the client.
+//
+// Where a retry goes: after a throttle, to the same endpoint; after a
+// failure whose message is known not stored (decision.failover), to the
+// next endpoint; after an unknown outcome, to the same endpoint, whose
+// store knows the message ID, so the retry cannot store it twice (unless
+// WithFailoverOnUnknownOutcome). A retry after a failure that goes to the
+// same endpoint waits for its connection (gRPC wait-for-ready) instead of
+// failing fast, so it rides out a broker restart within its timeout. abort, when closed, stops the call with
 // ErrClosed (nil: never). run returns nil or a *SendError; it emits the
 // attempt, success, throttle and retry events, and leaves the final ones to
 // the caller (failed).
-func (c *config) run(ctx context.Context, abort <-chan struct{}, st *callState, attempt func(ctx context.Context, endpoint int) error) error {
+func (c *config) run(ctx context.Context, abort <-chan struct{}, st *callState, attempt func(ctx context.Context, endpoint int, wait bool) error) error {
 	ep := st.start
 	timeout := c.attemptTimeout
+	wait := false
 	for {
 		if c.limiter != nil {
 			if d, ok := c.waitLimiter(ctx, abort); !ok {
@@ -232,7 +249,8 @@ func (c *config) run(ctx context.Context, abort <-chan struct{}, st *callState, 
 		if dl, ok := ctx.Deadline(); !ok || dl.Sub(start) > timeout {
 			actx, cancel = context.WithDeadline(ctx, start.Add(timeout))
 		}
-		err := attempt(actx, ep)
+		st.unsent = false
+		err := attempt(actx, ep, wait)
 		if cancel != nil {
 			cancel()
 		}
@@ -271,8 +289,13 @@ func (c *config) run(ctx context.Context, abort <-chan struct{}, st *callState, 
 			}
 		}
 		timeout = max(c.attemptTimeout, d.floor)
+		wait = false
 		if !d.throttled {
-			ep++
+			prev := ep
+			if d.failover || c.failoverAlways {
+				ep++
+			}
+			wait = st.endpoint(ep) == st.endpoint(prev)
 		}
 	}
 }

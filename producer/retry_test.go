@@ -37,6 +37,7 @@ func TestDecide(t *testing.T) {
 		abort         chan struct{}
 		err           error
 		transactional bool
+		unsent        bool // the request never left the client
 		attempts      int // attempts made so far, this one included
 		throttles     int // throttles before this attempt
 		elapsed       time.Duration
@@ -51,8 +52,12 @@ func TestDecide(t *testing.T) {
 		{name: "RetryInfo lengthens the wait", err: hinted, attempts: 1, elapsed: time.Millisecond, want: decision{act: actRetry, throttled: true, delay: 31 * time.Millisecond, wait: 30 * time.Millisecond, floor: time.Second}},
 		{name: "bare RESOURCE_EXHAUSTED is throttling", err: status.Error(codes.ResourceExhausted, "slow down"), attempts: 1, want: decision{act: actRetry, throttled: true, delay: 2 * time.Millisecond, wait: 2 * time.Millisecond, floor: time.Second}},
 		{name: "transactional 530 retries", err: err530, transactional: true, attempts: 1, want: decision{act: actRetry, throttled: true, delay: 2 * time.Millisecond, wait: 2 * time.Millisecond, floor: time.Second}},
-		{name: "UNAVAILABLE retries at once", err: err503, attempts: 1, want: decision{act: actRetry}},
-		{name: "INTERNAL retries at once", err: err500, attempts: 1, want: decision{act: actRetry}},
+		{name: "broker's 503 retries at once elsewhere", err: err503, attempts: 1, want: decision{act: actRetry, failover: true}},
+		{name: "broker's 500 retries at once elsewhere", err: err500, attempts: 1, want: decision{act: actRetry, failover: true}},
+		{name: "bare UNAVAILABLE (outcome unknown) stays", err: status.Error(codes.Unavailable, "transport is closing"), attempts: 1, want: decision{act: actRetry}},
+		{name: "bare INTERNAL (outcome unknown) stays", err: status.Error(codes.Internal, "?"), attempts: 1, want: decision{act: actRetry}},
+		{name: "request never sent retries elsewhere", err: status.Error(codes.Unavailable, "connection refused"), unsent: true, attempts: 1, want: decision{act: actRetry, failover: true}},
+		{name: "transactional never sent retries elsewhere", err: status.Error(codes.Unavailable, "connection refused"), unsent: true, transactional: true, attempts: 1, want: decision{act: actRetry, failover: true}},
 		{name: "UNKNOWN retries", err: status.Error(codes.Unknown, "?"), attempts: 1, want: decision{act: actRetry}},
 		{name: "ABORTED retries", err: status.Error(codes.Aborted, "?"), attempts: 1, want: decision{act: actRetry}},
 		{name: "the attempt's own timeout retries", err: status.Error(codes.DeadlineExceeded, "attempt"), attempts: 1, want: decision{act: actRetry}},
@@ -88,7 +93,7 @@ func TestDecide(t *testing.T) {
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			st := &callState{transactional: tt.transactional, attempts: tt.attempts, throttles: tt.throttles}
+			st := &callState{transactional: tt.transactional, unsent: tt.unsent, attempts: tt.attempts, throttles: tt.throttles}
 			got := c.decide(ctx, tt.abort, st, tt.err, t0, t0.Add(tt.elapsed))
 			if got != tt.want {
 				t.Errorf("decide(%v) = %+v; want %+v", tt.err, got, tt.want)
