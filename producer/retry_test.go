@@ -38,8 +38,8 @@ func TestDecide(t *testing.T) {
 		err           error
 		transactional bool
 		unsent        bool // the request never left the client
-		attempts      int // attempts made so far, this one included
-		throttles     int // throttles before this attempt
+		attempts      int  // attempts made so far, this one included
+		throttles     int  // throttles before this attempt
 		elapsed       time.Duration
 		maxAttempts   int
 		want          decision
