@@ -128,6 +128,10 @@ func newProducer(cfg config, conns []grpc.ClientConnInterface, endpoints []strin
 		if err != nil {
 			return nil, fmt.Errorf("producer: WithSpool(%q): %w", cfg.spoolPath, err)
 		}
+		if rerr := s.Recovered(); rerr != nil {
+			cfg.logger.LogAttrs(context.Background(), slog.LevelWarn, "producer: spool repaired on open; damaged bytes saved beside it",
+				slog.String("spool", cfg.spoolPath), slog.String("error", rerr.Error()))
+		}
 		p.spool = s
 	}
 	return p, nil
