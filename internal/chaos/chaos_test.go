@@ -67,11 +67,11 @@ func runChecked(t *testing.T, sc scenario) *outcome {
 }
 
 func TestChaosOneBroker(t *testing.T) {
-	runChecked(t, oneBroker(1, 1500))
+	runChecked(t, oneBroker(1, 1000))
 }
 
 func TestChaosThreeBrokersOneDown(t *testing.T) {
-	runChecked(t, threeBrokersOneDown(2, 1500))
+	runChecked(t, threeBrokersOneDown(2, 1000))
 }
 
 // TestChaosSeeds is the long run: ROCKETRY_CHAOS_SEEDS=20 runs both

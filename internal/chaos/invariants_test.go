@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // strictCrossBroker makes a message stored on two different brokers fail
@@ -81,7 +82,10 @@ func (o *outcome) summary() string {
 	if o.replayed > 0 || o.replayMissing > 0 {
 		fmt.Fprintf(&b, "; replayed %d, missing after replay %d", o.replayed, o.replayMissing)
 	}
-	fmt.Fprintf(&b, "; failures by kind %s", mapString(o.failKinds))
+	fmt.Fprintf(&b, "; failures by kind %s; longest wait after a throttle %v", mapString(o.failKinds), o.maxThrottleWait.Round(time.Millisecond))
+	if o.closeCancelled {
+		b.WriteString("; Close cancelled the sends still in flight")
+	}
 	fmt.Fprintf(&b, "; schedule steps %s; broker faults %s; throttled %s",
 		stepsString(o.steps), mapString(o.brokerFaults), mapString(o.throttled))
 	return b.String()
@@ -126,6 +130,8 @@ type totals struct {
 	runs                                                         int
 	messages, ok, failed, storedAndBack, lost, sameDup, crossDup int
 	replayed                                                     int
+	closeCancelled                                               int
+	maxThrottleWait                                              time.Duration
 	steps                                                        [numFaultKinds]int
 	brokerFaults, throttled                                      map[string]int64
 	crossCauses                                                  map[string]int
@@ -144,6 +150,10 @@ func (s *totals) add(o *outcome) {
 	s.sameDup += o.sameBrokerDup
 	s.crossDup += o.crossBroker
 	s.replayed += o.replayed
+	if o.closeCancelled {
+		s.closeCancelled++
+	}
+	s.maxThrottleWait = max(s.maxThrottleWait, o.maxThrottleWait)
 	for k, n := range o.steps {
 		s.steps[k] += n
 	}
@@ -161,7 +171,7 @@ func (s *totals) add(o *outcome) {
 func (s *totals) String() string {
 	return fmt.Sprintf("%d runs, %d messages: %d stored, %d failed and handed back (%d of them also stored), replayed %d; "+
 		"lost %d, stored twice by one broker %d, stored on two brokers %d (retries away from a broker that stored it, by the attempt's error: %s); "+
-		"schedule steps %s; broker faults %s; throttled %s",
+		"schedule steps %s; broker faults %s; throttled %s; runs whose Close cancelled sends %d; longest wait after a throttle %v",
 		s.runs, s.messages, s.ok, s.failed, s.storedAndBack, s.replayed, s.lost, s.sameDup, s.crossDup, causesString(s.crossCauses),
-		stepsString(s.steps), mapString(s.brokerFaults), mapString(s.throttled))
+		stepsString(s.steps), mapString(s.brokerFaults), mapString(s.throttled), s.closeCancelled, s.maxThrottleWait.Round(time.Millisecond))
 }
