@@ -223,11 +223,11 @@ func writeBenchMarkdown(w io.Writer, rep *benchReport) {
 		}
 	}
 	if len(rep.Scale) > 0 {
-		fmt.Fprintln(w, "| contender | in flight | goroutines | goroutines/send | heap MiB | heap KiB/send |")
-		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
+		fmt.Fprintln(w, "| contender | queued sends | goroutines | goroutines/send | heap MiB | heap KiB/send | stacks MiB | stack KiB/send | queued in s |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 		for _, r := range rep.Scale {
-			fmt.Fprintf(w, "| %s | %d | %d | %.2f | %.1f | %.2f |\n", r.Contender, r.InFlight, r.Goroutines, r.GoroutinesPerSend,
-				float64(r.HeapBytes)/(1<<20), r.HeapBytesPerSend/1024)
+			fmt.Fprintf(w, "| %s | %d | %d | %.2f | %.1f | %.2f | %.1f | %.2f | %.2f |\n", r.Contender, r.InFlight, r.Goroutines, r.GoroutinesPerSend,
+				float64(r.HeapBytes)/(1<<20), r.HeapBytesPerSend/1024, float64(r.StackBytes)/(1<<20), r.StackBytesPerSend/1024, r.QueueSeconds)
 		}
 	}
 }

@@ -234,3 +234,76 @@ func BenchmarkAsync(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAsyncPaired is BenchmarkAsync in alternating batches of 1024
+// messages (1 KiB bodies): rocketry's SendAsync with MaxInFlight=C (the
+// batch ends when every callback ran) against C goroutines calling the raw
+// client. It reports both throughputs over the whole run and
+// throughput-x-raw, the median over batch pairs of rocketry's throughput
+// over the raw client's (0.9 = 90%).
+func BenchmarkAsyncPaired(b *testing.B) {
+	br := brokertest.Start(b)
+	body := make([]byte, 1024)
+	raw, err := New(Raw, br.Addr(), Settings{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer raw.Close()
+	for _, conc := range asyncConcurrencies {
+		b.Run("conc="+strconv.Itoa(conc), func(b *testing.B) {
+			p, err := producer.New(br.Addr(), producer.WithMaxInFlight(conc))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close(context.Background())
+			ids := NewIDs("ap")
+			ctx := context.Background()
+			var failed atomic.Int64
+			async := func(n int) time.Duration {
+				var wg sync.WaitGroup
+				wg.Add(n)
+				cb := func(_ *producer.SendReceipt, err error) {
+					if err != nil {
+						failed.Add(1)
+					}
+					wg.Done()
+				}
+				start := time.Now()
+				for range n {
+					if err := p.SendAsync(ctx, &producer.Message{ID: ids.Next(), Topic: "bench", Body: body}, cb); err != nil {
+						b.Fatal(err)
+					}
+				}
+				wg.Wait()
+				return time.Since(start)
+			}
+			rawOp := func(ctx context.Context) error { return raw.Send(ctx, ids.Next(), body) }
+			async(conc) // warm up
+			const batch = 1024
+			var tA, tB time.Duration
+			var ratios []float64
+			b.ResetTimer()
+			for done, i := 0, 0; done < b.N; done, i = done+batch, i+1 {
+				n := min(batch, b.N-done)
+				var a, r time.Duration
+				if i%2 == 0 {
+					r, _ = timeBatch(b, conc, n, rawOp)
+					a = async(n)
+				} else {
+					a = async(n)
+					r, _ = timeBatch(b, conc, n, rawOp)
+				}
+				tA, tB = tA+a, tB+r
+				ratios = append(ratios, float64(r)/float64(a))
+			}
+			b.StopTimer()
+			slices.Sort(ratios)
+			b.ReportMetric(float64(b.N)/tA.Seconds(), "msgs/s")
+			b.ReportMetric(float64(b.N)/tB.Seconds(), "raw-msgs/s")
+			b.ReportMetric(ratios[len(ratios)/2], "throughput-x-raw")
+			if n := failed.Load(); n > 0 {
+				b.Fatalf("%d async sends failed", n)
+			}
+		})
+	}
+}

@@ -29,9 +29,16 @@ type ScaleResult struct {
 	GoroutinesPerSend float64 `json:"goroutines_per_send"`
 	HeapBytes         uint64  `json:"heap_bytes"`
 	HeapBytesPerSend  float64 `json:"heap_bytes_per_send"`
+	// StackBytes is the growth of goroutine stacks (not in the heap).
+	StackBytes        uint64  `json:"stack_bytes"`
+	StackBytesPerSend float64 `json:"stack_bytes_per_send"`
 	// QueueSeconds is how long it took to start the n sends.
 	QueueSeconds float64 `json:"queue_seconds"`
 }
+
+// maxStreams is the concurrent streams a grpc-go client opens on one
+// connection to a server that announces no limit.
+const maxStreams = 100
 
 // ScaleBodyBytes is the body of every message of MeasureScale.
 const ScaleBodyBytes = 100
@@ -39,8 +46,10 @@ const ScaleBodyBytes = 100
 // MeasureScale starts n sends with contender name (Raw: one goroutine per
 // call of the generated client; Rocketry: Producer.SendAsync with
 // MaxInFlight n) against a broker that delays every answer by an hour, and
-// measures goroutines and heap once the broker holds all n calls. Then it
-// stops the broker, which fails them all, and waits for them.
+// measures goroutines and heap once all n are queued (the broker holds the
+// first 100, the connection's stream limit; the others wait in the client).
+// Then it cancels them all (every send has one cancellable context) and
+// waits for them.
 func MeasureScale(ctx context.Context, name string, n int) (*ScaleResult, error) {
 	b, err := broker.New(broker.WithFaults(broker.Faults{Latency: time.Hour}))
 	if err != nil {
@@ -79,8 +88,12 @@ func MeasureScale(ctx context.Context, name string, n int) (*ScaleResult, error)
 
 	held := func() int64 { return b.Stats().GetFaults()["latency"] }
 	base := held()
-	g0, h0 := liveNow()
+	g0, h0, s0 := liveNow()
 
+	// Every send gets sendCtx, cancelled after the measurement to end them
+	// all at once.
+	sendCtx, cancelSends := context.WithCancel(context.Background())
+	defer cancelSends()
 	start := time.Now()
 	var done sync.WaitGroup
 	var finished atomic.Int64
@@ -89,14 +102,14 @@ func MeasureScale(ctx context.Context, name string, n int) (*ScaleResult, error)
 		for range n {
 			id := ids.Next()
 			done.Go(func() {
-				_ = s.Send(context.Background(), id, body)
+				_ = s.Send(sendCtx, id, body)
 				finished.Add(1)
 			})
 		}
 	case Rocketry:
 		for range n {
 			done.Add(1)
-			if err := p.SendAsync(ctx, &producer.Message{ID: ids.Next(), Topic: "bench", Body: body}, func(*producer.SendReceipt, error) {
+			if err := p.SendAsync(sendCtx, &producer.Message{ID: ids.Next(), Topic: "bench", Body: body}, func(*producer.SendReceipt, error) {
 				finished.Add(1)
 				done.Done()
 			}); err != nil {
@@ -106,15 +119,26 @@ func MeasureScale(ctx context.Context, name string, n int) (*ScaleResult, error)
 		}
 	}
 	queued := time.Since(start)
+	// grpc-go opens at most 100 streams per connection here (its client
+	// default while the server announces no limit): the broker holds 100
+	// calls and the rest wait in the client. Measure once the broker holds
+	// what it can and the goroutine count has settled.
 	deadline := time.Now().Add(2 * time.Minute)
-	for held()-base < int64(n) {
+	want := int64(min(n, maxStreams))
+	prev := -1
+	for {
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return nil, fmt.Errorf("bench: MeasureScale: the broker holds %d of %d calls after 2 minutes", held()-base, n)
+			return nil, fmt.Errorf("bench: MeasureScale: the broker holds %d of %d calls after 2 minutes", held()-base, want)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
+		g := runtime.NumGoroutine()
+		if held()-base >= want && g == prev {
+			break
+		}
+		prev = g
 	}
-	g1, h1 := liveNow()
-	b.Stop() // answers every held call UNAVAILABLE
+	g1, h1, s1 := liveNow()
+	cancelSends()
 	done.Wait()
 	if p != nil {
 		_ = p.Close(context.Background())
@@ -123,15 +147,20 @@ func MeasureScale(ctx context.Context, name string, n int) (*ScaleResult, error)
 	if h1 > h0 {
 		r.HeapBytes = h1 - h0
 	}
+	if s1 > s0 {
+		r.StackBytes = s1 - s0
+	}
+	r.StackBytesPerSend = float64(r.StackBytes) / float64(n)
 	r.GoroutinesPerSend = float64(r.Goroutines) / float64(n)
 	r.HeapBytesPerSend = float64(r.HeapBytes) / float64(n)
 	return r, nil
 }
 
-// liveNow returns the goroutine count and the live heap after a GC.
-func liveNow() (int, uint64) {
+// liveNow returns the goroutine count, the live heap after a GC and the
+// goroutine stacks in use.
+func liveNow() (int, uint64, uint64) {
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return runtime.NumGoroutine(), m.HeapAlloc
+	return runtime.NumGoroutine(), m.HeapAlloc, m.StackInuse
 }
