@@ -36,18 +36,14 @@ type ScaleResult struct {
 	QueueSeconds float64 `json:"queue_seconds"`
 }
 
-// maxStreams is the concurrent streams a grpc-go client opens on one
-// connection to a server that announces no limit.
-const maxStreams = 100
-
 // ScaleBodyBytes is the body of every message of MeasureScale.
 const ScaleBodyBytes = 100
 
 // MeasureScale starts n sends with contender name (Raw: one goroutine per
 // call of the generated client; Rocketry: Producer.SendAsync with
 // MaxInFlight n) against a broker that delays every answer by an hour, and
-// measures goroutines and heap once all n are queued (the broker holds the
-// first 100, the connection's stream limit; the others wait in the client).
+// measures goroutines and heap once the broker holds all n calls (one
+// connection: the bundled broker sets no stream limit).
 // Then it cancels them all (every send has one cancellable context) and
 // waits for them.
 func MeasureScale(ctx context.Context, name string, n int) (*ScaleResult, error) {
@@ -119,23 +115,13 @@ func MeasureScale(ctx context.Context, name string, n int) (*ScaleResult, error)
 		}
 	}
 	queued := time.Since(start)
-	// grpc-go opens at most 100 streams per connection here (its client
-	// default while the server announces no limit): the broker holds 100
-	// calls and the rest wait in the client. Measure once the broker holds
-	// what it can and the goroutine count has settled.
-	deadline := time.Now().Add(2 * time.Minute)
-	want := int64(min(n, maxStreams))
-	prev := -1
-	for {
+	// Measure once the broker holds every call.
+	deadline := time.Now().Add(3 * time.Minute)
+	for held()-base < int64(n) {
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return nil, fmt.Errorf("bench: MeasureScale: the broker holds %d of %d calls after 2 minutes", held()-base, want)
+			return nil, fmt.Errorf("bench: MeasureScale: the broker holds %d of %d calls after 3 minutes", held()-base, n)
 		}
-		time.Sleep(100 * time.Millisecond)
-		g := runtime.NumGoroutine()
-		if held()-base >= want && g == prev {
-			break
-		}
-		prev = g
+		time.Sleep(50 * time.Millisecond)
 	}
 	g1, h1, s1 := liveNow()
 	cancelSends()
