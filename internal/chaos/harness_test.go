@@ -110,6 +110,10 @@ type outcome struct {
 	elapsed time.Duration
 }
 
+// attemptRec is one attempt of a message: its endpoint and, when it
+// failed and was retried, its gRPC code and broker code.
+type attemptRec struct{ ep, res string }
+
 // lockedRand is a seeded math/rand/v2 source safe for concurrent use.
 type lockedRand struct {
 	mu sync.Mutex
@@ -307,8 +311,8 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 	callbacks := make([]atomic.Int32, n)
 	backCalls := make([]atomic.Int32, n)
 	var maxThrottleWait atomic.Int64
-	var causesMu sync.Mutex
-	causes := map[string][]string{} // id -> failure retries as "endpoint code"
+	var attMu sync.Mutex
+	attempts := map[string][]attemptRec{} // id -> its attempts, in order
 
 	throttle, err := backoff.NewConnection(backoff.Config{BaseDelay: 2 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 40 * time.Millisecond, MinConnectTimeout: sc.attemptTimeout})
 	if err != nil {
@@ -330,10 +334,21 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 					}
 				}
 			}
-			if e.Kind == producer.EventRetry && e.Why == "failure" {
-				causesMu.Lock()
-				causes[e.MessageID] = append(causes[e.MessageID], e.Endpoint+" "+status.Code(e.Err).String())
-				causesMu.Unlock()
+			switch e.Kind {
+			case producer.EventAttempt:
+				attMu.Lock()
+				attempts[e.MessageID] = append(attempts[e.MessageID], attemptRec{ep: e.Endpoint})
+				attMu.Unlock()
+			case producer.EventRetry:
+				res := status.Code(e.Err).String()
+				if e.Code != rocketryv1.Code_CODE_UNSPECIFIED {
+					res += fmt.Sprintf("(%d)", int32(e.Code))
+				}
+				attMu.Lock()
+				if a := attempts[e.MessageID]; len(a) > 0 {
+					a[len(a)-1].res = res
+				}
+				attMu.Unlock()
 			}
 		}),
 	}
@@ -537,16 +552,24 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 		}
 		if storedOn[id] > 1 {
 			o.crossBroker++
-			// The culprits: failure retries away from a broker that did
-			// store the message (its answer was lost or came too late).
-			for _, c := range causes[id] {
-				ep, code, _ := strings.Cut(c, " ")
+			// How it happened: the message's attempts, as "broker:answer"
+			// (A, B: the live brokers, D: the one down).
+			seq := attempts[id]
+			parts := make([]string, len(seq))
+			for k, x := range seq {
+				letter := "D"
 				for bi, lb := range lbs {
-					if lb.b.Addr() == ep && perBroker[bi][id] > 0 {
-						o.crossCauses[code]++
+					if lb.b.Addr() == x.ep {
+						letter = string(rune('A' + bi))
 					}
 				}
+				res := x.res
+				if res == "" {
+					res = "end"
+				}
+				parts[k] = letter + ":" + res
 			}
+			o.crossCauses[strings.Join(parts, " ")]++
 		}
 		if okIDs[i] && !s {
 			o.okNotStored++

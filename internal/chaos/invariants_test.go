@@ -63,7 +63,7 @@ func checkInvariants(t *testing.T, sc scenario, o *outcome) {
 		t.Errorf("%s (seed %d): Restart errors: %q", sc.name, sc.seed, o.restartErrTexts)
 	}
 	if strictCrossBroker && o.crossBroker != 0 {
-		t.Errorf("%s (seed %d): %d messages stored on two brokers (retries away from a broker that stored it, by the attempt's error: %s); want 0",
+		t.Errorf("%s (seed %d): %d messages stored on two brokers (moves away from a broker that stored it, by the answer that made the producer move: %s); want 0",
 			sc.name, sc.seed, o.crossBroker, causesString(o.crossCauses))
 	}
 }
@@ -77,7 +77,7 @@ func (o *outcome) summary() string {
 		o.messages, o.syncSent, o.asyncSent, o.trySent, o.transactional, o.elapsed.Round(1e6),
 		o.ok, o.failed, o.storedAndBack, o.lost, o.sameBrokerDup, o.crossBroker)
 	if o.crossBroker > 0 {
-		fmt.Fprintf(&b, " (retries away from a broker that stored it, by the attempt's error: %s)", causesString(o.crossCauses))
+		fmt.Fprintf(&b, " (moves away from a broker that stored it, by the answer that made the producer move: %s)", causesString(o.crossCauses))
 	}
 	if o.replayed > 0 || o.replayMissing > 0 {
 		fmt.Fprintf(&b, "; replayed %d, missing after replay %d", o.replayed, o.replayMissing)
@@ -170,7 +170,7 @@ func (s *totals) add(o *outcome) {
 
 func (s *totals) String() string {
 	return fmt.Sprintf("%d runs, %d messages: %d stored, %d failed and handed back (%d of them also stored), replayed %d; "+
-		"lost %d, stored twice by one broker %d, stored on two brokers %d (retries away from a broker that stored it, by the attempt's error: %s); "+
+		"lost %d, stored twice by one broker %d, stored on two brokers %d (moves away from a broker that stored it, by the answer that made the producer move: %s); "+
 		"schedule steps %s; broker faults %s; throttled %s; runs whose Close cancelled sends %d; longest wait after a throttle %v",
 		s.runs, s.messages, s.ok, s.failed, s.storedAndBack, s.replayed, s.lost, s.sameDup, s.crossDup, causesString(s.crossCauses),
 		stepsString(s.steps), mapString(s.brokerFaults), mapString(s.throttled), s.closeCancelled, s.maxThrottleWait.Round(time.Millisecond))

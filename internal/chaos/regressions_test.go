@@ -107,57 +107,57 @@ func sendUntilFirstAttemptAt(t *testing.T, p *producer.Producer, log *attemptLog
 	return nil, nil, nil
 }
 
-// TestChaos_CrossBrokerDuplicateAfterTimeout pins a hazard of the retry
-// contract with several independent brokers: a retry after an unknown
-// outcome (the attempt timed out, or its connection was lost, after the
-// broker had stored the message) goes to ANOTHER broker, which stores the
-// message again. Each broker deduplicates only its own log, so the message
-// is then stored twice. Here broker A stores the message but its answer is
-// held back past the attempt timeout; the producer retries on B, which
-// stores it too, and Send reports success (not a duplicate).
-//
-// With one broker (TestChaos_TimeoutRetryOnOneBrokerIsDeduplicated) the
-// retry goes back to the same broker, which answers "duplicate": stored
-// once. A transactional message is not retried after a timeout, so it is
-// stored once too, but handed back to the caller as failed.
-//
-// This test reports the hazard and skips; ROCKETRY_CHAOS_STRICT_CROSS=1
-// makes it fail until the producer stops failing over after an unknown
-// outcome (or the promise is documented as per broker).
-func TestChaos_CrossBrokerDuplicateAfterTimeout(t *testing.T) {
-	a := brokertest.Start(t)
-	b := brokertest.Start(t)
-	px := startHoldProxy(t, a.Addr())
-	log := &attemptLog{}
+// twoBrokersBehindProxy starts brokers A and B, a holdProxy in front of A,
+// and a producer on "proxy,B" whose observer is log; the connections are
+// warmed up.
+func twoBrokersBehindProxy(t *testing.T, log *attemptLog) (a, b *broker.Broker, px *holdProxy, p *producer.Producer) {
+	t.Helper()
+	a = brokertest.Start(t)
+	b = brokertest.Start(t)
+	px = startHoldProxy(t, a.Addr())
 	p, err := producer.New(px.Addr()+","+b.Addr(),
-		producer.WithAttemptTimeout(300*time.Millisecond), producer.WithMaxAttempts(3),
+		producer.WithAttemptTimeout(time.Second), producer.WithMaxAttempts(4),
 		producer.WithObserver(log.observe), producer.WithFallback(func(*producer.Message, error) {}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close(context.Background())
-	// Warm up both connections.
+	t.Cleanup(func() { p.Close(context.Background()) })
 	for i := range 4 {
 		if _, err := p.Send(context.Background(), &producer.Message{Topic: topic, Body: []byte{byte(i)}}); err != nil {
 			t.Fatalf("warm-up Send() = %v", err)
 		}
 	}
+	return a, b, px, p
+}
+
+// TestChaos_CrossBrokerDuplicateAfterTimeout: with several independent
+// brokers, a retry after an unknown outcome (the attempt timed out, or its
+// connection was lost, after the broker had stored the message) used to go
+// to ANOTHER broker, which stored the message again: each broker
+// deduplicates only its own log. The chaos suite measured it at 0.5% of
+// messages with one broker of three down. Since d7e3dd1 the retry stays on
+// the same broker, which answers "duplicate". Here broker A stores the
+// message but its answer is held back past the attempt timeout, then
+// released for the retry.
+//
+// A transactional message is not retried after the timeout: stored once,
+// on A, and handed back as failed (its outcome is unknown).
+func TestChaos_CrossBrokerDuplicateAfterTimeout(t *testing.T) {
+	var px *holdProxy
+	log := &attemptLog{onRetry: func(producer.Event) { px.held.Store(false) }}
+	a, b, px, p := twoBrokersBehindProxy(t, log)
 
 	px.held.Store(true)
 	m, r, err := sendUntilFirstAttemptAt(t, p, log, px.Addr(), false)
-	storedOnA := waitStored(a, m.ID)
 	px.held.Store(false)
 	if err != nil {
-		t.Fatalf("Send(%s) = %v; want a receipt from the second broker", m.ID, err)
+		t.Fatalf("Send(%s) = %v (attempts to %v); want a receipt", m.ID, err, log.of(m.ID))
 	}
-	if !storedOnA {
-		t.Fatalf("broker A never stored %s; the proxy should only hold its answer", m.ID)
+	if onA, onB := storedCount(a, m.ID), storedCount(b, m.ID); onA+onB != 1 || !r.Duplicate {
+		t.Errorf("Send(%s) = %+v (attempts to %s), stored %d time(s) on A (answer held), %d on B; want stored once, the retry answered Duplicate",
+			m.ID, *r, strings.Join(log.of(m.ID), " -> "), onA, onB)
 	}
-	onA, onB := storedCount(a, m.ID), storedCount(b, m.ID)
-	t.Logf("message %s: attempts to %v; receipt %+v; stored %d time(s) on A (answer held), %d on B", m.ID, log.of(m.ID), *r, onA, onB)
 
-	// A transactional message is not retried after the timeout: stored
-	// once, on A, and handed back as failed (outcome unknown).
 	px.held.Store(true)
 	tm, _, terr := sendUntilFirstAttemptAt(t, p, log, px.Addr(), true)
 	txOnA := waitStored(a, tm.ID)
@@ -165,14 +165,39 @@ func TestChaos_CrossBrokerDuplicateAfterTimeout(t *testing.T) {
 	if !errors.Is(terr, producer.ErrNotRetryable) || !txOnA || storedCount(b, tm.ID) != 0 {
 		t.Errorf("transactional Send(%s) = %v, stored on A %t, on B %d; want ErrNotRetryable, stored on A only", tm.ID, terr, txOnA, storedCount(b, tm.ID))
 	}
+}
 
+// TestChaos_FailoverAfterUnknownThenNotStored: the rule "fail over only
+// when the message is known not stored" looks at the last answer only. A
+// message whose first attempt on A had an unknown outcome (A stored it, the
+// answer came too late) is retried on A; if A then answers 503 UNAVAILABLE
+// (or 500) with its "nothing stored" detail, that is true of THAT attempt
+// only, yet the producer fails over to B, which stores the message a second
+// time. The chaos suite's "three brokers, one down" scenario hits this in
+// every seed (0.5% of messages). Fix: once an attempt on an endpoint had an
+// unknown outcome, keep the send on that endpoint (no failover for the rest
+// of the send, except with WithFailoverOnUnknownOutcome).
+func TestChaos_FailoverAfterUnknownThenNotStored(t *testing.T) {
+	var px *holdProxy
+	var a *broker.Broker
+	var once sync.Once
+	log := &attemptLog{onRetry: func(producer.Event) {
+		once.Do(func() {
+			a.SetFaults(broker.Faults{Unavailable: true}) // the next answer: 503, nothing stored
+			px.held.Store(false)
+		})
+	}}
+	a, b, px, p := twoBrokersBehindProxy(t, log)
+
+	px.held.Store(true)
+	m, _, err := sendUntilFirstAttemptAt(t, p, log, px.Addr(), false)
+	px.held.Store(false)
+	a.SetFaults(broker.Faults{})
+	onA, onB := storedCount(a, m.ID), storedCount(b, m.ID)
 	if onA+onB > 1 {
-		msg := fmt.Sprintf("HAZARD: message %s stored on two brokers (A %d, B %d) after its first attempt timed out on A, which had stored it; attempts %s",
-			m.ID, onA, onB, strings.Join(log.of(m.ID), " -> "))
-		if strictCrossBroker {
-			t.Fatal(msg)
-		}
-		t.Skip(msg + " (known; ROCKETRY_CHAOS_STRICT_CROSS=1 fails on it)")
+		msg := fmt.Sprintf("Send(%s) = %v; attempts to %s; stored on A %d time(s) (its answer held, then 503), on B %d; want stored once",
+			m.ID, err, strings.Join(log.of(m.ID), " -> "), onA, onB)
+		t.Error(msg)
 	}
 }
 
@@ -184,7 +209,7 @@ func TestChaos_TimeoutRetryOnOneBrokerIsDeduplicated(t *testing.T) {
 	a := brokertest.Start(t)
 	px := startHoldProxy(t, a.Addr())
 	log := &attemptLog{onRetry: func(producer.Event) { px.held.Store(false) }}
-	p, err := producer.New(px.Addr(), producer.WithAttemptTimeout(300*time.Millisecond), producer.WithMaxAttempts(3), producer.WithObserver(log.observe))
+	p, err := producer.New(px.Addr(), producer.WithAttemptTimeout(time.Second), producer.WithMaxAttempts(4), producer.WithObserver(log.observe))
 	if err != nil {
 		t.Fatal(err)
 	}
