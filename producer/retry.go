@@ -56,6 +56,7 @@ type callState struct {
 	target        string   // interceptor: the connection's target
 	start         int      // index of the first endpoint
 	unsent        bool     // set by the attempt: its request never left the client
+	pinned        bool     // an attempt here had an unknown outcome: the message may be stored here
 
 	attempts  int
 	failures  int
@@ -205,8 +206,12 @@ func (c *config) decide(ctx context.Context, abort <-chan struct{}, st *callStat
 	}
 	d := decision{act: actRetry, throttled: throttled, delay: delay, wait: wait}
 	if !throttled {
-		// Known not stored: the request never left, or the broker said so.
-		d.failover = st.unsent || a.code == rocketryv1.Code_CODE_INTERNAL_ERROR || a.code == rocketryv1.Code_CODE_UNAVAILABLE
+		// Known not stored: the request never left, or the broker said so,
+		// of this attempt. After an unknown outcome on this endpoint the
+		// message may be stored here already: the send stays (pinned).
+		known := st.unsent || a.code == rocketryv1.Code_CODE_INTERNAL_ERROR || a.code == rocketryv1.Code_CODE_UNAVAILABLE
+		st.pinned = st.pinned || !known
+		d.failover = known && !st.pinned
 	}
 	if f, ok := sched.(backoff.AttemptFloor); ok {
 		d.floor = f.MinAttemptTimeout()
