@@ -201,11 +201,11 @@ func writeBenchMarkdown(w io.Writer, rep *benchReport) {
 			sc.EpisodeAtSeconds, sc.EpisodeReads, sc.EpisodeReadRate, sc.MaxStorageLoad, sc.Scale, sc.MaxAttempts, sc.Seed, sc.Rounds)
 	}
 	if len(rep.Results) > 0 {
-		fmt.Fprintln(w, "| contender | goodput msg/s | drained msg/s | goodput/drain rate | attempts/stored | refused (backlog+storage) | p50 ms | p99 ms | sent | stored | failed | lost |")
-		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		fmt.Fprintln(w, "| contender | goodput msg/s | drained msg/s | goodput/drain rate | drained/drain rate | attempts/stored | refused (backlog+storage) | p50 ms | p99 ms | sent | stored | failed | lost |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		for _, r := range rep.Results {
-			fmt.Fprintf(w, "| %s | %.0f | %.0f | %.1f%% | %.2f | %d (%d+%d) | %.1f | %.1f | %d | %d | %d | %d |\n",
-				r.Contender, r.Goodput, r.Drained, 100*r.GoodputRatio, r.Amplification, r.Refused, r.RefusedBacklog, r.RefusedStorage,
+			fmt.Fprintf(w, "| %s | %.0f | %.0f | %.1f%% | %.1f%% | %.2f | %d (%d+%d) | %.1f | %.1f | %d | %d | %d | %d |\n",
+				r.Contender, r.Goodput, r.Drained, 100*r.GoodputRatio, 100*r.DrainedRatio, r.Amplification, r.Refused, r.RefusedBacklog, r.RefusedStorage,
 				r.P50ms, r.P99ms, r.Sent, r.Stored, r.Failed, r.Lost)
 		}
 		for _, r := range rep.Results {

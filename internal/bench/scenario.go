@@ -129,8 +129,15 @@ type Result struct {
 	// second after the warmup (less when the topic ran empty).
 	DrainRate float64 `json:"drain_rate_per_s"`
 	Drained   float64 `json:"drained_per_s"`
-	// GoodputRatio is Goodput / DrainRate.
+	// GoodputRatio is Goodput / DrainRate. Over the window, stored =
+	// consumed + the change of the backlog, so it swings by up to
+	// MaxBacklog / (window * DrainRate) (11% by default) with where the
+	// backlog stood at the window's ends.
 	GoodputRatio float64 `json:"goodput_ratio"`
+	// DrainedRatio is Drained / DrainRate: how busy the producers kept the
+	// consumer, the long-run goodput over what the consumer can take,
+	// without the backlog's swing.
+	DrainedRatio float64 `json:"drained_ratio"`
 	// Amplification is SendMessage requests the broker received per
 	// message stored (1 is the least).
 	Amplification float64 `json:"amplification"`
@@ -307,6 +314,7 @@ func (s Scenario) Run(ctx context.Context, name string) (*Result, error) {
 	res.Goodput = float64(endStored-warmStored) / window
 	res.Drained = float64(endConsumed-warmConsumed) / window
 	res.GoodputRatio = res.Goodput / s.DrainRate
+	res.DrainedRatio = res.Drained / s.DrainRate
 	res.Attempts = after.GetSendRequests() - before.GetSendRequests()
 	res.RefusedBacklog = after.GetThrottled()["BACKLOG"] - before.GetThrottled()["BACKLOG"]
 	res.RefusedStorage = after.GetThrottled()["STORAGE_LOAD"] - before.GetThrottled()["STORAGE_LOAD"]
@@ -653,6 +661,7 @@ func Median(rs []*Result) *Result {
 	m.Goodput = med(func(r *Result) float64 { return r.Goodput })
 	m.Drained = med(func(r *Result) float64 { return r.Drained })
 	m.GoodputRatio = med(func(r *Result) float64 { return r.GoodputRatio })
+	m.DrainedRatio = med(func(r *Result) float64 { return r.DrainedRatio })
 	m.Amplification = med(func(r *Result) float64 { return r.Amplification })
 	m.Attempts = medI(func(r *Result) int64 { return r.Attempts })
 	m.Refused = medI(func(r *Result) int64 { return r.Refused })
