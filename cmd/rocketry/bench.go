@@ -59,11 +59,23 @@ type benchScenario struct {
 func runBench(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: rocketry bench [--duration 10s] [--rounds N] [--contenders a,b,...] [--json] [--markdown]
+       rocketry bench --scale [--scale-sizes 1000,10000,100000] [--json]
+
+Runs the throttling scenario of BENCHMARKS.md against each contender in turn
+(a fresh in-process broker each time) and prints one table, or, with --scale,
+measures goroutines and memory per queued async send.
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
 	def := bench.DefaultScenario()
 	duration := fs.Duration("duration", def.Duration, "how long each contender sends (the warmup, a tenth of it, is left out of the rates)")
 	jsonOut := fs.Bool("json", false, "print JSON")
 	markdown := fs.Bool("markdown", true, "print Markdown tables (the default; off when --json is given alone)")
-	contenders := fs.String("contenders", strings.Join(bench.ScenarioContenders, ","), "contenders to run, in order")
+	contenders := fs.String("contenders", strings.Join(bench.ScenarioContenders, ","), "contenders to run, in order; rocketry-nohint (rocketry without the broker's RetryInfo hints) is a diagnostic extra")
 	seed := fs.Uint64("seed", def.Seed, "seed of rocketry's jitter and the broker")
 	senders := fs.Int("senders", def.Senders, "concurrent senders")
 	drainRate := fs.Float64("drain-rate", def.DrainRate, "the consumer's rate, messages per second")
