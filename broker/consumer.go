@@ -91,8 +91,8 @@ func (s consumerServer) ReceiveMessages(ctx context.Context, req *rocketryv1.Rec
 		for q, off := range offs {
 			forward += t.commitLocked(g, q, off)
 		}
-		t.consumed.add(now, forward, th.StorageLoadWindow)
-		b.backlogTransitionLocked(t, t.backlogLocked(), th)
+		t.consumeLocked(now, forward, th.StorageLoadWindow)
+		b.backlogTransitionLocked(t, t.backlogLocked(), th, now)
 	}
 	t.mu.Unlock()
 
@@ -120,10 +120,9 @@ func (s consumerServer) CommitOffset(ctx context.Context, req *rocketryv1.Commit
 		return nil, b.refuse(badRequest(fmt.Sprintf("offset %d is outside 0..%d (the head of queue %d)", off, head, q)))
 	}
 	g := t.groupLocked(req.GetGroup())
-	if d := t.commitLocked(g, int(q), req.GetOffset()); d > 0 {
-		t.consumed.add(b.now(), d, th.StorageLoadWindow)
-	}
-	b.backlogTransitionLocked(t, t.backlogLocked(), th)
+	now := b.now()
+	t.consumeLocked(now, t.commitLocked(g, int(q), req.GetOffset()), th.StorageLoadWindow)
+	b.backlogTransitionLocked(t, t.backlogLocked(), th, now)
 	return &rocketryv1.CommitOffsetResponse{}, nil
 }
 
@@ -145,7 +144,7 @@ func (s consumerServer) ResetOffset(ctx context.Context, req *rocketryv1.ResetOf
 	for q, log := range t.queues {
 		t.commitLocked(g, q, min(req.GetOffset(), int64(len(log))))
 	}
-	b.backlogTransitionLocked(t, t.backlogLocked(), th)
+	b.backlogTransitionLocked(t, t.backlogLocked(), th, b.now())
 	b.log.Info("broker: offsets reset", "topic", t.name, "group", req.GetGroup(), "offset", req.GetOffset())
 	return &rocketryv1.ResetOffsetResponse{}, nil
 }

@@ -167,7 +167,7 @@ func (b *Broker) store(t *topic, msgs []*rocketryv1.Message, th *throttleState, 
 	defer t.mu.Unlock()
 	if th.MaxBacklog > 0 || t.throttled {
 		bl := t.backlogLocked()
-		b.backlogTransitionLocked(t, bl, th)
+		b.backlogTransitionLocked(t, bl, th, now)
 		if t.throttled {
 			b.throttledBy[rocketryv1.ThrottleReason_THROTTLE_REASON_BACKLOG].Add(1)
 			return nil, statusError(rocketryv1.Code_CODE_TOO_MANY_REQUESTS, rocketryv1.ThrottleReason_THROTTLE_REASON_BACKLOG,
@@ -211,7 +211,7 @@ func (b *Broker) store(t *topic, msgs []*rocketryv1.Message, th *throttleState, 
 		g.backlog += added
 	}
 	if th.MaxBacklog > 0 {
-		b.backlogTransitionLocked(t, t.backlogLocked(), th)
+		b.backlogTransitionLocked(t, t.backlogLocked(), th, now)
 	}
 	b.stored.Add(added)
 	if dups > 0 {
@@ -221,35 +221,49 @@ func (b *Broker) store(t *topic, msgs []*rocketryv1.Message, th *throttleState, 
 }
 
 // backlogTransitionLocked moves t in or out of backlog throttling, with
-// hysteresis: in above MaxBacklog, out at BacklogLowWater or under.
-func (b *Broker) backlogTransitionLocked(t *topic, bl int64, th *throttleState) {
+// hysteresis: in above MaxBacklog, out at BacklogLowWater or under. It
+// notes when a spell begins, and on its end the drain rate measured over
+// it, for backlogWait.
+func (b *Broker) backlogTransitionLocked(t *topic, bl int64, th *throttleState, now time.Time) {
 	switch {
 	case th.MaxBacklog <= 0:
 		if t.throttled {
-			t.throttled = false
+			b.endSpellLocked(t, now)
 			b.log.Info("broker: throttling lifted", "reason", "BACKLOG", "topic", t.name, "backlog", bl)
 		}
 	case !t.throttled && bl > th.MaxBacklog:
 		t.throttled = true
+		t.throttledAt, t.consumedAtThrottle = now, t.consumedTotal
 		b.log.Warn("broker: throttling sends", "reason", "BACKLOG", "topic", t.name, "backlog", bl,
 			"max", th.MaxBacklog, "low_water", th.BacklogLowWater)
 	case t.throttled && bl <= th.BacklogLowWater:
-		t.throttled = false
+		b.endSpellLocked(t, now)
 		b.log.Info("broker: throttling lifted", "reason", "BACKLOG", "topic", t.name, "backlog", bl,
 			"low_water", th.BacklogLowWater)
 	}
 }
 
+// endSpellLocked ends t's backlog throttling spell, keeping its drain rate
+// when the spell was long enough to measure it.
+func (b *Broker) endSpellLocked(t *topic, now time.Time) {
+	if r, ok := t.spellRateLocked(now); ok && r > 0 {
+		t.spellDrain = r
+	}
+	t.throttled = false
+}
+
 // backlogWait estimates when t's backlog falls to the low-water mark: the
-// excess over the drain rate of the last window, or the window when nothing
-// drains.
+// excess over it divided by the drain rate (topic.drainRateLocked), at
+// least 1 ms and at most the window, the window when nothing drains. Every
+// sender refused at the same moment gets the same hint; a producer
+// spreads its retries with its own schedule's jitter.
 func (b *Broker) backlogWait(t *topic, bl int64, th *throttleState, now time.Time) time.Duration {
-	drain, _ := t.consumed.rate(now, th.StorageLoadWindow, 0)
+	drain := t.drainRateLocked(now, th.StorageLoadWindow)
 	if drain <= 0 {
 		return th.StorageLoadWindow
 	}
 	d := time.Duration(float64(bl-th.BacklogLowWater) / drain * float64(time.Second))
-	return min(max(d, time.Millisecond), time.Minute)
+	return min(max(d, time.Millisecond), th.StorageLoadWindow)
 }
 
 // validate checks a request and returns its topic, or a 4xx status naming

@@ -18,9 +18,20 @@ type topic struct {
 	stored int64
 	dedup  dedup
 	groups map[string]*group
-	// backlog throttling (hysteresis)
+	// backlog throttling (hysteresis) and the drain rate of its hint
 	throttled bool
 	consumed  rateWindow // commits that moved groups forward, for the drain rate
+	// consumedTotal counts the messages of those commits, ever;
+	// firstConsumed is when it first grew (zero before).
+	consumedTotal int64
+	firstConsumed time.Time
+	// throttledAt and consumedAtThrottle are the time and consumedTotal
+	// when the current backlog throttling spell began.
+	throttledAt        time.Time
+	consumedAtThrottle int64
+	// spellDrain is the drain rate measured over the last spell that lasted
+	// at least minDrainSpan; 0 if none did.
+	spellDrain float64
 }
 
 // group is a consumer group's committed offsets on one topic.
@@ -64,6 +75,52 @@ func (t *topic) commitLocked(g *group, q int, off int64) int64 {
 	g.committed[q] = off
 	g.backlog -= d
 	return d
+}
+
+// consumeLocked records that commits moved a group n messages forward at
+// now.
+func (t *topic) consumeLocked(now time.Time, n int64, window time.Duration) {
+	if n <= 0 {
+		return
+	}
+	if t.consumedTotal == 0 {
+		t.firstConsumed = now
+	}
+	t.consumedTotal += n
+	t.consumed.add(now, n, window)
+}
+
+// minDrainSpan is the shortest time a drain rate is measured over.
+const minDrainSpan = 10 * time.Millisecond
+
+// spellRateLocked is the drain rate since the current backlog throttling
+// spell began, if the spell has lasted at least minDrainSpan. While a
+// topic is throttled its backlog is above the low-water mark, so its
+// consumers are never short of messages: this is their real rate.
+func (t *topic) spellRateLocked(now time.Time) (float64, bool) {
+	d := now.Sub(t.throttledAt)
+	if !t.throttled || d < minDrainSpan {
+		return 0, false
+	}
+	return float64(t.consumedTotal-t.consumedAtThrottle) / d.Seconds(), true
+}
+
+// drainRateLocked estimates how fast t's backlog drains, in messages per
+// second: the rate of the current throttling spell once it has lasted
+// minDrainSpan, else that of the last spell, else the rate of the last
+// window (shortened to the time since the first commit when that is less,
+// so that the time before anything was consumed does not count).
+func (t *topic) drainRateLocked(now time.Time, window time.Duration) float64 {
+	if r, ok := t.spellRateLocked(now); ok {
+		return r
+	}
+	if t.spellDrain > 0 {
+		return t.spellDrain
+	}
+	if t.consumedTotal == 0 {
+		return 0
+	}
+	return t.consumed.rateSince(now, window, t.firstConsumed)
 }
 
 // dedupEntry is where an id was stored.

@@ -181,3 +181,15 @@ func (w *rateWindow) rate(now time.Time, window time.Duration, limit float64) (f
 	}
 	return r, window
 }
+
+// rateSince is like rate without a limit, over the window ending at now or,
+// when since is later than the window's start, over the time since since
+// (at least minDrainSpan): a rate measured by a window that started before
+// the events could happen is too low.
+func (w *rateWindow) rateSince(now time.Time, window time.Duration, since time.Time) float64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pruneLocked(now, window)
+	span := min(window, max(now.Sub(since), minDrainSpan))
+	return float64(w.sum) / span.Seconds()
+}

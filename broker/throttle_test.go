@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -122,4 +123,65 @@ func TestSendRateThrottle(t *testing.T) {
 	if got := b.Stats().Throttled["SEND_RATE"]; got != 1 {
 		t.Errorf("throttled SEND_RATE = %d; want 1", got)
 	}
+}
+
+// TestBacklogHintUsesDrainRateWhileThrottled pins the BACKLOG RetryInfo
+// hint: (backlog - low water) / drain rate, the rate measured while the
+// topic is throttled, so that time the consumer sat idle before the spell
+// does not make the hint too long.
+func TestBacklogHintUsesDrainRateWhileThrottled(t *testing.T) {
+	clock := newFakeClock()
+	b, c := start(t, broker.WithQueues(1), broker.WithClock(clock.Now), broker.WithThrottle(broker.Throttle{
+		MaxBacklog: 10, BacklogLowWater: 5, StorageLoadWindow: time.Second,
+	}))
+	hint := func(id string) time.Duration {
+		t.Helper()
+		_, err := send(t, c, msg("t", id))
+		d, ok := retryDelay(wantRefusal(t, err, codes.ResourceExhausted, code530, reasonBacklog))
+		if !ok {
+			t.Fatalf("SendMessage(%q) refusal has no RetryInfo; want one", id)
+		}
+		return d
+	}
+	wantHint := func(id string, want time.Duration) {
+		t.Helper()
+		if got := hint(id); (got - want).Abs() > time.Microsecond {
+			t.Errorf("SendMessage(%q) RetryInfo = %v; want %v", id, got, want)
+		}
+	}
+	receive(t, c, "t", "g", 1) // the group, at offset 0
+	// 0-100 ms: the consumer drains 1000/s, keeping up with the sends.
+	for i := range 10 {
+		fill(t, c, "t", fmt.Sprintf("busy%d", i), 10)
+		clock.Advance(10 * time.Millisecond)
+		if got := len(receive(t, c, "t", "g", 10)); got != 10 {
+			t.Fatalf("receive = %d; want 10", got)
+		}
+	}
+	// 100-600 ms: nothing to consume. At 600 ms a burst of 30: backlog 30.
+	clock.Advance(500 * time.Millisecond)
+	fill(t, c, "t", "burst", 30)
+	// Nothing consumed yet in this spell, and no spell before it: the rate
+	// of the window, counted from the first commit (at 10 ms): 100 in 590 ms.
+	wantHint("first", time.Duration(25.0/(100.0/0.59)*float64(time.Second)))
+	// 20 ms into the spell, 20 consumed: 1000/s; excess 10-5: 5 ms. The
+	// window's rate (120/s) would say 41.7 ms.
+	clock.Advance(20 * time.Millisecond)
+	receive(t, c, "t", "g", 20)
+	wantHint("in-spell", 5*time.Millisecond)
+	// At the low-water mark the spell ends: 25 in 25 ms.
+	clock.Advance(5 * time.Millisecond)
+	receive(t, c, "t", "g", 5)
+	if s := b.Stats(); s.Topics[0].ThrottledBacklog {
+		t.Fatalf("throttled_backlog = true at backlog %d; want false", s.Topics[0].Backlog)
+	}
+	// 500 ms idle, then a new spell: the last spell's rate, 1000/s, for an
+	// excess of 20: 20 ms. The window's rate (25/s) would say 800 ms.
+	clock.Advance(500 * time.Millisecond)
+	fill(t, c, "t", "burst2", 20) // backlog 5+20
+	wantHint("next-spell", 20*time.Millisecond)
+	// The consumer stops: nothing drains in this spell, the hint is the
+	// window.
+	clock.Advance(50 * time.Millisecond)
+	wantHint("stalled", time.Second)
 }
