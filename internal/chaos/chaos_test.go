@@ -75,7 +75,10 @@ func TestChaosThreeBrokersOneDown(t *testing.T) {
 }
 
 // TestChaosSeeds is the long run: ROCKETRY_CHAOS_SEEDS=20 runs both
-// scenarios over seeds 1..20 and logs the totals.
+// scenarios over seeds 1..20 and logs the totals. With
+// ROCKETRY_CHAOS_FAILOVER_ALWAYS=1 it runs the three-broker scenario with
+// WithFailoverOnUnknownOutcome instead, counting the messages stored on two
+// brokers.
 func TestChaosSeeds(t *testing.T) {
 	seeds, _ := strconv.Atoi(os.Getenv("ROCKETRY_CHAOS_SEEDS"))
 	if seeds <= 0 {
@@ -84,6 +87,19 @@ func TestChaosSeeds(t *testing.T) {
 	messages := 5000
 	if m, err := strconv.Atoi(os.Getenv("ROCKETRY_CHAOS_MESSAGES")); err == nil && m > 0 {
 		messages = m
+	}
+	if os.Getenv("ROCKETRY_CHAOS_FAILOVER_ALWAYS") == "1" {
+		// The RocketMQ behaviour, for comparison: fail over after an
+		// unknown outcome too. Messages stored on two brokers are
+		// counted, not failed.
+		var fo totals
+		for s := 1; s <= seeds; s++ {
+			sc := threeBrokersOneDown(uint64(s), messages)
+			sc.name, sc.failoverAlways = "three brokers, one down, WithFailoverOnUnknownOutcome", true
+			fo.add(runChecked(t, sc))
+		}
+		t.Logf("TOTAL three brokers, one down, WithFailoverOnUnknownOutcome: %v", &fo)
+		return
 	}
 	var one, three totals
 	for s := 1; s <= seeds; s++ {

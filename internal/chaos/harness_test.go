@@ -72,6 +72,7 @@ type scenario struct {
 	tick           time.Duration // one schedule step per tick
 	kinds          []faultKind   // what the schedule draws from
 	replay         bool          // replay the spool at the end, to calm brokers
+	failoverAlways bool          // WithFailoverOnUnknownOutcome (duplicates across brokers allowed)
 }
 
 // outcome is what a run did, counted from the producer's answers, the
@@ -351,6 +352,9 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 				attMu.Unlock()
 			}
 		}),
+	}
+	if sc.failoverAlways {
+		opts = append(opts, producer.WithFailoverOnUnknownOutcome())
 	}
 	spoolPath := filepath.Join(t.TempDir(), "dead.spool")
 	if sc.fallback {

@@ -11,11 +11,12 @@ import (
 )
 
 // strictCrossBroker makes a message stored on two different brokers fail
-// the test. With several independent brokers each one deduplicates only
-// its own log, and the producer fails over after an unknown outcome (an
-// attempt's timeout, a lost connection), so such duplicates can happen;
-// until that is decided they are counted and reported, not failed.
-var strictCrossBroker = os.Getenv("ROCKETRY_CHAOS_STRICT_CROSS") == "1"
+// the test. Each broker deduplicates only its own log; since d7e3dd1 and
+// a98549e the producer no longer fails over after an unknown outcome (an
+// attempt's timeout, a lost connection), so this cannot happen with the
+// default options. ROCKETRY_CHAOS_ALLOW_CROSS=1 only reports them (to
+// measure WithFailoverOnUnknownOutcome, say).
+var strictCrossBroker = os.Getenv("ROCKETRY_CHAOS_ALLOW_CROSS") != "1"
 
 // checkInvariants fails t for every broken promise of o:
 //   - lost: every message is stored or handed back (spool or fallback);
@@ -25,7 +26,8 @@ var strictCrossBroker = os.Getenv("ROCKETRY_CHAOS_STRICT_CROSS") == "1"
 //   - a receipt for a message no broker holds, an error whose message was
 //     not handed back, an error that is not a *SendError;
 //   - after a replay, a message missing or stored twice by one broker;
-//   - a broker restart that failed.
+//   - a broker restart that failed;
+//   - a message stored on two brokers (unless ROCKETRY_CHAOS_ALLOW_CROSS=1).
 func checkInvariants(t *testing.T, sc scenario, o *outcome) {
 	t.Helper()
 	for _, c := range []struct {
@@ -62,7 +64,7 @@ func checkInvariants(t *testing.T, sc scenario, o *outcome) {
 	if o.restartErrs > 0 {
 		t.Errorf("%s (seed %d): Restart errors: %q", sc.name, sc.seed, o.restartErrTexts)
 	}
-	if strictCrossBroker && o.crossBroker != 0 {
+	if strictCrossBroker && !sc.failoverAlways && o.crossBroker != 0 {
 		t.Errorf("%s (seed %d): %d messages stored on two brokers (moves away from a broker that stored it, by the answer that made the producer move: %s); want 0",
 			sc.name, sc.seed, o.crossBroker, causesString(o.crossCauses))
 	}
