@@ -30,6 +30,9 @@ func UnaryClientInterceptor(opts ...Option) grpc.UnaryClientInterceptor {
 			return err
 		}
 	}
+	// One watchdog for every call, whatever its per-call options (which
+	// copy base, not wd).
+	wd := &watchdog{}
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, copts ...grpc.CallOption) error {
 		cfg, copied := &base, false
 		for _, o := range copts {
@@ -55,7 +58,7 @@ func UnaryClientInterceptor(opts ...Option) grpc.UnaryClientInterceptor {
 				st.transactional = st.transactional || m.GetTransactional()
 			}
 		}
-		err := cfg.run(ctx, nil, &st, func(ctx context.Context, _ int, wait bool) error {
+		err := cfg.run(ctx, nil, wd, &st, func(ctx context.Context, _ int, wait bool) error {
 			if wait {
 				return invoker(ctx, method, req, reply, cc, append(copts[:len(copts):len(copts)], waitForReady)...)
 			}

@@ -159,6 +159,13 @@ func WithMaxAttempts(n int) Option {
 // an attempt after a wait on a schedule with a least attempt time
 // (backoff.AttemptFloor, such as the connection backoff's MinConnectTimeout)
 // is given at least that. Applies everywhere.
+//
+// The attempt timeout is not a deadline on the attempt's context: the
+// Producer (or interceptor) cancels the attempt when it passes, and the
+// attempt fails as timed out (codes.DeadlineExceeded). So the broker
+// receives no grpc-timeout header for it, only the cancellation (the
+// stream's reset), as soon as the attempt is cancelled; a caller's deadline
+// sooner than the attempt timeout is the attempt's, and is sent as usual.
 func WithAttemptTimeout(d time.Duration) Option {
 	return option{"WithAttemptTimeout", scopeAll, func(c *config) error {
 		if d <= 0 {

@@ -31,6 +31,7 @@ type Producer struct {
 	endpoints []string
 	owned     []*grpc.ClientConn
 	next      atomic.Uint32 // round robin over conns for first attempts
+	wd        watchdog      // ends attempts at their timeout
 	ids       *idGen
 	spool     *Spool
 
@@ -256,7 +257,7 @@ func (p *Producer) send(ctx context.Context, m *Message) (*SendReceipt, error) {
 		st.start = int(p.next.Add(1))
 	}
 	c.opts[0] = grpc.Peer(&c.peer)
-	err := p.cfg.run(ctx, p.abort, &st, func(ctx context.Context, ep int, wait bool) error {
+	err := p.cfg.run(ctx, p.abort, &p.wd, &st, func(ctx context.Context, ep int, wait bool) error {
 		err := p.attempt(ctx, ep, wait, c)
 		st.unsent = err != nil && c.peer.Addr == nil
 		return err

@@ -231,11 +231,17 @@ func (c *config) decide(ctx context.Context, abort <-chan struct{}, st *callStat
 // store knows the message ID, so the retry cannot store it twice (unless
 // WithFailoverOnUnknownOutcome). A retry after a failure that goes to the
 // same endpoint waits for its connection (gRPC wait-for-ready) instead of
-// failing fast, so it rides out a broker restart within its timeout. abort, when closed, stops the call with
+// failing fast, so it rides out a broker restart within its timeout.
+//
+// The attempt's timeout is kept by wd, the watchdog of the Producer or
+// interceptor (watchdog.go): the attempt's context is cancelled when it
+// passes, and the attempt's error then reads as a timeout
+// (codes.DeadlineExceeded). When the caller's deadline comes first, the
+// attempt runs on ctx itself. abort, when closed, stops the call with
 // ErrClosed (nil: never). run returns nil or a *SendError; it emits the
 // attempt, success, throttle and retry events, and leaves the final ones to
 // the caller (failed).
-func (c *config) run(ctx context.Context, abort <-chan struct{}, st *callState, attempt func(ctx context.Context, endpoint int, wait bool) error) error {
+func (c *config) run(ctx context.Context, abort <-chan struct{}, wd *watchdog, st *callState, attempt func(ctx context.Context, endpoint int, wait bool) error) error {
 	ep := st.start
 	timeout := c.attemptTimeout
 	wait := false
@@ -250,14 +256,23 @@ func (c *config) run(ctx context.Context, abort <-chan struct{}, st *callState, 
 			c.observer(Event{Kind: EventAttempt, MessageID: st.id, Attempt: st.attempts, Endpoint: st.endpoint(ep)})
 		}
 		start := time.Now()
-		actx, cancel := ctx, context.CancelFunc(nil)
+		actx := ctx
+		var cancel context.CancelCauseFunc
+		var node *wdNode
 		if dl, ok := ctx.Deadline(); !ok || dl.Sub(start) > timeout {
-			actx, cancel = context.WithDeadline(ctx, start.Add(timeout))
+			// The attempt's timeout comes first: the watchdog ends the
+			// attempt then (the caller's deadline, when sooner, ends it
+			// on its own).
+			actx, cancel = context.WithCancelCause(ctx)
+			node = wd.arm(start.Add(timeout), cancel)
 		}
 		st.unsent = false
 		err := attempt(actx, ep, wait)
-		if cancel != nil {
-			cancel()
+		if node != nil {
+			if wd.disarm(node) {
+				err = timedOut(err)
+			}
+			cancel(nil)
 		}
 		if err == nil {
 			c.budget.success()

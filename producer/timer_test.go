@@ -40,8 +40,9 @@ func TestDefaultThrottleSchedule(t *testing.T) {
 	rec := &recorder{}
 	var givenMu sync.Mutex
 	var given []time.Duration
-	p := newTestProducer(t, addr, WithRand(nil), WithMaxAttempts(4), WithObserver(rec.observe),
-		WithDialOptions(withDeadlineProbe(func(d time.Duration) {
+	var p *Producer
+	p = newTestProducer(t, addr, WithRand(nil), WithMaxAttempts(4), WithObserver(rec.observe),
+		WithDialOptions(withAttemptProbe(func() *watchdog { return &p.wd }, func(d time.Duration) {
 			givenMu.Lock()
 			given = append(given, d)
 			givenMu.Unlock()
@@ -101,11 +102,15 @@ func TestRateLimitDeadline(t *testing.T) {
 	}
 }
 
-// withDeadlineProbe is a dial option whose interceptor reports the time
-// each attempt is given, as gRPC will send it.
-func withDeadlineProbe(report func(time.Duration)) grpc.DialOption {
+// withAttemptProbe is a dial option whose interceptor reports the time
+// each attempt is given: until the earliest deadline the watchdog keeps
+// (the test makes one send at a time), else until the context's deadline,
+// else 0.
+func withAttemptProbe(wd func() *watchdog, report func(time.Duration)) grpc.DialOption {
 	return grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if dl, ok := ctx.Deadline(); ok {
+		if dl, ok := wd().earliest(); ok {
+			report(time.Until(dl))
+		} else if dl, ok := ctx.Deadline(); ok {
 			report(time.Until(dl))
 		} else {
 			report(0)
