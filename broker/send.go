@@ -233,7 +233,7 @@ func (b *Broker) backlogTransitionLocked(t *topic, bl int64, th *throttleState, 
 		}
 	case !t.throttled && bl > th.MaxBacklog:
 		t.throttled = true
-		t.throttledAt, t.consumedAtThrottle = now, t.consumedTotal
+		t.throttledAt, t.consumedAtThrottle, t.commitsAtThrottle = now, t.consumedTotal, t.commits
 		b.log.Warn("broker: throttling sends", "reason", "BACKLOG", "topic", t.name, "backlog", bl,
 			"max", th.MaxBacklog, "low_water", th.BacklogLowWater)
 	case t.throttled && bl <= th.BacklogLowWater:
@@ -246,23 +246,26 @@ func (b *Broker) backlogTransitionLocked(t *topic, bl int64, th *throttleState, 
 // endSpellLocked ends t's backlog throttling spell, keeping its drain rate
 // when the spell was long enough to measure it.
 func (b *Broker) endSpellLocked(t *topic, now time.Time) {
-	if r, ok := t.spellRateLocked(now); ok && r > 0 {
-		t.spellDrain = r
+	if dr, ok := t.spellDrainLocked(now); ok && dr.rate > 0 {
+		t.spellDrain = dr
 	}
 	t.throttled = false
 }
 
-// backlogWait estimates when t's backlog falls to the low-water mark: the
-// excess over it divided by the drain rate (topic.drainRateLocked), at
-// least 1 ms and at most the window, the window when nothing drains. Every
-// sender refused at the same moment gets the same hint; a producer
-// spreads its retries with its own schedule's jitter.
+// backlogWait estimates when t's backlog falls to the low-water mark and
+// the commit that gets it there has come: the excess over the mark divided
+// by the drain rate, plus the drain's step (topic.drainLocked), at least
+// 1 ms and at most the window; the window when nothing drains. Without the
+// step, a hint shorter than the time between the consumer's commits sends
+// a producer back before the backlog has moved, to be refused again. Every
+// sender refused at the same moment gets the same hint; a producer spreads
+// its retries with its own schedule's jitter.
 func (b *Broker) backlogWait(t *topic, bl int64, th *throttleState, now time.Time) time.Duration {
-	drain := t.drainRateLocked(now, th.StorageLoadWindow)
-	if drain <= 0 {
+	dr := t.drainLocked(now, th.StorageLoadWindow)
+	if dr.rate <= 0 {
 		return th.StorageLoadWindow
 	}
-	d := time.Duration(float64(bl-th.BacklogLowWater) / drain * float64(time.Second))
+	d := time.Duration(float64(bl-th.BacklogLowWater)/dr.rate*float64(time.Second)) + dr.step
 	return min(max(d, time.Millisecond), th.StorageLoadWindow)
 }
 

@@ -21,17 +21,21 @@ type topic struct {
 	// backlog throttling (hysteresis) and the drain rate of its hint
 	throttled bool
 	consumed  rateWindow // commits that moved groups forward, for the drain rate
-	// consumedTotal counts the messages of those commits, ever;
-	// firstConsumed is when it first grew (zero before).
+	// consumedTotal and commits count the messages of those commits and
+	// the commits, ever; firstConsumed is when they first grew (zero
+	// before).
 	consumedTotal int64
+	commits       int64
 	firstConsumed time.Time
-	// throttledAt and consumedAtThrottle are the time and consumedTotal
-	// when the current backlog throttling spell began.
+	// throttledAt, consumedAtThrottle and commitsAtThrottle are the time,
+	// consumedTotal and commits when the current backlog throttling spell
+	// began.
 	throttledAt        time.Time
 	consumedAtThrottle int64
-	// spellDrain is the drain rate measured over the last spell that lasted
-	// at least minDrainSpan; 0 if none did.
-	spellDrain float64
+	commitsAtThrottle  int64
+	// spellDrain is the drain measured over the last spell that lasted at
+	// least minDrainSpan; a zero rate if none did.
+	spellDrain drain
 }
 
 // group is a consumer group's committed offsets on one topic.
@@ -87,40 +91,52 @@ func (t *topic) consumeLocked(now time.Time, n int64, window time.Duration) {
 		t.firstConsumed = now
 	}
 	t.consumedTotal += n
+	t.commits++
 	t.consumed.add(now, n, window)
 }
 
 // minDrainSpan is the shortest time a drain rate is measured over.
 const minDrainSpan = 10 * time.Millisecond
 
-// spellRateLocked is the drain rate since the current backlog throttling
-// spell began, if the spell has lasted at least minDrainSpan. While a
-// topic is throttled its backlog is above the low-water mark, so its
-// consumers are never short of messages: this is their real rate.
-func (t *topic) spellRateLocked(now time.Time) (float64, bool) {
-	d := now.Sub(t.throttledAt)
-	if !t.throttled || d < minDrainSpan {
-		return 0, false
-	}
-	return float64(t.consumedTotal-t.consumedAtThrottle) / d.Seconds(), true
+// drain is how fast a topic's backlog falls: rate messages per second, in
+// commits a step apart on average (0: not known).
+type drain struct {
+	rate float64
+	step time.Duration
 }
 
-// drainRateLocked estimates how fast t's backlog drains, in messages per
-// second: the rate of the current throttling spell once it has lasted
-// minDrainSpan, else that of the last spell, else the rate of the last
-// window (shortened to the time since the first commit when that is less,
-// so that the time before anything was consumed does not count).
-func (t *topic) drainRateLocked(now time.Time, window time.Duration) float64 {
-	if r, ok := t.spellRateLocked(now); ok {
-		return r
+// spellDrainLocked is the drain since the current backlog throttling spell
+// began, if the spell has lasted at least minDrainSpan. While a topic is
+// throttled its backlog is above the low-water mark, so its consumers are
+// never short of messages: this is their real rate.
+func (t *topic) spellDrainLocked(now time.Time) (drain, bool) {
+	d := now.Sub(t.throttledAt)
+	if !t.throttled || d < minDrainSpan {
+		return drain{}, false
 	}
-	if t.spellDrain > 0 {
+	dr := drain{rate: float64(t.consumedTotal-t.consumedAtThrottle) / d.Seconds()}
+	if c := t.commits - t.commitsAtThrottle; c > 0 {
+		dr.step = d / time.Duration(c)
+	}
+	return dr, true
+}
+
+// drainLocked estimates how fast t's backlog falls: as in the current
+// throttling spell once it has lasted minDrainSpan, else as in the last
+// spell, else the rate of the last window (over the time since the first
+// commit when that is shorter, so that the time before anything was
+// consumed does not count) with no step.
+func (t *topic) drainLocked(now time.Time, window time.Duration) drain {
+	if dr, ok := t.spellDrainLocked(now); ok {
+		return dr
+	}
+	if t.spellDrain.rate > 0 {
 		return t.spellDrain
 	}
 	if t.consumedTotal == 0 {
-		return 0
+		return drain{}
 	}
-	return t.consumed.rateSince(now, window, t.firstConsumed)
+	return drain{rate: t.consumed.rateSince(now, window, t.firstConsumed)}
 }
 
 // dedupEntry is where an id was stored.

@@ -126,8 +126,8 @@ func TestSendRateThrottle(t *testing.T) {
 }
 
 // TestBacklogHintUsesDrainRateWhileThrottled pins the BACKLOG RetryInfo
-// hint: (backlog - low water) / drain rate, the rate measured while the
-// topic is throttled, so that time the consumer sat idle before the spell
+// hint: (backlog - low water) / drain rate + the time between commits,
+// measured while the topic is throttled, so that time the consumer sat idle before the spell
 // does not make the hint too long.
 func TestBacklogHintUsesDrainRateWhileThrottled(t *testing.T) {
 	clock := newFakeClock()
@@ -162,24 +162,29 @@ func TestBacklogHintUsesDrainRateWhileThrottled(t *testing.T) {
 	clock.Advance(500 * time.Millisecond)
 	fill(t, c, "t", "burst", 30)
 	// Nothing consumed yet in this spell, and no spell before it: the rate
-	// of the window, counted from the first commit (at 10 ms): 100 in 590 ms.
+	// of the window, counted from the first commit (at 10 ms): 100 in 590 ms,
+	// 147.5 ms (over the whole window: 250 ms).
 	wantHint("first", time.Duration(25.0/(100.0/0.59)*float64(time.Second)))
-	// 20 ms into the spell, 20 consumed: 1000/s; excess 10-5: 5 ms. The
+	// 20 ms into the spell, 20 consumed in commits 10 ms apart: 1000/s;
+	// excess 10-5: 5 ms, plus a step for the commit to come: 15 ms. The
 	// window's rate (120/s) would say 41.7 ms.
-	clock.Advance(20 * time.Millisecond)
-	receive(t, c, "t", "g", 20)
-	wantHint("in-spell", 5*time.Millisecond)
-	// At the low-water mark the spell ends: 25 in 25 ms.
-	clock.Advance(5 * time.Millisecond)
-	receive(t, c, "t", "g", 5)
+	for range 2 {
+		clock.Advance(10 * time.Millisecond)
+		receive(t, c, "t", "g", 10)
+	}
+	wantHint("in-spell", 15*time.Millisecond)
+	// Under the low-water mark the spell ends: 30 in 30 ms, 3 commits.
+	clock.Advance(10 * time.Millisecond)
+	receive(t, c, "t", "g", 10)
 	if s := b.Stats(); s.Topics[0].ThrottledBacklog {
 		t.Fatalf("throttled_backlog = true at backlog %d; want false", s.Topics[0].Backlog)
 	}
-	// 500 ms idle, then a new spell: the last spell's rate, 1000/s, for an
-	// excess of 20: 20 ms. The window's rate (25/s) would say 800 ms.
+	// 500 ms idle, then a new spell: the last spell's drain, 1000/s in
+	// steps of 10 ms, for an excess of 15: 25 ms. The window's rate
+	// (30/s) would say 500 ms.
 	clock.Advance(500 * time.Millisecond)
-	fill(t, c, "t", "burst2", 20) // backlog 5+20
-	wantHint("next-spell", 20*time.Millisecond)
+	fill(t, c, "t", "burst2", 20) // backlog 20
+	wantHint("next-spell", 25*time.Millisecond)
 	// The consumer stops: nothing drains in this spell, the hint is the
 	// window.
 	clock.Advance(50 * time.Millisecond)
