@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
+	"github.com/rocketry-go/rocketry/backoff"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
@@ -26,7 +27,7 @@ type Broker struct {
 	cfg config
 	log *slog.Logger
 	now func() time.Time
-	rng lockedRand
+	rng *backoff.LockedRand
 
 	faults   atomic.Pointer[Faults]
 	throttle atomic.Pointer[throttleState]
@@ -80,7 +81,7 @@ func New(opts ...Option) (*Broker, error) {
 	if !cfg.seeded {
 		seed = rand.Uint64()
 	}
-	b.rng.r = rand.New(rand.NewPCG(seed, 0x726f636b65747279))
+	b.rng = backoff.NewLockedRand(seed, 0x726f636b65747279)
 	f := cfg.faults
 	b.faults.Store(&f)
 	b.throttle.Store(newThrottleState(cfg.throttle, b.now()))

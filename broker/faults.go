@@ -3,9 +3,9 @@ package broker
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
-	"sync"
 	"time"
+
+	"github.com/rocketry-go/rocketry/backoff"
 )
 
 // Faults are failures the broker injects into SendMessage calls on purpose,
@@ -97,20 +97,8 @@ var faultNames = [numFaultKinds]string{
 	faultUnavailable: "unavailable",
 }
 
-// lockedRand is a random source safe for concurrent use.
-type lockedRand struct {
-	mu sync.Mutex
-	r  *rand.Rand
-}
-
-func (l *lockedRand) Float64() float64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.r.Float64()
-}
-
 // pick draws which random fault, if any, a call gets.
-func (f *Faults) pick(r *lockedRand) faultKind {
+func (f *Faults) pick(r *backoff.LockedRand) faultKind {
 	if !f.random() {
 		return faultNone
 	}

@@ -100,7 +100,7 @@ func (b *Broker) injectFaults(ctx context.Context) error {
 		b.faultCount[faultUnavailable].Add(1)
 		return unavailable("broker: unavailable (injected fault)")
 	}
-	switch k := f.pick(&b.rng); k {
+	switch k := f.pick(b.rng); k {
 	case faultBlackhole:
 		b.faultCount[k].Add(1)
 		select {

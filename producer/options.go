@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/rocketry-go/rocketry/backoff"
@@ -352,23 +350,12 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 	}}
 }
 
-// lockedRand is a math/rand/v2 PCG seeded from crypto/rand, guarded by a
-// mutex so that concurrent sends can share it.
-type lockedRand struct {
-	mu sync.Mutex
-	r  *rand.Rand
-}
-
-func newLockedRand() *lockedRand {
+// newLockedRand is the default jitter source: a PCG seeded from
+// crypto/rand, which concurrent sends share.
+func newLockedRand() *backoff.LockedRand {
 	var seed [16]byte
 	_, _ = cryptorand.Read(seed[:]) // never fails (Go 1.24+)
-	return &lockedRand{r: rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))}
-}
-
-func (l *lockedRand) Float64() float64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.r.Float64()
+	return backoff.NewLockedRand(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:]))
 }
 
 // WithDeliveryPolicy sets the throttle schedule to an SNS delivery policy

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -218,7 +217,7 @@ func (r *demoRun) newProducer(withSpool bool) (*producer.Producer, error) {
 		producer.WithThrottleSchedule(r.throttleSchedule()),
 		producer.WithFailureSchedule(failure),
 		producer.WithMaxInFlight(c.maxInFlight),
-		producer.WithRand(newLockedRand(c.seed)),
+		producer.WithRand(backoff.NewLockedRand(c.seed, c.seed^0x9e3779b97f4a7c15)),
 		producer.WithDialOptions(r.connectParams()),
 	}
 	if withSpool {
@@ -424,20 +423,4 @@ func (r *demoRun) storedCounts() map[string]int {
 		out[m.GetMessage().GetMessageId()]++
 	}
 	return out
-}
-
-// lockedRand is a seeded source of jitter that is safe for concurrent use.
-type lockedRand struct {
-	mu sync.Mutex
-	r  *rand.Rand
-}
-
-func newLockedRand(seed uint64) *lockedRand {
-	return &lockedRand{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
-}
-
-func (l *lockedRand) Float64() float64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.r.Float64()
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/broker"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/producer"
@@ -203,7 +204,7 @@ func (s Scenario) Run(ctx context.Context, name string) (*Result, error) {
 	var timing *timingRecorder
 	set := Settings{Topic: scenarioTopic, Scaled: true, Scale: s.Scale, MaxAttempts: s.MaxAttempts, NaiveSleep: s.NaiveSleep}
 	if name == Rocketry || name == RocketryNoHint {
-		set.Rand = &lockedRand{r: rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15))}
+		set.Rand = backoff.NewLockedRand(s.Seed, s.Seed^0x9e3779b97f4a7c15)
 		timing = newTimingRecorder()
 		set.Observer = timing.observe
 	}
@@ -498,18 +499,6 @@ func percentileMs(d []time.Duration, p float64) float64 {
 	slices.Sort(d)
 	i := int(p * float64(len(d)-1))
 	return float64(d[i]) / float64(time.Millisecond)
-}
-
-// lockedRand is a seeded math/rand/v2 source safe for concurrent use.
-type lockedRand struct {
-	mu sync.Mutex
-	r  *rand.Rand
-}
-
-func (l *lockedRand) Float64() float64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.r.Float64()
 }
 
 // Timing is the retry timing of rocketry's sends: for each retry, the

@@ -115,22 +115,6 @@ type outcome struct {
 // failed and was retried, its gRPC code and broker code.
 type attemptRec struct{ ep, res string }
 
-// lockedRand is a seeded math/rand/v2 source safe for concurrent use.
-type lockedRand struct {
-	mu sync.Mutex
-	r  *rand.Rand
-}
-
-func newLockedRand(seed uint64) *lockedRand {
-	return &lockedRand{r: rand.New(rand.NewPCG(seed, 0x6a177e5))}
-}
-
-func (l *lockedRand) Float64() float64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.r.Float64()
-}
-
 // msgID is message i's ID; msgIndex parses it back.
 func msgID(seed uint64, i int) string { return fmt.Sprintf("s%d-%06d", seed, i) }
 
@@ -325,7 +309,7 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 		producer.WithThrottleSchedule(throttle),
 		producer.WithFailureSchedule(backoff.Constant(3 * time.Millisecond)),
 		producer.WithMaxInFlight(sc.maxInFlight),
-		producer.WithRand(newLockedRand(sc.seed)),
+		producer.WithRand(backoff.NewLockedRand(sc.seed, 0x6a177e5)),
 		producer.WithObserver(func(e producer.Event) {
 			if e.Kind == producer.EventRetry && e.Why == "throttled" {
 				for {
