@@ -58,9 +58,8 @@ type benchScenario struct {
 
 func runBench(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: rocketry bench [--duration 10s] [--rounds N] [--contenders a,b,...] [--json] [--markdown]
+		fmt.Fprint(fs.Output(), `usage: rocketry bench [--duration 10s] [--rounds N] [--contenders a,b,...] [--json] [--markdown]
        rocketry bench --scale [--scale-sizes 1000,10000,100000] [--json]
 
 Runs the throttling scenario of BENCHMARKS.md against each contender in turn
@@ -85,15 +84,8 @@ flags:
 	rounds := fs.Int("rounds", 1, "rounds over the contenders, interleaved; the table shows each figure's median")
 	scale := fs.Bool("scale", false, "measure memory and goroutines per in-flight async send instead of the scenario")
 	scaleSizes := fs.String("scale-sizes", "1000,10000,100000", "queued sends of --scale")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "rocketry bench: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := parseFlags("bench", fs, args, stdout, stderr); !ok {
+		return code
 	}
 	mdSet := false
 	fs.Visit(func(f *flag.Flag) { mdSet = mdSet || f.Name == "markdown" })

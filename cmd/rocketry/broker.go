@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -44,8 +43,7 @@ type brokerConfig struct {
 }
 
 func brokerFlags(c *brokerConfig) *flag.FlagSet {
-	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("broker")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:7777", "`address` to listen on")
 	fs.IntVar(&c.queues, "queues", broker.DefaultQueues, "queues per topic")
 	fs.Int64Var(&c.throttle.MaxBacklog, "max-backlog", 0, "refuse sends (530 BACKLOG) to a topic whose backlog is above this; 0 = off")
@@ -93,31 +91,10 @@ func (c *brokerConfig) options(logger *slog.Logger, seeded bool) []broker.Option
 	return opts
 }
 
-// parseFlagsOneLine parses args with fs: 0, false after -h (usage on
-// stdout); 2, false for bad usage (one line on stderr).
-func parseFlagsOneLine(name string, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (int, bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fmt.Fprintf(stdout, "usage: rocketry %s [flags]\n", name)
-			fs.PrintDefaults()
-			return 0, false
-		}
-		msg, _, _ := strings.Cut(err.Error(), "\n")
-		fmt.Fprintf(stderr, "rocketry %s: %s\n", name, msg)
-		return 2, false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "rocketry %s: unexpected argument %q\n", name, fs.Arg(0))
-		return 2, false
-	}
-	return 0, true
-}
-
 func runBroker(args []string, stdout, stderr io.Writer) int {
 	var c brokerConfig
 	fs := brokerFlags(&c)
-	if code, ok := parseFlagsOneLine("broker", fs, args, stdout, stderr); !ok {
+	if code, ok := parseFlags("broker", fs, args, stdout, stderr); !ok {
 		return code
 	}
 	seeded := false

@@ -35,8 +35,7 @@ type consumeConfig struct {
 }
 
 func consumeFlags(c *consumeConfig) *flag.FlagSet {
-	fs := flag.NewFlagSet("consume", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("consume")
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:7777", "broker `address`")
 	fs.StringVar(&c.topic, "topic", "", "topic to read (required)")
 	fs.StringVar(&c.group, "group", "rocketry-consume", "consumer group")
@@ -74,7 +73,7 @@ func (c *consumeConfig) validate() error {
 
 func runConsume(args []string, stdout, stderr io.Writer) int {
 	var c consumeConfig
-	if code, ok := parseFlagsOneLine("consume", consumeFlags(&c), args, stdout, stderr); !ok {
+	if code, ok := parseFlags("consume", consumeFlags(&c), args, stdout, stderr); !ok {
 		return code
 	}
 	if err := c.validate(); err != nil {

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/rocketry-go/rocketry/backoff"
@@ -57,7 +55,7 @@ type demoConfig struct {
 
 // demoFlags binds the demo's flags to c, which holds the defaults.
 func demoFlags(c *demoConfig) *flag.FlagSet {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs := newFlagSet("demo")
 	fs.IntVar(&c.messages, "messages", 20_000, "number of messages to send")
 	fs.IntVar(&c.bodyBytes, "body-bytes", 64, "size of each message body in bytes")
 	fs.IntVar(&c.syncWorkers, "sync-workers", 8, "goroutines sending with Send")
@@ -80,7 +78,6 @@ func demoFlags(c *demoConfig) *flag.FlagSet {
 	fs.BoolVar(&c.replay, "replay", true, "replay the dead-letter spool at the end")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the summary as one JSON object")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "give up on the run after this long")
-	fs.SetOutput(io.Discard)
 	return fs
 }
 
@@ -171,19 +168,8 @@ func (c *demoConfig) asyncCount() int {
 func runDemo(args []string, stdout, stderr io.Writer) int {
 	var c demoConfig
 	fs := demoFlags(&c)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fmt.Fprintln(stdout, "usage: rocketry demo [flags]")
-			fs.PrintDefaults()
-			return 0
-		}
-		fmt.Fprintf(stderr, "rocketry demo: %s\n", firstLine(err.Error()))
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "rocketry demo: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := parseFlags("demo", fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if err := c.validate(); err != nil {
 		fmt.Fprintf(stderr, "rocketry demo: %v\n", err)
@@ -206,12 +192,4 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// firstLine keeps error texts to one line on stderr.
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
 }

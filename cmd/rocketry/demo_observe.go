@@ -187,7 +187,7 @@ func sendErrorKind(err error) string {
 
 // shortError keeps the first line of an error, at most 160 bytes.
 func shortError(err error) string {
-	s := firstLine(err.Error())
+	s := oneLine(err.Error())
 	if len(s) > 160 {
 		s = s[:160] + "..."
 	}

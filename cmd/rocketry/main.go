@@ -10,10 +10,13 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"sort"
+	"strings"
 )
 
 // command is one subcommand. run gets the arguments after the command name
@@ -53,6 +56,46 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	return c.run(args[1:], stdout, stderr)
+}
+
+// parseFlags parses a command's args with fs. It returns the exit status
+// and false when the command must stop: 0 after -h (the usage on stdout),
+// 2 for bad usage (one line on stderr naming the problem).
+func parseFlags(name string, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (int, bool) {
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return 0, false
+		}
+		fmt.Fprintf(stderr, "rocketry %s: %s\n", name, oneLine(err.Error()))
+		return 2, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "rocketry %s: unexpected argument %q\n", name, fs.Arg(0))
+		return 2, false
+	}
+	return 0, true
+}
+
+// newFlagSet returns a flag set for command name whose usage, written to the
+// set's output, reads "usage: rocketry NAME [flags]" and the flags.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: rocketry %s [flags]\n", name)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// oneLine keeps an error text to its first line, for one line on stderr.
+func oneLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
 
 func usage(w io.Writer) {

@@ -57,7 +57,7 @@ type produceConfig struct {
 }
 
 func produceFlags(c *produceConfig) *flag.FlagSet {
-	fs := flag.NewFlagSet("produce", flag.ContinueOnError)
+	fs := newFlagSet("produce")
 	fs.StringVar(&c.addr, "addr", "", "broker address HOST:PORT, or a comma-separated list of them (required)")
 	fs.StringVar(&c.topic, "topic", "", "topic to send to (required)")
 	fs.StringVar(&c.tag, "tag", "", "tag of every message")
@@ -74,7 +74,6 @@ func produceFlags(c *produceConfig) *flag.FlagSet {
 	fs.StringVar(&c.spool, "spool", "", "dead-letter spool file for messages whose attempts are spent (rocketry replay resends it)")
 	fs.DurationVar(&c.timeout, "timeout", 0, "stop sending after this long (0 = no limit)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the summary as one JSON object")
-	fs.SetOutput(io.Discard)
 	return fs
 }
 
@@ -193,7 +192,7 @@ func (r *produceRun) fail(err error) {
 func runProduce(args []string, stdout, stderr io.Writer) int {
 	c := produceConfig{set: map[string]bool{}}
 	fs := produceFlags(&c)
-	if code, ok := parseCommandFlags("produce", fs, args, stdout, stderr); !ok {
+	if code, ok := parseFlags("produce", fs, args, stdout, stderr); !ok {
 		return code
 	}
 	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })

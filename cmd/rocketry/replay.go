@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/rocketry-go/rocketry/producer"
@@ -28,14 +27,13 @@ type replayConfig struct {
 }
 
 func replayFlags(c *replayConfig) *flag.FlagSet {
-	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs := newFlagSet("replay")
 	fs.StringVar(&c.spool, "spool", "", "the dead-letter spool file to replay (required)")
 	fs.StringVar(&c.addr, "addr", "", "broker address HOST:PORT, or a comma-separated list of them (required)")
 	fs.IntVar(&c.maxAttempts, "max-attempts", 3, "attempts per message, the first one included")
 	fs.DurationVar(&c.attemptTimeout, "attempt-timeout", 3*time.Second, "time limit of one attempt")
 	fs.DurationVar(&c.timeout, "timeout", 0, "give up after this long, keeping what was not sent (0 = no limit)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the summary as one JSON object")
-	fs.SetOutput(io.Discard)
 	return fs
 }
 
@@ -66,38 +64,9 @@ type replaySummary struct {
 	Error      string `json:"error,omitempty"`
 }
 
-// parseCommandFlags parses args with fs; it returns the exit status to use
-// and false when the command must stop (help shown, or bad usage reported
-// as one line on stderr).
-func parseCommandFlags(name string, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (int, bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fmt.Fprintf(stdout, "usage: rocketry %s [flags]\n", name)
-			fs.PrintDefaults()
-			return 0, false
-		}
-		fmt.Fprintf(stderr, "rocketry %s: %s\n", name, oneLine(err.Error()))
-		return 2, false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "rocketry %s: unexpected argument %q\n", name, fs.Arg(0))
-		return 2, false
-	}
-	return 0, true
-}
-
-// oneLine keeps an error text to one line on stderr.
-func oneLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
-
 func runReplay(args []string, stdout, stderr io.Writer) int {
 	var c replayConfig
-	if code, ok := parseCommandFlags("replay", replayFlags(&c), args, stdout, stderr); !ok {
+	if code, ok := parseFlags("replay", replayFlags(&c), args, stdout, stderr); !ok {
 		return code
 	}
 	if err := c.validate(); err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -21,12 +20,11 @@ func init() {
 }
 
 func runStats(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("stats")
 	addr := fs.String("addr", "127.0.0.1:7777", "broker `address`")
 	asJSON := fs.Bool("json", false, "print JSON")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the broker")
-	if code, ok := parseFlagsOneLine("stats", fs, args, stdout, stderr); !ok {
+	if code, ok := parseFlags("stats", fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if *timeout <= 0 {
