@@ -75,6 +75,7 @@ type config struct {
 	logger         *slog.Logger
 	dialOpts       []grpc.DialOption
 	failoverAlways bool // fail over after an unknown outcome too
+	rmq            rmqSettings // apache.rocketmq.v2: see rocketmq_options.go
 
 	// Built by finish.
 	limiter *rate.Limiter

@@ -1,0 +1,95 @@
+package producer
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+)
+
+// OutcomeKind is what one attempt's answer says of its message.
+type OutcomeKind uint8
+
+const (
+	// Stored: the broker stored the message (or had it already).
+	Stored OutcomeKind = iota + 1
+	// Throttled: the broker refused the message because it is overloaded
+	// (rocketry.v1 530, apache.rocketmq.v2 42900, gRPC RESOURCE_EXHAUSTED);
+	// the message is known not stored.
+	Throttled
+	// FailedNotStored: the attempt failed and the broker said it stored
+	// nothing (or the request never reached it).
+	FailedNotStored
+	// FailedUnknown: the attempt failed and the message may or may not be
+	// stored: its timeout, a connection lost in flight, a 5xx without the
+	// broker's word.
+	FailedUnknown
+	// Permanent: the broker refused the message for a reason that a retry
+	// cannot change (4xx); it is not stored.
+	Permanent
+)
+
+var outcomeNames = [...]string{
+	Stored:          "stored",
+	Throttled:       "throttled",
+	FailedNotStored: "failed-not-stored",
+	FailedUnknown:   "failed-unknown",
+	Permanent:       "permanent",
+}
+
+// String returns the kind's name, such as "throttled".
+func (k OutcomeKind) String() string {
+	if int(k) < len(outcomeNames) && outcomeNames[k] != "" {
+		return outcomeNames[k]
+	}
+	return "OutcomeKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Outcome is what a Classifier reads from one attempt's reply or error.
+type Outcome struct {
+	// Kind is the class of the answer; it decides what follows.
+	Kind OutcomeKind
+	// Code is the broker code in rocketry.v1's terms (530 for any throttle,
+	// 500/503 for failures the broker reported, the 4xx family), or
+	// CODE_UNSPECIFIED when the answer carried none.
+	Code rocketryv1.Code
+	// WireCode is the code as the protocol spelt it: the rocketry.v1 code,
+	// the apache.rocketmq.v2 status code (42900, 50001, ...), or 0.
+	WireCode int32
+	// Reason is the throttle reason, when the broker gave one.
+	Reason rocketryv1.ThrottleReason
+	// Hint is the broker's suggested wait before a retry (google.rpc.RetryInfo);
+	// 0 when absent. It may lengthen the schedule's wait, never shorten it.
+	Hint time.Duration
+	// Err is the attempt's error: the gRPC error, or for a protocol that
+	// answers in the response body, an error made from the body's status.
+	// nil when Kind is Stored.
+	Err error
+}
+
+// A Classifier turns the reply or error of one attempt into an Outcome. One
+// exists per wire protocol: GRPCClassifier reads gRPC statuses (and the
+// rocketry.v1 ErrorDetail), RocketMQClassifier reads apache.rocketmq.v2
+// response bodies. A Classifier must be safe for concurrent use.
+type Classifier interface {
+	// Classify is called after every attempt with its reply (as given to
+	// the call) and its error (nil when the call returned OK).
+	Classify(reply any, err error) Outcome
+}
+
+// attempter makes the attempts of one send over one wire protocol. The
+// executor owns every decision (what follows, where and when); an attempter
+// only carries an attempt to endpoint ep and back.
+type attempter interface {
+	// attempt makes one attempt on endpoint ep (an index the attempter
+	// takes modulo its endpoints; ep+1 is the next one, on another broker
+	// where there is one), waiting for the connection within ctx when
+	// waitForReady is set. It returns the attempt's outcome and whether
+	// the request never left the client (so the message is known not
+	// stored).
+	attempt(ctx context.Context, ep int, waitForReady bool) (o Outcome, unsent bool)
+	// endpoint names endpoint ep for events and logs; two indexes with the
+	// same name are the same broker.
+	endpoint(ep int) string
+}
