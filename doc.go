@@ -15,6 +15,32 @@
 // repository root with
 //
 //	go generate .
+//
+// # RocketMQ 5 protocol
+//
+// gen/apache/rocketmq/v2 (Go package rocketmqv2) holds the part of the
+// RocketMQ 5 gRPC protocol, apache.rocketmq.v2.MessagingService, that the
+// producer speaks to a RocketMQ proxy. Its .proto files in
+// proto/apache/rocketmq/v2 are rocketry's own, but every full name, field
+// number and enum value is upstream's, since that is the wire contract.
+//
+// The official RocketMQ Go client (github.com/apache/rocketmq-clients/golang/v5)
+// registers the same full names (and the same .proto file paths) in the
+// protobuf global registry, so a binary that links both panics at start-up
+// with a registration conflict. To link both, relax the conflict policy of
+// google.golang.org/protobuf, either when running:
+//
+//	GOLANG_PROTOBUF_REGISTRATION_CONFLICT=warn ./yourprogram
+//
+// or when building:
+//
+//	go build -ldflags "-X google.golang.org/protobuf/reflect/protoregistry.conflictPolicy=warn"
+//
+// With "warn" the first registration wins and the later one is logged and
+// ignored. Each package's generated code keeps marshalling its own types, but
+// lookups by name in the global registry (protoregistry.GlobalTypes,
+// anypb, gRPC server reflection) find only the first. Neither switch is
+// covered by protobuf-go's compatibility promise.
 package rocketry
 
 //go:generate go tool -modfile=tools/go.mod buf generate
