@@ -1,0 +1,141 @@
+// Package interop proves that rocketry's bundled broker serves the RocketMQ 5
+// gRPC protocol (apache.rocketmq.v2) to code nobody here wrote: the official
+// Apache RocketMQ Node.js client, npm package rocketmq-client-nodejs 1.0.8,
+// pinned with its whole dependency tree in node/package-lock.json. It has no
+// API: the test runs node/produce.js, which sends messages with the client's
+// Producer and prints a JSON summary, against a broker with throttling and
+// injected faults, then checks the broker's store against the summary.
+//
+//	go test -v -run Node ./internal/interop/
+//
+// The test skips only when node or npm is not on PATH. It installs the
+// client with `npm ci` into a directory under the user cache directory named
+// after the lock file's hash, so only the first run downloads anything.
+//
+// What follows is what the client does and expects, read from its source
+// (node_modules/rocketmq-client-nodejs/src; dist/ is the same code compiled)
+// and checked against a broker. It is what a broker must answer, field by
+// field, for this client to work.
+//
+// # Transport
+//
+// Plain gRPC over HTTP/2 (TLS only with sslEnabled), service
+// apache.rocketmq.v2.MessagingService. Every call carries the metadata
+// x-mq-protocol: v2, x-mq-client-id (host@pid@n@time), x-mq-date-time,
+// x-mq-request-id (a UUID), x-mq-language: HTTP (not NODE_JS: the client
+// says so to avoid a Java proxy bug) and x-mq-client-version: 1.0.8;
+// x-mq-namespace only when a namespace is set, authorization only with
+// sessionCredentials. Each unary call has a deadline of the client's
+// requestTimeout, 3 s by default. The client opens one channel per Endpoints
+// object, so the access point and the route's broker address get a channel
+// each even when they are the same address.
+//
+// # Startup
+//
+// new Producer({endpoints: "127.0.0.1:PORT", namespace: "", topic, maxAttempts})
+// then startup():
+//
+//  1. QueryRoute for each topic given to the constructor, to the access
+//     point: QueryRouteRequest{topic: {name}, endpoints: {scheme: IPv4 for a
+//     dotted-quad host, else DOMAIN_NAME, addresses: [{host, port}]}}; the
+//     topic's resource_namespace is left empty even with a namespace. Up to
+//     3 attempts, 1 s and then 2 s apart. The answer's status must be OK
+//     (20000) (30000 and 40401 pass the client's check too; other codes
+//     fail the attempt). Of its message_queues the
+//     producer keeps only those with id == 0 (it compares the queue id, not
+//     the broker id, with its MASTER_BROKER_ID of 0) and permission WRITE (3)
+//     or READ_WRITE (4). At least one must be left, or every send fails at
+//     once, without a retry, with "RangeError: The value of "max" is out of
+//     range" (randomInt(0)). For each kept queue the client dials
+//     broker.endpoints as host:port of each address joined by commas, so
+//     broker.endpoints must hold exactly one address whose host the client
+//     can dial as written (an IPv4 literal or a name; an IPv6 literal breaks
+//     it); scheme is not used for dialling, so IPv4 and DOMAIN_NAME both
+//     work. Queues are grouped by broker.name; broker.id is not used.
+//     accept_message_types must contain NORMAL (1) while message types are
+//     validated (the default), or every send fails with a TypeError, not
+//     retried.
+//  2. For each broker address new to it, the client opens one Telemetry
+//     stream to that address (the route's, not the access point) and
+//     writes TelemetryCommand{settings: {client_type: PRODUCER (1),
+//     access_point, request_timeout: 3s, publishing: {topics: [{name}],
+//     validate_message_type: true, max_body_size: 0}, user_agent: {language:
+//     NODE_JS (8), version: "1.0.8", platform, hostname}}}. It sends no
+//     backoff_policy, and its max_body_size of 0 is not a limit.
+//  3. startup() then waits, with no timeout of its own, for the first
+//     TelemetryCommand from the broker whose settings field is set. From
+//     those Settings it takes, when pub_sub is publishing:
+//     backoff_policy.exponential_backoff (required: a Settings with
+//     publishing but without backoff_policy throws an uncaught TypeError in
+//     the stream's data handler and kills the Node process; a
+//     customized_backoff fails an assertion the same way),
+//     publishing.max_body_size (adopted as is: 0 makes every send fail
+//     with "Message body size exceeds the threshold" before it reaches the
+//     wire) and publishing.validate_message_type. Settings without
+//     publishing are ignored, but still end the wait. A command's status is
+//     ignored when settings is set; a command with no field but a non-OK
+//     status fails startup. If the broker ends or breaks the stream, the
+//     client opens a new one after 1 s and writes its Settings again.
+//
+// A producer given no topic skips steps 1 and 3: its first send queries the
+// route and writes Settings without waiting for the answer. Afterwards the
+// client sends Heartbeat{client_type: PRODUCER} to every route address every
+// 10 s (the answer is not checked), queries routes again every 30 s and
+// writes its Settings again every 5 minutes.
+//
+// # Sending
+//
+// Producer.send sends one message per SendMessage request: 1.0.8 has no
+// batch API. The message is {topic: {name, resource_namespace}, body,
+// user_properties, system_properties: {message_id, keys, tag,
+// born_timestamp, born_host, body_encoding: IDENTITY, queue_id: the chosen
+// queue's id (always 0, see above), message_type: NORMAL}}. The message id
+// is 34 upper-case hex digits: version 01, 6 bytes of a MAC address, the
+// low 2 bytes of the pid, 4 bytes of seconds since 2021-01-01 UTC and a
+// 4-byte sequence number. It is made once per send() and is the same on
+// every attempt, so a broker that deduplicates by message id stores a
+// re-sent message once.
+//
+// The client checks the answer's first entry whose status is not OK, or the
+// top-level status when every entry is OK. OK (20000) and MULTIPLE_RESULTS
+// (30000) pass, so a top-level 30000 with OK entries is a success; one bad
+// entry fails the whole request, and the retry re-sends every message of
+// it, stored or not (with one message per request that is that message).
+// Each entry becomes a receipt {message_id, transaction_id, recall_handle,
+// offset}: the broker must answer one entry per message and echo the
+// message id, or send() resolves to undefined (OK without entries) or to a
+// receipt with another id.
+//
+// # Retries
+//
+// A send has maxAttempts attempts (the constructor's, 3 by default; the
+// max_attempts of the broker's backoff_policy is ignored). Every failure is
+// retried while attempts are left, except for transactional messages: gRPC
+// errors (UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ...) and every
+// status but 20000, 30000 and 40401, including 4xxxx answers such as 40000
+// BAD_REQUEST, 40402 TOPIC_NOT_FOUND and 41301 MESSAGE_BODY_TOO_LARGE that
+// cannot succeed later. Only a 42900 TOO_MANY_REQUESTS status waits before the next
+// attempt; everything else, including a gRPC RESOURCE_EXHAUSTED error, is
+// re-sent at once. The wait before attempt n (n >= 2) is
+//
+//	min(initial.seconds * multiplier^(n-1), max.seconds) milliseconds
+//
+// from the broker's exponential_backoff: the client keeps whole seconds of
+// the Durations (nanos are dropped) and hands the number to setTimeout,
+// which counts milliseconds. A backoff of initial 10 ms, max 1 s gives no
+// wait at all; initial 1 s, max 5 s, multiplier 2 gives 2 ms and then 4 ms.
+// Before the first Settings the wait is 0. After a failure the client
+// isolates the address for good (1.0.8's producer never lifts it) and later
+// sends prefer addresses not isolated; within one send the candidate queues
+// are picked once, one per broker name, and attempt n goes to candidate
+// (n-1) mod count. With one broker every attempt goes to queue 0 at the
+// same address. The last attempt's error is what send() rejects with.
+//
+// # Shutdown
+//
+// shutdown() sends NotifyClientTerminationRequest{} to every route address
+// and then ends the Telemetry streams and closes the channels. An error from
+// NotifyClientTermination (UNIMPLEMENTED, say) rejects shutdown() before the
+// streams and channels are closed, and the process stays alive; produce.js
+// reports it and exits anyway.
+package interop
