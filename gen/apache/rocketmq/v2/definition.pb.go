@@ -1427,8 +1427,8 @@ func (x *MessageQueue) GetAcceptMessageTypes() []MessageType {
 type Digest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Type  DigestType             `protobuf:"varint,1,opt,name=type,proto3,enum=apache.rocketmq.v2.DigestType" json:"type,omitempty"`
-	// checksum is the digest in text: for CRC32 the decimal value of the
-	// IEEE CRC, for MD5 and SHA1 upper-case hex.
+	// checksum is the digest in upper-case hex; for CRC32 the IEEE CRC
+	// without leading zeros, as the Java client writes it.
 	Checksum      string `protobuf:"bytes,2,opt,name=checksum,proto3" json:"checksum,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
