@@ -30,16 +30,12 @@ type Broker struct {
 	rng *backoff.LockedRand
 
 	faults   atomic.Pointer[Faults]
-	throttle atomic.Pointer[throttleState]
+	throttle *throttler
 
 	topicsMu sync.RWMutex
 	topics   map[string]*topic
 
-	cold          rateWindow // cold reads, for the storage load
-	coldThrottled atomic.Bool
-
 	stored, duplicates, badRequests, sendRequests atomic.Int64
-	throttledBy                                   [4]atomic.Int64 // by rocketryv1.ThrottleReason
 	faultCount                                    [numFaultKinds]atomic.Int64
 
 	stopCh   chan struct{} // closed by Stop
@@ -70,12 +66,13 @@ func New(opts ...Option) (*Broker, error) {
 		}
 	}
 	b := &Broker{
-		cfg:    cfg,
-		log:    cfg.logger,
-		now:    cfg.clock,
-		topics: map[string]*topic{},
-		stopCh: make(chan struct{}),
-		next:   make(chan net.Listener, 1),
+		cfg:      cfg,
+		log:      cfg.logger,
+		throttle: newThrottler(cfg.throttle, cfg.logger),
+		now:      cfg.clock,
+		topics:   map[string]*topic{},
+		stopCh:   make(chan struct{}),
+		next:     make(chan net.Listener, 1),
 	}
 	seed := uint64(cfg.seed)
 	if !cfg.seeded {
@@ -84,7 +81,6 @@ func New(opts ...Option) (*Broker, error) {
 	b.rng = backoff.NewLockedRand(seed, 0x726f636b65747279)
 	f := cfg.faults
 	b.faults.Store(&f)
-	b.throttle.Store(newThrottleState(cfg.throttle, b.now()))
 	for _, name := range cfg.topics {
 		b.topics[name] = newTopic(name, cfg.queues, cfg.dedupCount)
 	}
@@ -300,31 +296,28 @@ func (b *Broker) DropConnections() {
 	}
 }
 
-// SetFaults replaces the injected faults. Rates outside [0, 1] are clamped
-// and rates summing over 1 are scaled down to a sum of 1; use
-// Faults.Validate to check first.
-func (b *Broker) SetFaults(f Faults) {
+// SetFaults replaces the injected faults. It returns an error naming the
+// field, wrapping ErrInvalidFaults, and changes nothing when f is not
+// valid (see Faults.Validate).
+func (b *Broker) SetFaults(f Faults) error {
 	if err := f.Validate(); err != nil {
-		b.log.Warn("broker: SetFaults: adjusted invalid faults", "err", err)
-		f = f.clamp()
+		return fmt.Errorf("broker: SetFaults: %w", err)
 	}
 	b.faults.Store(&f)
 	b.log.Info("broker: faults set", "internal_rate", f.InternalRate, "latency", f.Latency,
 		"blackhole_rate", f.BlackholeRate, "drop_rate", f.DropRate, "unavailable", f.Unavailable)
+	return nil
 }
 
-// SetThrottle replaces the throttling thresholds. An invalid Throttle
-// (a negative field, a low-water mark above the maximum) is ignored with a
-// warning in the log.
-func (b *Broker) SetThrottle(t Throttle) {
-	if err := t.validate(); err != nil {
-		b.log.Warn("broker: SetThrottle: ignored invalid thresholds", "err", err)
-		return
+// SetThrottle replaces the throttling thresholds. It returns an error
+// naming the field, wrapping ErrInvalidThrottle, and changes nothing when
+// a field is out of range (a negative field, a low-water mark above the
+// maximum).
+func (b *Broker) SetThrottle(t Throttle) error {
+	if err := b.throttle.set(t); err != nil {
+		return fmt.Errorf("broker: SetThrottle: %w", err)
 	}
-	b.throttle.Store(newThrottleState(t, b.now()))
-	b.log.Info("broker: thresholds set", "max_backlog", t.MaxBacklog, "backlog_low_water", t.BacklogLowWater,
-		"cold_read_distance", t.ColdReadDistance, "max_storage_load", t.MaxStorageLoad,
-		"storage_load_window", t.StorageLoadWindow, "max_send_rate", t.MaxSendRate)
+	return nil
 }
 
 // trackingListener remembers the connections it accepted, by remote

@@ -23,9 +23,9 @@ func (b *Broker) consumerTopic(topicName, groupName string) (*topic, error) {
 	if msg := checkName("group", groupName, maxTopicLen); msg != "" {
 		return nil, b.refuse(badRequest(msg))
 	}
-	t, err := b.topicFor(topicName)
-	if err != nil {
-		return nil, b.refuse(err)
+	t, r := b.topicFor(topicName)
+	if r != nil {
+		return nil, b.refuse(r.status())
 	}
 	return t, nil
 }
@@ -56,7 +56,7 @@ func (s consumerServer) ReceiveMessages(ctx context.Context, req *rocketryv1.Rec
 	case n > MaxReceiveMessages:
 		n = MaxReceiveMessages
 	}
-	th := b.throttle.Load()
+	l := b.throttle.limits()
 	now := b.now()
 	resp := &rocketryv1.ReceiveMessagesResponse{}
 	var cold int64
@@ -72,7 +72,7 @@ func (s consumerServer) ReceiveMessages(ctx context.Context, req *rocketryv1.Rec
 			if off >= int64(len(log)) {
 				continue
 			}
-			if int64(len(log))-1-off > th.ColdReadDistance {
+			if l.cold(len(log), off) {
 				cold++
 			}
 			resp.Messages = append(resp.Messages, &rocketryv1.ReceivedMessage{Message: log[off], QueueId: int32(q), Offset: off})
@@ -91,12 +91,12 @@ func (s consumerServer) ReceiveMessages(ctx context.Context, req *rocketryv1.Rec
 		for q, off := range offs {
 			forward += t.commitLocked(g, q, off)
 		}
-		t.consumeLocked(now, forward, th.StorageLoadWindow)
-		b.backlogTransitionLocked(t, t.backlogLocked(), th, now)
+		b.throttle.consumedLocked(t, l, now, forward)
+		b.throttle.backlogChangedLocked(t, l, now)
 	}
 	t.mu.Unlock()
 
-	b.cold.add(now, cold, th.StorageLoadWindow)
+	b.throttle.coldReads(l, now, cold)
 	return resp, nil
 }
 
@@ -108,7 +108,7 @@ func (s consumerServer) CommitOffset(ctx context.Context, req *rocketryv1.Commit
 	if err != nil {
 		return nil, err
 	}
-	th := b.throttle.Load()
+	l := b.throttle.limits()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	q := req.GetQueueId()
@@ -121,8 +121,8 @@ func (s consumerServer) CommitOffset(ctx context.Context, req *rocketryv1.Commit
 	}
 	g := t.groupLocked(req.GetGroup())
 	now := b.now()
-	t.consumeLocked(now, t.commitLocked(g, int(q), req.GetOffset()), th.StorageLoadWindow)
-	b.backlogTransitionLocked(t, t.backlogLocked(), th, now)
+	b.throttle.consumedLocked(t, l, now, t.commitLocked(g, int(q), req.GetOffset()))
+	b.throttle.backlogChangedLocked(t, l, now)
 	return &rocketryv1.CommitOffsetResponse{}, nil
 }
 
@@ -137,14 +137,14 @@ func (s consumerServer) ResetOffset(ctx context.Context, req *rocketryv1.ResetOf
 	if off := req.GetOffset(); off < 0 {
 		return nil, b.refuse(badRequest(fmt.Sprintf("offset %d is negative", off)))
 	}
-	th := b.throttle.Load()
+	l := b.throttle.limits()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	g := t.groupLocked(req.GetGroup())
 	for q, log := range t.queues {
 		t.commitLocked(g, q, min(req.GetOffset(), int64(len(log))))
 	}
-	b.backlogTransitionLocked(t, t.backlogLocked(), th, b.now())
+	b.throttle.backlogChangedLocked(t, l, b.now())
 	b.log.Info("broker: offsets reset", "topic", t.name, "group", req.GetGroup(), "offset", req.GetOffset())
 	return &rocketryv1.ResetOffsetResponse{}, nil
 }

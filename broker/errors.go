@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -23,9 +24,63 @@ var (
 	// ErrNotServing is returned by Restart when the broker was never
 	// started.
 	ErrNotServing = errors.New("broker: not serving")
+	// ErrInvalidThrottle is returned (wrapped, with the field named) by
+	// SetThrottle and New with WithThrottle when a Throttle field is out of
+	// range.
+	ErrInvalidThrottle = errors.New("broker: invalid Throttle")
+	// ErrInvalidFaults is returned (wrapped, with the field named) by
+	// Faults.Validate, SetFaults and New with WithFaults when a Faults
+	// field is out of range.
+	ErrInvalidFaults = errors.New("broker: invalid Faults")
 )
 
-// grpcCodes maps a broker code to its gRPC code (DESIGN.md).
+// invalidError names what is wrong with a Throttle or Faults field; it
+// wraps ErrInvalidThrottle or ErrInvalidFaults.
+type invalidError struct {
+	kind error
+	msg  string
+}
+
+func (e *invalidError) Error() string { return e.msg }
+func (e *invalidError) Unwrap() error { return e.kind }
+
+// problem is what is wrong with a message refused as a bad request; the
+// apache.rocketmq.v2 face answers each with its own code.
+type problem uint8
+
+const (
+	problemOther    problem = iota // anything else
+	problemTopic                   // the topic name
+	problemID                      // the message id
+	problemTag                     // the tag
+	problemKey                     // a key
+	problemProperty                // a property
+)
+
+// refusal is why the broker did not store a request or one of its
+// messages, in terms both faces map to their answers: rocketry.v1 to a
+// gRPC status with an ErrorDetail (status), apache.rocketmq.v2 to a body
+// status or, for 503 UNAVAILABLE, a gRPC status too.
+type refusal struct {
+	code    rocketryv1.Code
+	reason  rocketryv1.ThrottleReason // TOO_MANY_REQUESTS only
+	problem problem                   // BAD_REQUEST only
+	fault   faultKind                 // the injected fault behind it, or faultNone
+	grpc    codes.Code                // the gRPC code when it is not code's (the caller's context ended)
+	retry   time.Duration             // > 0: when to try again
+	msg     string
+}
+
+// status is the refusal as a rocketry.v1 gRPC status error.
+func (r *refusal) status() error {
+	gc := r.grpc
+	if gc == codes.OK {
+		gc = grpcCode(r.code)
+	}
+	return statusErrorCode(gc, r.code, r.reason, r.retry, r.msg)
+}
+
+// grpcCode maps a broker code to its gRPC code.
 func grpcCode(c rocketryv1.Code) codes.Code {
 	switch c {
 	case rocketryv1.Code_CODE_BAD_REQUEST, rocketryv1.Code_CODE_MESSAGE_TOO_LARGE:
@@ -58,8 +113,14 @@ func statusErrorCode(gc codes.Code, code rocketryv1.Code, reason rocketryv1.Thro
 	return st.Err()
 }
 
+// badMessage is a 400 BAD_REQUEST refusal for problem p.
+func badMessage(p problem, format string, args ...any) *refusal {
+	return &refusal{code: rocketryv1.Code_CODE_BAD_REQUEST, problem: p, msg: "broker: " + fmt.Sprintf(format, args...)}
+}
+
+// badRequest is a 400 BAD_REQUEST status error.
 func badRequest(msg string) error {
-	return statusError(rocketryv1.Code_CODE_BAD_REQUEST, 0, 0, "broker: "+msg)
+	return badMessage(problemOther, "%s", msg).status()
 }
 
 type protoMessage = protoadapt.MessageV1

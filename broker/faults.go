@@ -1,11 +1,16 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"time"
 
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
 	"github.com/rocketry-go/rocketry/backoff"
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
 // Faults are failures the broker injects into SendMessage calls on purpose,
@@ -36,39 +41,27 @@ type Faults struct {
 }
 
 // Validate reports whether f is usable: rates in [0, 1] with a sum of at
-// most 1 and no negative latency.
+// most 1 and no negative latency. Its error names the field and wraps
+// ErrInvalidFaults.
 func (f Faults) Validate() error {
+	bad := func(format string, args ...any) error {
+		return &invalidError{kind: ErrInvalidFaults, msg: fmt.Sprintf(format, args...)}
+	}
 	for _, r := range []struct {
 		name string
 		v    float64
 	}{{"InternalRate", f.InternalRate}, {"BlackholeRate", f.BlackholeRate}, {"DropRate", f.DropRate}} {
 		if math.IsNaN(r.v) || r.v < 0 || r.v > 1 {
-			return fmt.Errorf("%s %v is not in [0, 1]", r.name, r.v)
+			return bad("%s %v is not in [0, 1]", r.name, r.v)
 		}
 	}
 	if s := f.InternalRate + f.BlackholeRate + f.DropRate; s > 1+1e-9 {
-		return fmt.Errorf("InternalRate+BlackholeRate+DropRate = %v is above 1", s)
+		return bad("InternalRate+BlackholeRate+DropRate = %v is above 1", s)
 	}
 	if f.Latency < 0 {
-		return fmt.Errorf("Latency %v is negative", f.Latency)
+		return bad("Latency %v is negative", f.Latency)
 	}
 	return nil
-}
-
-// clamp makes f valid: used by SetFaults, which cannot return an error.
-func (f Faults) clamp() Faults {
-	c := func(v float64) float64 {
-		if math.IsNaN(v) || v < 0 {
-			return 0
-		}
-		return min(v, 1)
-	}
-	f.InternalRate, f.BlackholeRate, f.DropRate = c(f.InternalRate), c(f.BlackholeRate), c(f.DropRate)
-	if s := f.InternalRate + f.BlackholeRate + f.DropRate; s > 1 {
-		f.InternalRate, f.BlackholeRate, f.DropRate = f.InternalRate/s, f.BlackholeRate/s, f.DropRate/s
-	}
-	f.Latency = max(f.Latency, 0)
-	return f
 }
 
 func (f *Faults) random() bool {
@@ -112,4 +105,64 @@ func (f *Faults) pick(r *backoff.LockedRand) faultKind {
 		return faultInternal
 	}
 	return faultNone
+}
+
+// injectFaults applies the configured faults to one send call; a non-nil
+// refusal is the call's answer, and nothing is stored.
+func (b *Broker) injectFaults(ctx context.Context) *refusal {
+	f := b.faults.Load()
+	if f.Latency > 0 {
+		b.faultCount[faultLatency].Add(1)
+		t := time.NewTimer(f.Latency)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctxRefusal(ctx, faultLatency)
+		case <-b.stopCh:
+			t.Stop()
+			return unavailable(faultLatency, "broker: stopping")
+		}
+	}
+	if f.Unavailable {
+		b.faultCount[faultUnavailable].Add(1)
+		return unavailable(faultUnavailable, "broker: unavailable (injected fault)")
+	}
+	switch k := f.pick(b.rng); k {
+	case faultBlackhole:
+		b.faultCount[k].Add(1)
+		select {
+		case <-ctx.Done():
+			return ctxRefusal(ctx, k)
+		case <-b.stopCh:
+			return unavailable(k, "broker: stopping")
+		}
+	case faultDrop:
+		b.faultCount[k].Add(1)
+		if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+			b.srvMu.Lock()
+			tl := b.lis
+			b.srvMu.Unlock()
+			if tl != nil {
+				tl.closeConn(p.Addr.String())
+			}
+		}
+		return unavailable(k, "broker: connection dropped (injected fault)")
+	case faultInternal:
+		b.faultCount[k].Add(1)
+		return &refusal{code: rocketryv1.Code_CODE_INTERNAL_ERROR, fault: k, msg: "broker: internal error (injected fault); nothing stored"}
+	}
+	return nil
+}
+
+// unavailable is a 503 UNAVAILABLE refusal caused by fault k.
+func unavailable(k faultKind, msg string) *refusal {
+	return &refusal{code: rocketryv1.Code_CODE_UNAVAILABLE, fault: k, msg: msg}
+}
+
+// ctxRefusal is the refusal of a call whose context ended while fault k
+// held it.
+func ctxRefusal(ctx context.Context, k faultKind) *refusal {
+	st := status.FromContextError(ctx.Err())
+	return &refusal{code: rocketryv1.Code_CODE_UNAVAILABLE, grpc: st.Code(), fault: k, msg: "broker: " + st.Message()}
 }

@@ -2,6 +2,8 @@ package broker_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -208,4 +210,31 @@ func sendAfterReconnect(t testing.TB, c *client, ms ...*rocketryv1.Message) {
 	if err != nil {
 		t.Fatalf("SendMessage after reconnecting = %v; want success", err)
 	}
+}
+
+// TestSetFaultsAndSetThrottleRejectInvalid pins that SetFaults no longer
+// clamps invalid faults: both setters return an error naming the field and
+// keep what was in force.
+func TestSetFaultsAndSetThrottleRejectInvalid(t *testing.T) {
+	b, c := start(t, broker.WithFaults(broker.Faults{InternalRate: 1}), broker.WithThrottle(broker.Throttle{MaxSendRate: 1000}))
+	for _, tc := range []struct {
+		name string
+		err  error
+		kind error
+		want string
+	}{
+		{"SetFaults rate", b.SetFaults(broker.Faults{DropRate: 2}), broker.ErrInvalidFaults, "DropRate"},
+		{"SetFaults sum", b.SetFaults(broker.Faults{DropRate: 0.6, InternalRate: 0.6}), broker.ErrInvalidFaults, "above 1"},
+		{"SetThrottle", b.SetThrottle(broker.Throttle{MaxBacklog: 5, BacklogLowWater: 6}), broker.ErrInvalidThrottle, "BacklogLowWater"},
+	} {
+		if !errors.Is(tc.err, tc.kind) || !strings.Contains(tc.err.Error(), tc.want) || !strings.HasPrefix(tc.err.Error(), "broker: ") {
+			t.Errorf("%s = %v; want an error wrapping %v naming %s", tc.name, tc.err, tc.kind, tc.want)
+		}
+	}
+	_, err := send(t, c, msg("t", "a"))
+	wantRefusal(t, err, codes.Internal, rocketryv1.Code_CODE_INTERNAL_ERROR, 0) // the faults in force are kept
+	if err := b.SetFaults(broker.Faults{}); err != nil {
+		t.Fatalf("SetFaults(Faults{}) = %v; want nil", err)
+	}
+	mustSend(t, c, msg("t", "a"))
 }

@@ -30,7 +30,7 @@ func BenchmarkSendMessageHandler(b *testing.B) {
 		for pb.Next() {
 			i := next.add()
 			req := &rocketryv1.SendMessageRequest{Messages: []*rocketryv1.Message{{Topic: "bench", MessageId: ids[i], Body: body}}}
-			if _, err := br.sendMessage(context.Background(), req); err != nil {
+			if _, err := (messagingServer{b: br}).SendMessage(context.Background(), req); err != nil {
 				b.Error(err)
 				return
 			}

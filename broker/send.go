@@ -3,14 +3,17 @@ package broker
 import (
 	"context"
 	"fmt"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
-	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
-
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+)
+
+// The protocols the broker serves sends on, as SendRecord.Protocol names
+// them.
+const (
+	ProtocolRocketryV1 = "rocketry.v1"
+	ProtocolRocketMQV2 = "apache.rocketmq.v2"
 )
 
 // messagingServer serves rocketryv1.MessagingService.
@@ -19,39 +22,149 @@ type messagingServer struct {
 	b *Broker
 }
 
+// SendMessage is the rocketry.v1 face of the send core: a request is
+// refused whole, with a gRPC status and an ErrorDetail, or each of its
+// messages is stored or answered as a duplicate.
 func (s messagingServer) SendMessage(ctx context.Context, req *rocketryv1.SendMessageRequest) (*rocketryv1.SendMessageResponse, error) {
-	return s.b.sendMessage(ctx, req)
+	refused, res := s.b.send(ctx, sendRequest{protocol: ProtocolRocketryV1, msgs: req.GetMessages(), whole: true})
+	if refused != nil {
+		return nil, refused.status()
+	}
+	for i := range res {
+		if res[i].refused != nil {
+			return nil, res[i].refused.status()
+		}
+	}
+	results := make([]rocketryv1.SendResult, len(res))
+	resp := &rocketryv1.SendMessageResponse{Results: make([]*rocketryv1.SendResult, len(res))}
+	for i, m := range req.Messages {
+		r := &results[i]
+		r.MessageId, r.QueueId, r.Offset, r.Duplicate = m.MessageId, res[i].queue, res[i].offset, res[i].duplicate
+		resp.Results[i] = r
+	}
+	return resp, nil
 }
 
-// sendMessage validates, applies faults and throttling, then stores. A
-// request is refused whole or each of its messages is stored or answered
-// as a duplicate.
-func (b *Broker) sendMessage(ctx context.Context, req *rocketryv1.SendMessageRequest) (*rocketryv1.SendMessageResponse, error) {
+// sendRequest is one send request as the send core sees it, from either
+// face.
+type sendRequest struct {
+	protocol string
+	msgs     []*rocketryv1.Message
+	// invalid holds, per message, a refusal the face found converting it
+	// to a rocketryv1.Message; nil, or as long as msgs.
+	invalid []*refusal
+	// whole makes one invalid message refuse every message of the request
+	// (rocketry.v1); without it an invalid message is refused alone and
+	// the others go on.
+	whole bool
+}
+
+// entryResult is the send core's answer for one message: refused, or
+// where it is stored.
+type entryResult struct {
+	refused *refusal
+	placement
+}
+
+// send is the one path of a send request on both faces: validate, inject
+// faults, throttle, store, in that order. It answers a refusal of the
+// request as a whole (no messages, too many) or one entryResult per
+// message. Every message that passes validation shares the answer of the
+// later steps: all refused alike (not found, a fault, throttled) or each
+// stored or answered as a duplicate.
+func (b *Broker) send(ctx context.Context, req sendRequest) (*refusal, []entryResult) {
 	b.sendRequests.Add(1)
-	name, err := b.validate(req)
-	if err != nil {
+	if n := len(req.msgs); n == 0 || n > b.cfg.maxBatch {
 		b.badRequests.Add(1)
-		return nil, err
+		if n == 0 {
+			return badMessage(problemOther, "request has no messages"), nil
+		}
+		return badMessage(problemOther, "request has %d messages; the most is %d", n, b.cfg.maxBatch), nil
 	}
-	t, err := b.topicFor(name)
-	if err != nil {
+	res := make([]entryResult, len(req.msgs))
+	name, valid := b.validate(req, res)
+	if valid < len(res) {
 		b.badRequests.Add(1)
-		return nil, err
 	}
-	if err := b.injectFaults(ctx); err != nil {
-		return nil, err
+	if valid == 0 {
+		return nil, res
 	}
-	th := b.throttle.Load()
+	t, r := b.topicFor(name)
+	if r != nil && valid == len(res) {
+		b.badRequests.Add(1)
+	}
+	if r == nil {
+		r = b.injectFaults(ctx)
+	}
+	if r == nil {
+		r = b.storeAdmitted(t, req.msgs, res, valid)
+	}
+	if r != nil {
+		for i := range res {
+			if res[i].refused == nil {
+				res[i].refused = r
+			}
+		}
+	}
+	return nil, res
+}
+
+// validate checks each message and refuses the invalid ones in res; with
+// req.whole the first invalid message refuses them all. It returns the
+// request's topic, the first valid message's, and how many are valid.
+func (b *Broker) validate(req sendRequest, res []entryResult) (name string, valid int) {
+	nameAt := -1
+	for i, m := range req.msgs {
+		var r *refusal
+		if req.invalid != nil {
+			r = req.invalid[i]
+		}
+		if r == nil {
+			r = b.checkMessage(i, m, name, nameAt)
+		}
+		if r == nil {
+			if nameAt < 0 {
+				name, nameAt = m.Topic, i
+			}
+			valid++
+			continue
+		}
+		if req.whole {
+			for j := range res {
+				res[j].refused = r
+			}
+			return "", 0
+		}
+		res[i].refused = r
+	}
+	return name, valid
+}
+
+// storeAdmitted throttles, then stores the messages not refused in res:
+// all of them, or none when throttled.
+func (b *Broker) storeAdmitted(t *topic, msgs []*rocketryv1.Message, res []entryResult, valid int) *refusal {
+	l := b.throttle.limits()
 	now := b.now()
-	if err := b.checkStorageLoad(th, now); err != nil {
-		return nil, err
+	if r := b.throttle.checkStorageLoad(l, now); r != nil {
+		return r
 	}
-	return b.store(t, req.Messages, th, now)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r := b.throttle.admitLocked(t, l, valid, now); r != nil {
+		return r
+	}
+	added, dups := t.storeLocked(msgs, res, now, b.cfg.dedupTTL)
+	b.throttle.backlogChangedLocked(t, l, now)
+	b.stored.Add(added)
+	if dups > 0 {
+		b.duplicates.Add(dups)
+	}
+	return nil
 }
 
 // topicFor returns the topic named name, created if the broker creates
-// topics, or a 404 status.
-func (b *Broker) topicFor(name string) (*topic, error) {
+// topics, or a 404 TOPIC_NOT_FOUND refusal.
+func (b *Broker) topicFor(name string) (*topic, *refusal) {
 	b.topicsMu.RLock()
 	t := b.topics[name]
 	b.topicsMu.RUnlock()
@@ -59,8 +172,8 @@ func (b *Broker) topicFor(name string) (*topic, error) {
 		return t, nil
 	}
 	if !b.cfg.autoCreate {
-		return nil, statusError(rocketryv1.Code_CODE_TOPIC_NOT_FOUND, 0, 0,
-			fmt.Sprintf("broker: topic %q not found (the broker does not create topics)", name))
+		return nil, &refusal{code: rocketryv1.Code_CODE_TOPIC_NOT_FOUND,
+			msg: fmt.Sprintf("broker: topic %q not found (the broker does not create topics)", name)}
 	}
 	b.topicsMu.Lock()
 	defer b.topicsMu.Unlock()
@@ -79,248 +192,49 @@ func (b *Broker) lookupTopic(name string) *topic {
 	return b.topics[name]
 }
 
-// injectFaults applies the configured faults to one call; a non-nil error
-// is the call's answer.
-func (b *Broker) injectFaults(ctx context.Context) error {
-	f := b.faults.Load()
-	if f.Latency > 0 {
-		b.faultCount[faultLatency].Add(1)
-		t := time.NewTimer(f.Latency)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctxError(ctx)
-		case <-b.stopCh:
-			t.Stop()
-			return unavailable("broker: stopping")
-		}
+// checkMessage returns why message i of a request is invalid, or nil.
+// name is the request's topic, that of message nameAt, or "" when no
+// message before i is valid.
+func (b *Broker) checkMessage(i int, m *rocketryv1.Message, name string, nameAt int) *refusal {
+	if m == nil {
+		return badMessage(problemOther, "message %d: missing", i)
 	}
-	if f.Unavailable {
-		b.faultCount[faultUnavailable].Add(1)
-		return unavailable("broker: unavailable (injected fault)")
-	}
-	switch k := f.pick(b.rng); k {
-	case faultBlackhole:
-		b.faultCount[k].Add(1)
-		select {
-		case <-ctx.Done():
-			return ctxError(ctx)
-		case <-b.stopCh:
-			return unavailable("broker: stopping")
-		}
-	case faultDrop:
-		b.faultCount[k].Add(1)
-		if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-			b.srvMu.Lock()
-			tl := b.lis
-			b.srvMu.Unlock()
-			if tl != nil {
-				tl.closeConn(p.Addr.String())
-			}
-		}
-		return unavailable("broker: connection dropped (injected fault)")
-	case faultInternal:
-		b.faultCount[k].Add(1)
-		return statusError(rocketryv1.Code_CODE_INTERNAL_ERROR, 0, 0, "broker: internal error (injected fault); nothing stored")
-	}
-	return nil
-}
-
-func unavailable(msg string) error {
-	return statusError(rocketryv1.Code_CODE_UNAVAILABLE, 0, 0, msg)
-}
-
-// ctxError is the status of a call whose context ended.
-func ctxError(ctx context.Context) error {
-	st := status.FromContextError(ctx.Err())
-	return statusErrorCode(st.Code(), rocketryv1.Code_CODE_UNAVAILABLE, 0, 0, "broker: "+st.Message())
-}
-
-// checkStorageLoad refuses with 530 STORAGE_LOAD while the cold-read rate
-// is above its maximum.
-func (b *Broker) checkStorageLoad(th *throttleState, now time.Time) error {
-	if th.MaxStorageLoad <= 0 {
-		if b.coldThrottled.Load() && b.coldThrottled.CompareAndSwap(true, false) {
-			b.log.Info("broker: throttling lifted", "reason", "STORAGE_LOAD")
-		}
-		return nil
-	}
-	r, wait := b.cold.rate(now, th.StorageLoadWindow, th.MaxStorageLoad)
-	if r > th.MaxStorageLoad {
-		if b.coldThrottled.CompareAndSwap(false, true) {
-			b.log.Warn("broker: throttling sends", "reason", "STORAGE_LOAD", "storage_load", r, "max", th.MaxStorageLoad)
-		}
-		b.throttledBy[rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD].Add(1)
-		return statusError(rocketryv1.Code_CODE_TOO_MANY_REQUESTS, rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD, wait,
-			fmt.Sprintf("broker: storage load %.1f cold reads/s is over %.1f; nothing stored", r, th.MaxStorageLoad))
-	}
-	if b.coldThrottled.Load() && b.coldThrottled.CompareAndSwap(true, false) {
-		b.log.Info("broker: throttling lifted", "reason", "STORAGE_LOAD", "storage_load", r, "max", th.MaxStorageLoad)
-	}
-	return nil
-}
-
-// store stores msgs in t, all of them or none when throttled.
-func (b *Broker) store(t *topic, msgs []*rocketryv1.Message, th *throttleState, now time.Time) (*rocketryv1.SendMessageResponse, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if th.MaxBacklog > 0 || t.throttled {
-		bl := t.backlogLocked()
-		b.backlogTransitionLocked(t, bl, th, now)
-		if t.throttled {
-			b.throttledBy[rocketryv1.ThrottleReason_THROTTLE_REASON_BACKLOG].Add(1)
-			return nil, statusError(rocketryv1.Code_CODE_TOO_MANY_REQUESTS, rocketryv1.ThrottleReason_THROTTLE_REASON_BACKLOG,
-				b.backlogWait(t, bl, th, now),
-				fmt.Sprintf("broker: backlog of topic %q is %d, over %d (accepting again at %d or under); nothing stored",
-					t.name, bl, th.MaxBacklog, th.BacklogLowWater))
-		}
-	}
-	if ok, wait := th.allowSend(now, len(msgs)); !ok {
-		b.throttledBy[rocketryv1.ThrottleReason_THROTTLE_REASON_SEND_RATE].Add(1)
-		return nil, statusError(rocketryv1.Code_CODE_TOO_MANY_REQUESTS, rocketryv1.ThrottleReason_THROTTLE_REASON_SEND_RATE, wait,
-			fmt.Sprintf("broker: send rate over %.1f messages/s; nothing stored", th.MaxSendRate))
-	}
-	results := make([]rocketryv1.SendResult, len(msgs))
-	resp := &rocketryv1.SendMessageResponse{Results: make([]*rocketryv1.SendResult, len(msgs))}
-	nowNano, ttl := now.UnixNano(), b.cfg.dedupTTL
-	var added, dups int64
-	for i, m := range msgs {
-		r := &results[i]
-		resp.Results[i] = r
-		r.MessageId = m.MessageId
-		if e, ok := t.dedup.lookup(m.MessageId, nowNano, ttl); ok {
-			r.QueueId, r.Offset, r.Duplicate = e.queue, e.offset, true
-			dups++
-			continue
-		}
-		q := t.next
-		t.next++
-		if t.next == len(t.queues) {
-			t.next = 0
-		}
-		off := int64(len(t.queues[q]))
-		m.Topic = t.name // share one string per topic
-		t.queues[q] = append(t.queues[q], m)
-		t.dedup.remember(m.MessageId, int32(q), off, nowNano, ttl)
-		r.QueueId, r.Offset = int32(q), off
-		added++
-	}
-	t.stored += added
-	for _, g := range t.groups {
-		g.backlog += added
-	}
-	if th.MaxBacklog > 0 {
-		b.backlogTransitionLocked(t, t.backlogLocked(), th, now)
-	}
-	b.stored.Add(added)
-	if dups > 0 {
-		b.duplicates.Add(dups)
-	}
-	return resp, nil
-}
-
-// backlogTransitionLocked moves t in or out of backlog throttling, with
-// hysteresis: in above MaxBacklog, out at BacklogLowWater or under. It
-// notes when a spell begins, and on its end the drain rate measured over
-// it, for backlogWait.
-func (b *Broker) backlogTransitionLocked(t *topic, bl int64, th *throttleState, now time.Time) {
 	switch {
-	case th.MaxBacklog <= 0:
-		if t.throttled {
-			b.endSpellLocked(t, now)
-			b.log.Info("broker: throttling lifted", "reason", "BACKLOG", "topic", t.name, "backlog", bl)
+	case name == "":
+		if msg := checkTopic(m.Topic); msg != "" {
+			return badMessage(problemTopic, "message %d: %s", i, msg)
 		}
-	case !t.throttled && bl > th.MaxBacklog:
-		t.throttled = true
-		t.throttledAt, t.consumedAtThrottle, t.commitsAtThrottle = now, t.consumedTotal, t.commits
-		b.log.Warn("broker: throttling sends", "reason", "BACKLOG", "topic", t.name, "backlog", bl,
-			"max", th.MaxBacklog, "low_water", th.BacklogLowWater)
-	case t.throttled && bl <= th.BacklogLowWater:
-		b.endSpellLocked(t, now)
-		b.log.Info("broker: throttling lifted", "reason", "BACKLOG", "topic", t.name, "backlog", bl,
-			"low_water", th.BacklogLowWater)
+	case m.Topic == "":
+		return badMessage(problemTopic, "message %d: empty topic", i)
+	case m.Topic != name:
+		return badMessage(problemOther, "message %d: topic %s differs from message %d's topic %q; a request carries one topic",
+			i, quote(m.Topic), nameAt, name)
 	}
-}
-
-// endSpellLocked ends t's backlog throttling spell, keeping its drain rate
-// when the spell was long enough to measure it.
-func (b *Broker) endSpellLocked(t *topic, now time.Time) {
-	if dr, ok := t.spellDrainLocked(now); ok && dr.rate > 0 {
-		t.spellDrain = dr
+	if msg := checkID(m.MessageId); msg != "" {
+		return badMessage(problemID, "message %d: %s", i, msg)
 	}
-	t.throttled = false
-}
-
-// backlogWait estimates when t's backlog falls to the low-water mark and
-// the commit that gets it there has come: the excess over the mark divided
-// by the drain rate, plus the drain's step (topic.drainLocked), at least
-// 1 ms and at most the window; the window when nothing drains. Without the
-// step, a hint shorter than the time between the consumer's commits sends
-// a producer back before the backlog has moved, to be refused again. Every
-// sender refused at the same moment gets the same hint; a producer spreads
-// its retries with its own schedule's jitter.
-func (b *Broker) backlogWait(t *topic, bl int64, th *throttleState, now time.Time) time.Duration {
-	dr := t.drainLocked(now, th.StorageLoadWindow)
-	if dr.rate <= 0 {
-		return th.StorageLoadWindow
+	if len(m.Body) > b.cfg.maxBody {
+		return &refusal{code: rocketryv1.Code_CODE_MESSAGE_TOO_LARGE,
+			msg: fmt.Sprintf("broker: message %d (id %q): body of %d bytes is over the limit of %d bytes",
+				i, m.MessageId, len(m.Body), b.cfg.maxBody)}
 	}
-	d := time.Duration(float64(bl-th.BacklogLowWater)/dr.rate*float64(time.Second)) + dr.step
-	return min(max(d, time.Millisecond), th.StorageLoadWindow)
-}
-
-// validate checks a request and returns its topic, or a 4xx status naming
-// the problem and the message index.
-func (b *Broker) validate(req *rocketryv1.SendMessageRequest) (string, error) {
-	if req == nil || len(req.Messages) == 0 {
-		return "", badRequest("request has no messages")
+	if !utf8.ValidString(m.Tag) {
+		return badMessage(problemTag, "message %d: tag is not valid UTF-8", i)
 	}
-	if n := len(req.Messages); n > b.cfg.maxBatch {
-		return "", badRequest(fmt.Sprintf("request has %d messages; the most is %d", n, b.cfg.maxBatch))
-	}
-	var name string
-	for i, m := range req.Messages {
-		if m == nil {
-			return "", badRequest(fmt.Sprintf("message %d: missing", i))
-		}
-		if i == 0 {
-			if msg := checkTopic(m.Topic); msg != "" {
-				return "", badRequest(fmt.Sprintf("message 0: %s", msg))
-			}
-			name = m.Topic
-		} else if m.Topic != name {
-			if m.Topic == "" {
-				return "", badRequest(fmt.Sprintf("message %d: empty topic", i))
-			}
-			return "", badRequest(fmt.Sprintf("message %d: topic %s differs from message 0's topic %q; a request carries one topic",
-				i, quote(m.Topic), name))
-		}
-		if msg := checkID(m.MessageId); msg != "" {
-			return "", badRequest(fmt.Sprintf("message %d: %s", i, msg))
-		}
-		if len(m.Body) > b.cfg.maxBody {
-			return "", statusError(rocketryv1.Code_CODE_MESSAGE_TOO_LARGE, 0, 0,
-				fmt.Sprintf("broker: message %d (id %q): body of %d bytes is over the limit of %d bytes",
-					i, m.MessageId, len(m.Body), b.cfg.maxBody))
-		}
-		if !utf8.ValidString(m.Tag) {
-			return "", badRequest(fmt.Sprintf("message %d: tag is not valid UTF-8", i))
-		}
-		for j, k := range m.Keys {
-			if !utf8.ValidString(k) {
-				return "", badRequest(fmt.Sprintf("message %d: key %d is not valid UTF-8", i, j))
-			}
-		}
-		for k, v := range m.Properties {
-			if k == "" {
-				return "", badRequest(fmt.Sprintf("message %d: a property has an empty name", i))
-			}
-			if !utf8.ValidString(k) || !utf8.ValidString(v) {
-				return "", badRequest(fmt.Sprintf("message %d: property %s is not valid UTF-8", i, quote(k)))
-			}
+	for j, k := range m.Keys {
+		if !utf8.ValidString(k) {
+			return badMessage(problemKey, "message %d: key %d is not valid UTF-8", i, j)
 		}
 	}
-	return name, nil
+	for k, v := range m.Properties {
+		if k == "" {
+			return badMessage(problemProperty, "message %d: a property has an empty name", i)
+		}
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return badMessage(problemProperty, "message %d: property %s is not valid UTF-8", i, quote(k))
+		}
+	}
+	return nil
 }
 
 // checkTopic returns what is wrong with a topic name, or "".

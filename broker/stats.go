@@ -19,24 +19,19 @@ var throttleNames = map[rocketryv1.ThrottleReason]string{
 // "BACKLOG", "STORAGE_LOAD" and "SEND_RATE", the faults by "internal",
 // "latency", "blackhole", "drop" and "unavailable"; every key is present.
 func (b *Broker) Stats() *rocketryv1.GetStatsResponse {
-	th := b.throttle.Load()
 	now := b.now()
 	s := &rocketryv1.GetStatsResponse{
 		Stored:       b.stored.Load(),
 		Duplicates:   b.duplicates.Load(),
 		BadRequests:  b.badRequests.Load(),
 		SendRequests: b.sendRequests.Load(),
-		Throttled:    map[string]int64{},
+		Throttled:    b.throttle.counts(),
 		Faults:       map[string]int64{},
-	}
-	for r, name := range throttleNames {
-		s.Throttled[name] = b.throttledBy[r].Load()
 	}
 	for k := faultInternal; k < numFaultKinds; k++ {
 		s.Faults[faultNames[k]] = b.faultCount[k].Load()
 	}
-	s.StorageLoad, _ = b.cold.rate(now, th.StorageLoadWindow, 0)
-	s.ThrottledStorageLoad = th.MaxStorageLoad > 0 && s.StorageLoad > th.MaxStorageLoad
+	s.StorageLoad, s.ThrottledStorageLoad = b.throttle.storageLoad(now)
 
 	b.topicsMu.RLock()
 	topics := make([]*topic, 0, len(b.topics))
@@ -52,7 +47,7 @@ func (b *Broker) Stats() *rocketryv1.GetStatsResponse {
 			Queues:           int32(len(t.queues)),
 			Stored:           t.stored,
 			Backlog:          t.backlogLocked(),
-			ThrottledBacklog: t.throttled,
+			ThrottledBacklog: t.backlog.throttled,
 		}
 		for name, g := range t.groups {
 			ts.Groups = append(ts.Groups, &rocketryv1.GroupStats{Group: name, Backlog: g.backlog})

@@ -18,24 +18,8 @@ type topic struct {
 	stored int64
 	dedup  dedup
 	groups map[string]*group
-	// backlog throttling (hysteresis) and the drain rate of its hint
-	throttled bool
-	consumed  rateWindow // commits that moved groups forward, for the drain rate
-	// consumedTotal and commits count the messages of those commits and
-	// the commits, ever; firstConsumed is when they first grew (zero
-	// before).
-	consumedTotal int64
-	commits       int64
-	firstConsumed time.Time
-	// throttledAt, consumedAtThrottle and commitsAtThrottle are the time,
-	// consumedTotal and commits when the current backlog throttling spell
-	// began.
-	throttledAt        time.Time
-	consumedAtThrottle int64
-	commitsAtThrottle  int64
-	// spellDrain is the drain measured over the last spell that lasted at
-	// least minDrainSpan; a zero rate if none did.
-	spellDrain drain
+	// backlog is the BACKLOG throttling state, changed by the throttler.
+	backlog backlogState
 }
 
 // group is a consumer group's committed offsets on one topic.
@@ -81,62 +65,46 @@ func (t *topic) commitLocked(g *group, q int, off int64) int64 {
 	return d
 }
 
-// consumeLocked records that commits moved a group n messages forward at
-// now.
-func (t *topic) consumeLocked(now time.Time, n int64, window time.Duration) {
-	if n <= 0 {
-		return
-	}
-	if t.consumedTotal == 0 {
-		t.firstConsumed = now
-	}
-	t.consumedTotal += n
-	t.commits++
-	t.consumed.add(now, n, window)
+// placement is where a message is stored: where it was stored now, or,
+// for a duplicate, where the original was.
+type placement struct {
+	queue     int32
+	offset    int64
+	duplicate bool
 }
 
-// minDrainSpan is the shortest time a drain rate is measured over.
-const minDrainSpan = 10 * time.Millisecond
-
-// drain is how fast a topic's backlog falls: rate messages per second, in
-// commits a step apart on average (0: not known).
-type drain struct {
-	rate float64
-	step time.Duration
-}
-
-// spellDrainLocked is the drain since the current backlog throttling spell
-// began, if the spell has lasted at least minDrainSpan. While a topic is
-// throttled its backlog is above the low-water mark, so its consumers are
-// never short of messages: this is their real rate.
-func (t *topic) spellDrainLocked(now time.Time) (drain, bool) {
-	d := now.Sub(t.throttledAt)
-	if !t.throttled || d < minDrainSpan {
-		return drain{}, false
+// storeLocked stores each message of msgs whose entry in res is not
+// refused, or answers it as a duplicate when the dedup window remembers
+// its id, and fills in its placement in res. The caller holds t.mu.
+func (t *topic) storeLocked(msgs []*rocketryv1.Message, res []entryResult, now time.Time, ttl time.Duration) (added, dups int64) {
+	nowNano := now.UnixNano()
+	for i, m := range msgs {
+		r := &res[i]
+		if r.refused != nil {
+			continue
+		}
+		if e, ok := t.dedup.lookup(m.MessageId, nowNano, ttl); ok {
+			r.placement = placement{queue: e.queue, offset: e.offset, duplicate: true}
+			dups++
+			continue
+		}
+		q := t.next
+		t.next++
+		if t.next == len(t.queues) {
+			t.next = 0
+		}
+		off := int64(len(t.queues[q]))
+		m.Topic = t.name // share one string per topic
+		t.queues[q] = append(t.queues[q], m)
+		t.dedup.remember(m.MessageId, int32(q), off, nowNano, ttl)
+		r.placement = placement{queue: int32(q), offset: off}
+		added++
 	}
-	dr := drain{rate: float64(t.consumedTotal-t.consumedAtThrottle) / d.Seconds()}
-	if c := t.commits - t.commitsAtThrottle; c > 0 {
-		dr.step = d / time.Duration(c)
+	t.stored += added
+	for _, g := range t.groups {
+		g.backlog += added
 	}
-	return dr, true
-}
-
-// drainLocked estimates how fast t's backlog falls: as in the current
-// throttling spell once it has lasted minDrainSpan, else as in the last
-// spell, else the rate of the last window (over the time since the first
-// commit when that is shorter, so that the time before anything was
-// consumed does not count) with no step.
-func (t *topic) drainLocked(now time.Time, window time.Duration) drain {
-	if dr, ok := t.spellDrainLocked(now); ok {
-		return dr
-	}
-	if t.spellDrain.rate > 0 {
-		return t.spellDrain
-	}
-	if t.consumedTotal == 0 {
-		return drain{}
-	}
-	return drain{rate: t.consumed.rateSince(now, window, t.firstConsumed)}
+	return added, dups
 }
 
 // dedupEntry is where an id was stored.

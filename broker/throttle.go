@@ -2,16 +2,20 @@ package broker
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
 // Throttle holds the thresholds above which the broker refuses sends with
-// 530 TOO_MANY_REQUESTS (gRPC RESOURCE_EXHAUSTED). A zero threshold is off;
-// the zero Throttle throttles nothing.
+// 530 TOO_MANY_REQUESTS (gRPC RESOURCE_EXHAUSTED; apache.rocketmq.v2 42900
+// TOO_MANY_REQUESTS). A zero threshold is off; the zero Throttle throttles
+// nothing.
 type Throttle struct {
 	// MaxBacklog is the largest backlog of a topic the broker accepts sends
 	// to; 0 means no limit. A topic's backlog is the largest number of
@@ -50,22 +54,27 @@ const (
 	DefaultStorageLoadWindow = time.Second
 )
 
+// validate returns an error naming the first invalid field; it wraps
+// ErrInvalidThrottle.
 func (t Throttle) validate() error {
+	bad := func(format string, args ...any) error {
+		return &invalidError{kind: ErrInvalidThrottle, msg: fmt.Sprintf(format, args...)}
+	}
 	switch {
 	case t.MaxBacklog < 0:
-		return fmt.Errorf("MaxBacklog %d is negative", t.MaxBacklog)
+		return bad("MaxBacklog %d is negative", t.MaxBacklog)
 	case t.BacklogLowWater < 0:
-		return fmt.Errorf("BacklogLowWater %d is negative", t.BacklogLowWater)
+		return bad("BacklogLowWater %d is negative", t.BacklogLowWater)
 	case t.BacklogLowWater > 0 && t.BacklogLowWater > t.MaxBacklog:
-		return fmt.Errorf("BacklogLowWater %d is above MaxBacklog %d", t.BacklogLowWater, t.MaxBacklog)
+		return bad("BacklogLowWater %d is above MaxBacklog %d", t.BacklogLowWater, t.MaxBacklog)
 	case t.ColdReadDistance < 0:
-		return fmt.Errorf("ColdReadDistance %d is negative", t.ColdReadDistance)
+		return bad("ColdReadDistance %d is negative", t.ColdReadDistance)
 	case t.MaxStorageLoad < 0 || math.IsNaN(t.MaxStorageLoad) || math.IsInf(t.MaxStorageLoad, 0):
-		return fmt.Errorf("MaxStorageLoad %v is not a finite rate >= 0", t.MaxStorageLoad)
+		return bad("MaxStorageLoad %v is not a finite rate >= 0", t.MaxStorageLoad)
 	case t.StorageLoadWindow < 0:
-		return fmt.Errorf("StorageLoadWindow %v is negative", t.StorageLoadWindow)
+		return bad("StorageLoadWindow %v is negative", t.StorageLoadWindow)
 	case t.MaxSendRate < 0 || math.IsNaN(t.MaxSendRate) || math.IsInf(t.MaxSendRate, 0):
-		return fmt.Errorf("MaxSendRate %v is not a finite rate >= 0", t.MaxSendRate)
+		return bad("MaxSendRate %v is not a finite rate >= 0", t.MaxSendRate)
 	}
 	return nil
 }
@@ -84,112 +93,293 @@ func (t Throttle) withDefaults() Throttle {
 	return t
 }
 
-// throttleState is a Throttle with its defaults applied and its send-rate
-// limiter. It is replaced as a whole by SetThrottle.
-type throttleState struct {
+// limits is a Throttle with its defaults applied and its send-rate
+// limiter. The throttler replaces it as a whole when the thresholds change.
+type limits struct {
 	Throttle
 	limiter *rate.Limiter // nil when MaxSendRate is 0
 	burst   int
 }
 
-func newThrottleState(t Throttle, now time.Time) *throttleState {
-	s := &throttleState{Throttle: t.withDefaults()}
+func newLimits(t Throttle) *limits {
+	l := &limits{Throttle: t.withDefaults()}
 	if t.MaxSendRate > 0 {
-		s.burst = int(math.Ceil(t.MaxSendRate))
-		s.limiter = rate.NewLimiter(rate.Limit(t.MaxSendRate), s.burst)
+		l.burst = int(math.Ceil(t.MaxSendRate))
+		l.limiter = rate.NewLimiter(rate.Limit(t.MaxSendRate), l.burst)
 	}
-	return s
+	return l
+}
+
+// cold reports whether reading offset off of a queue of n messages is a
+// cold read.
+func (l *limits) cold(n int, off int64) bool {
+	return int64(n)-1-off > l.ColdReadDistance
+}
+
+// throttler decides every refusal for load, and is the only place that
+// does. It owns the thresholds (replaced as a whole by set) and the state
+// machine of each reason:
+//
+//   - BACKLOG: each topic's backlogState (kept in the topic, guarded by its
+//     mu), in above MaxBacklog and out at BacklogLowWater or under, with the
+//     drain estimate behind its RetryInfo hint;
+//   - STORAGE_LOAD: the cold-read rate over StorageLoadWindow, refused
+//     while above MaxStorageLoad, with a hint of when the rate falls;
+//   - SEND_RATE: a token bucket.
+//
+// It counts its refusals by reason. Safe for concurrent use.
+type throttler struct {
+	log           *slog.Logger
+	cur           atomic.Pointer[limits]
+	cold          rateWindow // cold reads
+	coldThrottled atomic.Bool
+	refused       [4]atomic.Int64 // by rocketryv1.ThrottleReason
+}
+
+func newThrottler(t Throttle, log *slog.Logger) *throttler {
+	th := &throttler{log: log}
+	th.cur.Store(newLimits(t))
+	return th
+}
+
+// limits returns the thresholds in force. A caller takes them once per
+// call, so that one call sees one set.
+func (th *throttler) limits() *limits { return th.cur.Load() }
+
+// set validates t and puts it in force.
+func (th *throttler) set(t Throttle) error {
+	if err := t.validate(); err != nil {
+		return err
+	}
+	th.cur.Store(newLimits(t))
+	th.log.Info("broker: thresholds set", "max_backlog", t.MaxBacklog, "backlog_low_water", t.BacklogLowWater,
+		"cold_read_distance", t.ColdReadDistance, "max_storage_load", t.MaxStorageLoad,
+		"storage_load_window", t.StorageLoadWindow, "max_send_rate", t.MaxSendRate)
+	return nil
+}
+
+// refuse counts a refusal for reason and returns it.
+func (th *throttler) refuse(reason rocketryv1.ThrottleReason, retry time.Duration, msg string) *refusal {
+	th.refused[reason].Add(1)
+	return &refusal{code: rocketryv1.Code_CODE_TOO_MANY_REQUESTS, reason: reason, retry: retry, msg: msg}
+}
+
+// checkStorageLoad refuses with STORAGE_LOAD while the cold-read rate is
+// above its maximum.
+func (th *throttler) checkStorageLoad(l *limits, now time.Time) *refusal {
+	if l.MaxStorageLoad <= 0 {
+		if th.coldThrottled.Load() && th.coldThrottled.CompareAndSwap(true, false) {
+			th.log.Info("broker: throttling lifted", "reason", "STORAGE_LOAD")
+		}
+		return nil
+	}
+	r, wait := th.cold.rate(now, l.StorageLoadWindow, l.MaxStorageLoad)
+	if r > l.MaxStorageLoad {
+		if th.coldThrottled.CompareAndSwap(false, true) {
+			th.log.Warn("broker: throttling sends", "reason", "STORAGE_LOAD", "storage_load", r, "max", l.MaxStorageLoad)
+		}
+		return th.refuse(rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD, wait,
+			fmt.Sprintf("broker: storage load %.1f cold reads/s is over %.1f; nothing stored", r, l.MaxStorageLoad))
+	}
+	if th.coldThrottled.Load() && th.coldThrottled.CompareAndSwap(true, false) {
+		th.log.Info("broker: throttling lifted", "reason", "STORAGE_LOAD", "storage_load", r, "max", l.MaxStorageLoad)
+	}
+	return nil
+}
+
+// coldReads records n cold reads at now.
+func (th *throttler) coldReads(l *limits, now time.Time, n int64) {
+	th.cold.add(now, n, l.StorageLoadWindow)
+}
+
+// storageLoad is the cold-read rate at now and whether it is over the
+// maximum.
+func (th *throttler) storageLoad(now time.Time) (float64, bool) {
+	l := th.limits()
+	r, _ := th.cold.rate(now, l.StorageLoadWindow, 0)
+	return r, l.MaxStorageLoad > 0 && r > l.MaxStorageLoad
+}
+
+// admitLocked decides whether a send of n new messages to t may store:
+// BACKLOG first, then SEND_RATE. The caller holds t.mu.
+func (th *throttler) admitLocked(t *topic, l *limits, n int, now time.Time) *refusal {
+	if l.MaxBacklog > 0 || t.backlog.throttled {
+		bl := t.backlogLocked()
+		th.transitionLocked(t, bl, l, now)
+		if t.backlog.throttled {
+			return th.refuse(rocketryv1.ThrottleReason_THROTTLE_REASON_BACKLOG, th.backlogWait(t, bl, l, now),
+				fmt.Sprintf("broker: backlog of topic %q is %d, over %d (accepting again at %d or under); nothing stored",
+					t.name, bl, l.MaxBacklog, l.BacklogLowWater))
+		}
+	}
+	if ok, wait := l.allowSend(now, n); !ok {
+		return th.refuse(rocketryv1.ThrottleReason_THROTTLE_REASON_SEND_RATE, wait,
+			fmt.Sprintf("broker: send rate over %.1f messages/s; nothing stored", l.MaxSendRate))
+	}
+	return nil
+}
+
+// backlogChangedLocked moves t in or out of backlog throttling after its
+// backlog changed (a store, a commit, a reset). The caller holds t.mu.
+func (th *throttler) backlogChangedLocked(t *topic, l *limits, now time.Time) {
+	if l.MaxBacklog <= 0 && !t.backlog.throttled {
+		return
+	}
+	th.transitionLocked(t, t.backlogLocked(), l, now)
+}
+
+// consumedLocked records that commits moved a group of t n messages
+// forward at now, for the drain estimate. The caller holds t.mu.
+func (th *throttler) consumedLocked(t *topic, l *limits, now time.Time, n int64) {
+	s := &t.backlog
+	if n <= 0 {
+		return
+	}
+	if s.consumedTotal == 0 {
+		s.firstConsumed = now
+	}
+	s.consumedTotal += n
+	s.commits++
+	s.consumed.add(now, n, l.StorageLoadWindow)
+}
+
+// transitionLocked moves t in or out of backlog throttling, with
+// hysteresis: in above MaxBacklog, out at BacklogLowWater or under. It
+// notes when a spell begins, and on its end the drain rate measured over
+// it, for backlogWait.
+func (th *throttler) transitionLocked(t *topic, bl int64, l *limits, now time.Time) {
+	s := &t.backlog
+	switch {
+	case l.MaxBacklog <= 0:
+		if s.throttled {
+			s.end(now)
+			th.log.Info("broker: throttling lifted", "reason", "BACKLOG", "topic", t.name, "backlog", bl)
+		}
+	case !s.throttled && bl > l.MaxBacklog:
+		s.throttled = true
+		s.throttledAt, s.consumedAtThrottle, s.commitsAtThrottle = now, s.consumedTotal, s.commits
+		th.log.Warn("broker: throttling sends", "reason", "BACKLOG", "topic", t.name, "backlog", bl,
+			"max", l.MaxBacklog, "low_water", l.BacklogLowWater)
+	case s.throttled && bl <= l.BacklogLowWater:
+		s.end(now)
+		th.log.Info("broker: throttling lifted", "reason", "BACKLOG", "topic", t.name, "backlog", bl,
+			"low_water", l.BacklogLowWater)
+	}
+}
+
+// backlogWait estimates when t's backlog falls to the low-water mark and
+// the commit that gets it there has come: the excess over the mark divided
+// by the drain rate, plus the drain's step (backlogState.drain), at least
+// 1 ms and at most the window; the window when nothing drains. Without the
+// step, a hint shorter than the time between the consumer's commits sends
+// a producer back before the backlog has moved, to be refused again. Every
+// sender refused at the same moment gets the same hint; a producer spreads
+// its retries with its own schedule's jitter.
+func (th *throttler) backlogWait(t *topic, bl int64, l *limits, now time.Time) time.Duration {
+	dr := t.backlog.drain(now, l.StorageLoadWindow)
+	if dr.rate <= 0 {
+		return l.StorageLoadWindow
+	}
+	d := time.Duration(float64(bl-l.BacklogLowWater)/dr.rate*float64(time.Second)) + dr.step
+	return min(max(d, time.Millisecond), l.StorageLoadWindow)
+}
+
+// counts returns the refusals by reason name.
+func (th *throttler) counts() map[string]int64 {
+	out := make(map[string]int64, len(throttleNames))
+	for r, name := range throttleNames {
+		out[name] = th.refused[r].Load()
+	}
+	return out
 }
 
 // allowSend takes n tokens (at most a burst) from the send-rate limiter. It
 // answers how long to wait when there are not enough.
-func (s *throttleState) allowSend(now time.Time, n int) (bool, time.Duration) {
-	if s.limiter == nil {
+func (l *limits) allowSend(now time.Time, n int) (bool, time.Duration) {
+	if l.limiter == nil {
 		return true, 0
 	}
-	if n > s.burst {
-		n = s.burst
+	if n > l.burst {
+		n = l.burst
 	}
-	if s.limiter.AllowN(now, n) {
+	if l.limiter.AllowN(now, n) {
 		return true, 0
 	}
-	missing := float64(n) - s.limiter.TokensAt(now)
-	return false, time.Duration(missing / s.MaxSendRate * float64(time.Second))
+	missing := float64(n) - l.limiter.TokensAt(now)
+	return false, time.Duration(missing / l.MaxSendRate * float64(time.Second))
 }
 
-// event is a count of cold reads at one instant.
-type event struct {
-	at time.Time
-	n  int64
+// backlogState is a topic's BACKLOG state machine and the measure of how
+// fast its backlog drains. It is guarded by its topic's mu and changed only
+// by the throttler.
+type backlogState struct {
+	throttled bool
+	consumed  rateWindow // commits that moved groups forward, for the drain rate
+	// consumedTotal and commits count the messages of those commits and
+	// the commits, ever; firstConsumed is when they first grew (zero
+	// before).
+	consumedTotal int64
+	commits       int64
+	firstConsumed time.Time
+	// throttledAt, consumedAtThrottle and commitsAtThrottle are the time,
+	// consumedTotal and commits when the current throttling spell began.
+	throttledAt        time.Time
+	consumedAtThrottle int64
+	commitsAtThrottle  int64
+	// lastSpell is the drain measured over the last spell that lasted at
+	// least minDrainSpan; a zero rate if none did.
+	lastSpell drainRate
 }
 
-// rateWindow counts events over a sliding window of time, exactly: it keeps
-// one entry per add, dropped once older than the window. Safe for
-// concurrent use.
-type rateWindow struct {
-	mu     sync.Mutex
-	events []event
-	head   int // events[:head] are dropped
-	sum    int64
+// minDrainSpan is the shortest time a drain rate is measured over.
+const minDrainSpan = 10 * time.Millisecond
+
+// drainRate is how fast a topic's backlog falls: rate messages per second,
+// in commits a step apart on average (0: not known).
+type drainRate struct {
+	rate float64
+	step time.Duration
 }
 
-// add records n events at now.
-func (w *rateWindow) add(now time.Time, n int64, window time.Duration) {
-	if n <= 0 {
-		return
+// end ends the throttling spell, keeping its drain rate when the spell was
+// long enough to measure it.
+func (s *backlogState) end(now time.Time) {
+	if dr, ok := s.spellDrain(now); ok && dr.rate > 0 {
+		s.lastSpell = dr
 	}
-	w.mu.Lock()
-	w.pruneLocked(now, window)
-	w.events = append(w.events, event{now, n})
-	w.sum += n
-	w.mu.Unlock()
+	s.throttled = false
 }
 
-// pruneLocked drops the events at or before now-window.
-func (w *rateWindow) pruneLocked(now time.Time, window time.Duration) {
-	cutoff := now.Add(-window)
-	for w.head < len(w.events) && !w.events[w.head].at.After(cutoff) {
-		w.sum -= w.events[w.head].n
-		w.head++
+// spellDrain is the drain since the current throttling spell began, if
+// the spell has lasted at least minDrainSpan. While a topic is throttled
+// its backlog is above the low-water mark, so its consumers are never
+// short of messages: this is their real rate.
+func (s *backlogState) spellDrain(now time.Time) (drainRate, bool) {
+	d := now.Sub(s.throttledAt)
+	if !s.throttled || d < minDrainSpan {
+		return drainRate{}, false
 	}
-	if w.head == len(w.events) {
-		w.events, w.head = w.events[:0], 0
-	} else if w.head > 64 && w.head > len(w.events)/2 {
-		w.events = append(w.events[:0], w.events[w.head:]...)
-		w.head = 0
+	dr := drainRate{rate: float64(s.consumedTotal-s.consumedAtThrottle) / d.Seconds()}
+	if c := s.commits - s.commitsAtThrottle; c > 0 {
+		dr.step = d / time.Duration(c)
 	}
+	return dr, true
 }
 
-// rate returns the events per second over the window ending at now, and,
-// when the rate is above limit, how long until it falls to limit or under
-// with no new events.
-func (w *rateWindow) rate(now time.Time, window time.Duration, limit float64) (float64, time.Duration) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.pruneLocked(now, window)
-	r := float64(w.sum) / window.Seconds()
-	if limit <= 0 || r <= limit {
-		return r, 0
+// drain estimates how fast the backlog falls: as in the current spell once
+// it has lasted minDrainSpan, else as in the last spell, else the rate of
+// the last window (over the time since the first commit when that is
+// shorter, so that the time before anything was consumed does not count)
+// with no step.
+func (s *backlogState) drain(now time.Time, window time.Duration) drainRate {
+	if dr, ok := s.spellDrain(now); ok {
+		return dr
 	}
-	allowed := limit * window.Seconds()
-	sum := w.sum
-	for _, e := range w.events[w.head:] {
-		sum -= e.n
-		if float64(sum) <= allowed {
-			return r, e.at.Add(window).Sub(now)
-		}
+	if s.lastSpell.rate > 0 {
+		return s.lastSpell
 	}
-	return r, window
-}
-
-// rateSince is like rate without a limit, over the window ending at now or,
-// when since is later than the window's start, over the time since since
-// (at least minDrainSpan): a rate measured by a window that started before
-// the events could happen is too low.
-func (w *rateWindow) rateSince(now time.Time, window time.Duration, since time.Time) float64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.pruneLocked(now, window)
-	span := min(window, max(now.Sub(since), minDrainSpan))
-	return float64(w.sum) / span.Seconds()
+	if s.consumedTotal == 0 {
+		return drainRate{}
+	}
+	return drainRate{rate: s.consumed.rateSince(now, window, s.firstConsumed)}
 }
