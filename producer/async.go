@@ -1,21 +1,37 @@
 package producer
 
-import "context"
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
 
 // SendAsync starts sending m and returns at once. It returns nil when the
 // send was accepted (m.ID is set by then): cb (if not nil) then runs exactly
 // once, later, with the receipt or the error, exactly as Send would return
-// them (retries, fallback and spool included). cb runs on the producer
-// goroutine that made the send, which holds one of the MaxInFlight slots
+// them (retries, fallback and spool included). cb runs on one of the
+// producer's worker goroutines, which holds one of the MaxInFlight slots
 // until cb returns: cb must not block, and a panic in it crashes the program
 // as in any goroutine.
 //
 // At most MaxInFlight async sends are in flight (WithMaxInFlight); when that
 // many are, SendAsync waits for room within ctx. A non-nil error means the
 // send was refused and cb never runs: ErrClosed, an error wrapping
-// ErrInvalidMessage, or ctx's error when ctx ended before there was room.
-// ctx also bounds the send itself, as Send's does.
+// ErrInvalidMessage, or ctx's error when ctx had ended or ended before there
+// was room. ctx also bounds the send itself, as Send's does.
 func (p *Producer) SendAsync(ctx context.Context, m *Message, cb func(*SendReceipt, error)) error {
+	return p.sendAsync(ctx, m, cb, true)
+}
+
+// TrySendAsync is SendAsync that never waits for room: when MaxInFlight
+// async sends are in flight it fails at once with ErrBufferFull (as
+// franz-go's TryProduce). ctx bounds the send, as SendAsync's does.
+func (p *Producer) TrySendAsync(ctx context.Context, m *Message, cb func(*SendReceipt, error)) error {
+	return p.sendAsync(ctx, m, cb, false)
+}
+
+func (p *Producer) sendAsync(ctx context.Context, m *Message, cb func(*SendReceipt, error), block bool) error {
 	if err := p.prepare(m); err != nil {
 		return err
 	}
@@ -26,79 +42,154 @@ func (p *Producer) SendAsync(ctx context.Context, m *Message, cb func(*SendRecei
 		return ErrClosed
 	}
 	select {
-	case p.sem <- struct{}{}:
+	case p.async.slots <- struct{}{}:
 	default:
+		if !block {
+			p.core.leave()
+			p.sends.leave()
+			return ErrBufferFull
+		}
 		select {
-		case p.sem <- struct{}{}:
+		case p.async.slots <- struct{}{}:
 		case <-ctx.Done():
-			p.leave()
+			p.core.leave()
+			p.sends.leave()
 			return ctx.Err()
 		case <-p.closing:
-			p.leave()
+			p.core.leave()
+			p.sends.leave()
 			return ErrClosed
 		}
 	}
-	go p.runAsync(ctx, m, cb)
+	p.async.submit(p, asyncJob{ctx: ctx, m: m, cb: cb})
 	return nil
 }
 
-// TrySendAsync is SendAsync with context.Background() that never waits:
-// when MaxInFlight async sends are in flight it fails at once with
-// ErrBufferFull.
-func (p *Producer) TrySendAsync(m *Message, cb func(*SendReceipt, error)) error {
-	if err := p.prepare(m); err != nil {
-		return err
+// runAsync runs one async send on a worker; it holds a slot.
+func (p *Producer) runAsync(j asyncJob) {
+	r, se := p.send(j.ctx, j.m)
+	p.core.leave()
+	if se != nil {
+		p.handOff(j.m, se)
+		if j.cb != nil {
+			j.cb(nil, se)
+		}
+	} else if j.cb != nil {
+		j.cb(r, nil)
 	}
-	if !p.enter() {
-		return ErrClosed
-	}
+	<-p.async.slots
+	p.sends.leave()
+}
+
+// asyncJob is one accepted async send.
+type asyncJob struct {
+	ctx context.Context
+	m   *Message
+	cb  func(*SendReceipt, error)
+}
+
+// workerIdle is how long an idle async worker waits for a send before it
+// ends.
+const workerIdle = 10 * time.Second
+
+// asyncPool runs async sends on long-lived workers: a worker keeps its
+// stack, grown once through gRPC's call path, from one send to the next,
+// where a goroutine per send would grow a fresh one each time. Workers are
+// started as sends need them, at most one per slot, and end after
+// workerIdle without a send, or when the Producer closes.
+type asyncPool struct {
+	slots   chan struct{} // one token per async send in flight
+	jobs    chan asyncJob // to an idle worker
+	quit    chan struct{} // closed by stop: idle workers end
+	workers atomic.Int64
+	wg      sync.WaitGroup
+	once    sync.Once
+}
+
+func (a *asyncPool) init(maxInFlight int) {
+	a.slots = make(chan struct{}, maxInFlight)
+	a.jobs = make(chan asyncJob)
+	a.quit = make(chan struct{})
+}
+
+// submit hands j to an idle worker, or starts one. The caller holds a slot,
+// so at most cap(slots) workers are busy; a worker that has just released
+// its slot but not yet come back for the next send may make one more start,
+// which ends when idle.
+func (a *asyncPool) submit(p *Producer, j asyncJob) {
 	select {
-	case p.sem <- struct{}{}:
+	case a.jobs <- j:
+		return
 	default:
-		p.leave()
-		return ErrBufferFull
 	}
-	go p.runAsync(context.Background(), m, cb)
-	return nil
+	a.workers.Add(1)
+	a.wg.Add(1)
+	go a.work(p, j)
 }
 
-// runAsync is the goroutine of one async send; it holds a slot of p.sem.
-// The send's context also ends, with ErrClosed as its cause, when Close
-// gives up waiting.
-func (p *Producer) runAsync(ctx context.Context, m *Message, cb func(*SendReceipt, error)) {
-	defer func() {
-		<-p.sem
-		p.leave()
-	}()
-	sctx := p.hardCtx
-	if ctx.Done() != nil {
-		c, cancel := context.WithCancelCause(ctx)
-		stop := context.AfterFunc(p.hardCtx, func() { cancel(ErrClosed) })
-		defer func() {
-			stop()
-			cancel(nil)
-		}()
-		sctx = c
-	} else if ctx != context.Background() {
-		// A context that never ends but may carry values.
-		sctx = mergeValues{Context: p.hardCtx, values: ctx}
-	}
-	r, err := p.send(sctx, m)
-	if cb != nil {
-		cb(r, err)
+func (a *asyncPool) work(p *Producer, j asyncJob) {
+	defer a.wg.Done()
+	defer a.workers.Add(-1)
+	var idle *time.Timer
+	for {
+		p.runAsync(j)
+		if idle == nil {
+			idle = time.NewTimer(workerIdle)
+		} else {
+			idle.Reset(workerIdle)
+		}
+		select {
+		case j = <-a.jobs:
+		case <-idle.C:
+			return
+		case <-a.quit:
+			idle.Stop()
+			return
+		}
 	}
 }
 
-// mergeValues is p.hardCtx (for Done, Err, Deadline) with the values of a
-// context that never ends.
-type mergeValues struct {
-	context.Context
-	values context.Context
+// stop ends the idle workers; wait says whether to wait for every worker
+// to end (Close does, unless its context ended first).
+func (a *asyncPool) stop(wait bool) {
+	a.once.Do(func() { close(a.quit) })
+	if wait {
+		a.wg.Wait()
+	}
 }
 
-func (m mergeValues) Value(key any) any {
-	if v := m.values.Value(key); v != nil {
-		return v
+// closedBit marks a tracker once closed; the bits below it count the work
+// in flight.
+const closedBit = 1 << 62
+
+// tracker counts work in flight and says when the last of it has left
+// after close.
+type tracker struct {
+	n    atomic.Int64
+	once sync.Once
+	done chan struct{}
+}
+
+func (t *tracker) init() { t.done = make(chan struct{}) }
+
+// enter counts one more; false once closed.
+func (t *tracker) enter() bool {
+	if t.n.Add(1)&closedBit != 0 {
+		t.leave()
+		return false
 	}
-	return m.Context.Value(key) // context.Cause finds p.hardCtx's cause here
+	return true
+}
+
+func (t *tracker) leave() {
+	if t.n.Add(-1) == closedBit {
+		t.once.Do(func() { close(t.done) })
+	}
+}
+
+// close refuses new work; done closes once nothing is in flight.
+func (t *tracker) close() {
+	if t.n.Or(closedBit)&^closedBit == 0 {
+		t.once.Do(func() { close(t.done) })
+	}
 }

@@ -93,7 +93,7 @@ func TestCloseCancelsWhatRemains(t *testing.T) {
 	if err := p.SendAsync(context.Background(), msg("t"), never); !errors.Is(err, ErrClosed) {
 		t.Errorf("SendAsync after Close = %v; want ErrClosed", err)
 	}
-	if err := p.TrySendAsync(msg("t"), never); !errors.Is(err, ErrClosed) {
+	if err := p.TrySendAsync(context.Background(), msg("t"), never); !errors.Is(err, ErrClosed) {
 		t.Errorf("TrySendAsync after Close = %v; want ErrClosed", err)
 	}
 	if _, err := p.Send(context.Background(), msg("t")); !errors.Is(err, ErrClosed) {
@@ -111,11 +111,11 @@ func TestInFlightBound(t *testing.T) {
 	addr := startStub(t, s)
 	p := newTestProducer(t, addr, WithMaxInFlight(1), WithAttemptTimeout(500*time.Millisecond), WithMaxAttempts(1))
 	done := make(chan error, 1)
-	if err := p.TrySendAsync(msg("t"), func(_ *SendReceipt, err error) { done <- err }); err != nil {
+	if err := p.TrySendAsync(context.Background(), msg("t"), func(_ *SendReceipt, err error) { done <- err }); err != nil {
 		t.Fatalf("TrySendAsync() = %v", err)
 	}
 	never := func(*SendReceipt, error) { t.Error("callback of a refused send ran") }
-	if err := p.TrySendAsync(msg("t"), never); !errors.Is(err, ErrBufferFull) {
+	if err := p.TrySendAsync(context.Background(), msg("t"), never); !errors.Is(err, ErrBufferFull) {
 		t.Errorf("TrySendAsync when full = %v; want ErrBufferFull", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)

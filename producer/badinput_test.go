@@ -108,7 +108,7 @@ func TestBadOptions(t *testing.T) {
 		{"spool under a file", []producer.Option{producer.WithSpool(filepath.Join(notADir, "s.spool"))}, "WithSpool"},
 		{"spool that is a directory", []producer.Option{producer.WithSpool(dir)}, "WithSpool"},
 		{"spool that is not a spool", []producer.Option{producer.WithSpool(notASpool)}, "WithSpool"},
-		{"fallback and spool", []producer.Option{producer.WithFallback(fallback), producer.WithSpool(filepath.Join(dir, "both.spool"))}, "WithFallback and WithSpool"},
+		{"fallback and spool", []producer.Option{producer.WithFallback(fallback), producer.WithSpool(filepath.Join(dir, "both.spool"))}, "excludes WithFallback"},
 		{"second of two bad options", []producer.Option{producer.WithMaxAttempts(2), producer.WithMaxInFlight(0)}, "WithMaxInFlight(0)"},
 	}
 	for _, tt := range tests {
@@ -176,10 +176,6 @@ func TestBadScopes(t *testing.T) {
 		copts []grpc.CallOption
 		want  string
 	}{
-		{"WithMaxInFlight in the interceptor", producer.UnaryClientInterceptor(producer.WithMaxInFlight(8)), nil, "WithMaxInFlight does not apply to UnaryClientInterceptor"},
-		{"WithSpool in the interceptor", producer.UnaryClientInterceptor(producer.WithSpool("x")), nil, "WithSpool does not apply to UnaryClientInterceptor"},
-		{"WithFallback in the interceptor", producer.UnaryClientInterceptor(producer.WithFallback(func(*producer.Message, error) {})), nil, "WithFallback does not apply"},
-		{"invalid option in the interceptor", producer.UnaryClientInterceptor(producer.WithMaxAttempts(0)), nil, "WithMaxAttempts(0)"},
 		{"WithRateLimit per call", producer.UnaryClientInterceptor(), []grpc.CallOption{producer.WithCallOptions(producer.WithRateLimit(1, 1))}, "WithRateLimit does not apply to WithCallOptions"},
 		{"WithRetryBudget per call", producer.UnaryClientInterceptor(), []grpc.CallOption{producer.WithCallOptions(producer.WithRetryBudget(10, 0.1))}, "WithRetryBudget does not apply to WithCallOptions"},
 		{"invalid option per call", producer.UnaryClientInterceptor(), []grpc.CallOption{producer.WithCallOptions(producer.WithAttemptTimeout(-1))}, "WithAttemptTimeout(-1ns)"},
@@ -187,6 +183,23 @@ func TestBadScopes(t *testing.T) {
 	for _, tt := range tests {
 		checkClear(t, tt.name, call(tt.ic, tt.copts...), tt.want)
 	}
+	// Options of the interceptor itself are refused when it is built.
+	for _, tt := range []struct {
+		name string
+		opt  producer.Option
+		want string
+	}{
+		{"WithMaxInFlight in the interceptor", producer.WithMaxInFlight(8), "WithMaxInFlight does not apply to UnaryClientInterceptor"},
+		{"WithSpool in the interceptor", producer.WithSpool("x"), "WithSpool does not apply to UnaryClientInterceptor"},
+		{"WithFallback in the interceptor", producer.WithFallback(func(*producer.Message, error) {}), "WithFallback does not apply"},
+		{"invalid option in the interceptor", producer.WithMaxAttempts(0), "WithMaxAttempts(0)"},
+	} {
+		_, err := producer.NewUnaryClientInterceptor(tt.opt)
+		checkClear(t, tt.name, err, tt.want)
+	}
+	// NewFromConn's connection is already dialled.
+	_, err := producer.NewFromConn(&countingConn{}, producer.WithDialOptions())
+	checkClear(t, "WithDialOptions in NewFromConn", err, "WithDialOptions does not apply to NewFromConn")
 	if got := invoked.Load(); got != 0 {
 		t.Errorf("invoker called %d times; want 0", got)
 	}
@@ -238,7 +251,7 @@ func TestBadMessages(t *testing.T) {
 			})
 			checkInvalid(t, fmt.Sprintf("%s: SendAsync(%s)", p.name, tt.name), err, tt.want)
 			err = noPanic(func() error {
-				return p.p.TrySendAsync(tt.m, func(*producer.SendReceipt, error) { t.Errorf("callback of %s ran", tt.name) })
+				return p.p.TrySendAsync(context.Background(), tt.m, func(*producer.SendReceipt, error) { t.Errorf("callback of %s ran", tt.name) })
 			})
 			checkInvalid(t, fmt.Sprintf("%s: TrySendAsync(%s)", p.name, tt.name), err, tt.want)
 		}

@@ -18,7 +18,6 @@ import (
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 )
 
 // These are the acceptance tests of the producer against the real test
@@ -37,11 +36,7 @@ func consumerClient(t testing.TB, b *broker.Broker) rocketryv1.ConsumerServiceCl
 
 // hintOf is the RetryInfo delay an attempt's error carried.
 func hintOf(err error) time.Duration {
-	s, ok := status.FromError(err)
-	if !ok {
-		return 0
-	}
-	return detailsOf(s).hint
+	return classifyError(err).Hint
 }
 
 // TestBacklogThrottling: sends to a topic over its backlog limit wait on the
@@ -119,7 +114,7 @@ func TestBacklogThrottling(t *testing.T) {
 			case EventRetry:
 				n++
 				want, _ := sched.Delay(n, nil)
-				if e.Why != "throttled" || (e.Delay != want && e.Delay < hintOf(e.Err)) {
+				if e.Why != Throttled || (e.Delay != want && e.Delay < hintOf(e.Err)) {
 					t.Errorf("%s: retry %d = %s after %v; want throttled after %v (or the hint %v)", id, n, e.Why, e.Delay, want, hintOf(e.Err))
 				}
 				if e.Delay == want {
@@ -162,7 +157,7 @@ func TestFailureGoesToAnotherBroker(t *testing.T) {
 	moved := 0
 	for _, e := range rec.events() {
 		if e.Kind == EventAttempt && prev.Kind == EventRetry && prev.MessageID == e.MessageID {
-			if prev.Why != "failure" || prev.Delay != 0 || prev.Endpoint != down || e.Endpoint == down {
+			if prev.Why == Throttled || prev.Delay != 0 || prev.Endpoint != down || e.Endpoint == down {
 				t.Errorf("retry %+v then attempt on %s; want an immediate failure retry from %s to another broker", prev, e.Endpoint, down)
 			}
 			moved++
@@ -433,8 +428,8 @@ func slowSends(t *testing.T, addr string, n, inflight int) {
 			case <-tick.C:
 			}
 			peakG = max(peakG, runtime.NumGoroutine())
-			peakInFlight = max(peakInFlight, p.state.Load()&^closedBit)
-			peakSlots = max(peakSlots, len(p.sem))
+			peakInFlight = max(peakInFlight, p.sends.n.Load()&^closedBit)
+			peakSlots = max(peakSlots, len(p.async.slots))
 			if i%10 == 0 {
 				runtime.ReadMemStats(&ms)
 				peakHeap = max(peakHeap, ms.HeapInuse)

@@ -6,8 +6,6 @@ import (
 	"strings"
 
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // ErrInvalidMessage is returned, wrapped with what is wrong, when a message
@@ -58,8 +56,15 @@ type SendError struct {
 	// Code is the broker code of the last answer, CODE_UNSPECIFIED when it
 	// carried none (a lost connection, a timeout).
 	Code rocketryv1.Code
+	// WireCode is the last answer's code as its protocol spelt it (the
+	// rocketry.v1 code, or the apache.rocketmq.v2 status code such as
+	// 42900); 0 when it carried none.
+	WireCode int32
 	// Reason is the last throttle reason, if any attempt was throttled.
 	Reason rocketryv1.ThrottleReason
+	// Last is the kind of the last attempt's outcome (0 when no attempt
+	// was made).
+	Last OutcomeKind
 	// Spooled is true when the message was handed to the fallback or
 	// written to the spool.
 	Spooled bool
@@ -112,41 +117,25 @@ func (e *SendError) Is(target error) bool {
 	return target == e.kind || target == e.ctxErr
 }
 
-// IsThrottled reports whether err is, or wraps, a throttling answer: gRPC
-// RESOURCE_EXHAUSTED or a rocketry ErrorDetail with CODE_TOO_MANY_REQUESTS.
-func IsThrottled(err error) bool {
-	if err == nil {
-		return false
-	}
-	var se *SendError
-	if errors.As(err, &se) && se.Code == rocketryv1.Code_CODE_TOO_MANY_REQUESTS {
-		return true
-	}
-	st, ok := status.FromError(err)
-	if !ok {
-		return false
-	}
-	if st.Code() == codes.ResourceExhausted {
-		return true
-	}
-	d := detailsOf(st)
-	return d.code == rocketryv1.Code_CODE_TOO_MANY_REQUESTS
+// OptionError is returned by New, NewFromConn, NewUnaryClientInterceptor and
+// calls through an interceptor when an option is invalid or does not apply
+// where it was given. It names the option, so a program (the CLI) can tell
+// which of its inputs was wrong without matching strings.
+type OptionError struct {
+	// Option is the option's name, such as "WithMaxAttempts".
+	Option string
+	// Value is the option's argument as given, formatted with %v; empty
+	// for an option given in the wrong place.
+	Value string
+	// Where is the constructor or call the option was given to.
+	Where string
+	// Reason says what is wrong, such as "must be >= 1".
+	Reason string
 }
 
-// CodeOf returns the broker code err carries: a *SendError's Code, or the
-// code of the rocketry ErrorDetail of a gRPC status; CODE_UNSPECIFIED when
-// there is none.
-func CodeOf(err error) rocketryv1.Code {
-	if err == nil {
-		return rocketryv1.Code_CODE_UNSPECIFIED
+func (e *OptionError) Error() string {
+	if e.Value == "" && e.Where != "" {
+		return "producer: " + e.Option + " " + e.Reason + " " + e.Where
 	}
-	var se *SendError
-	if errors.As(err, &se) {
-		return se.Code
-	}
-	st, ok := status.FromError(err)
-	if !ok {
-		return rocketryv1.Code_CODE_UNSPECIFIED
-	}
-	return detailsOf(st).code
+	return "producer: " + e.Option + "(" + e.Value + "): " + e.Reason
 }

@@ -78,9 +78,9 @@ func ExampleWithObserver() {
 	}
 	// Output:
 	// attempt 1
-	// retry 1: failure, next after 0s
+	// retry 1: failed-not-stored, next after 0s
 	// attempt 2
-	// retry 2: failure, next after 0s
+	// retry 2: failed-not-stored, next after 0s
 	// attempt 3
 	// fallback: order 2
 	// exhausted 3

@@ -5,34 +5,38 @@ import (
 
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
-// UnaryClientInterceptor returns an interceptor that brings the Producer's
-// retry contract to any unary call of any service: the same decision
-// function and loop as Producer.Send, with the same options and defaults.
-// Throttling is RESOURCE_EXHAUSTED (or a rocketry ErrorDetail with 530),
-// failures are UNAVAILABLE, INTERNAL, UNKNOWN, ABORTED, an attempt's timeout
-// and a lost connection, and every other code is returned at once. A
+// NewUnaryClientInterceptor returns an interceptor that brings the
+// Producer's retry contract to any unary call of any service: the same
+// executor and decisions as Producer.Send, with the same options and
+// defaults. Each attempt's reply or error is read by the classifier
+// (WithClassifier): by default apache.rocketmq.v2 SendMessageResponse
+// bodies are read as RocketMQ 5 statuses, and everything else as gRPC
+// statuses (GRPCClassifier: RESOURCE_EXHAUSTED throttles; UNAVAILABLE,
+// INTERNAL, UNKNOWN, ABORTED, an attempt's timeout and a lost connection
+// are failures; every other code is returned at once). A rocketry.v1
 // SendMessageRequest's messages are treated as in Producer.Send: events
 // carry the first message's ID, and a request with a transactional message
 // is not retried after an unknown outcome. All attempts go to the call's
 // connection.
 //
-// A failed call returns a *SendError (status.Code and status.FromError see
-// the last attempt's status through it). Per-call options are given with
-// WithCallOptions. WithMaxInFlight, WithFallback, WithSpool, WithMaxBodyBytes
-// and WithDialOptions do not apply here; invalid options make every call
-// fail with the error naming the option, without an attempt.
-func UnaryClientInterceptor(opts ...Option) grpc.UnaryClientInterceptor {
+// A request larger than the call's grpc.MaxCallSendMsgSize fails before
+// any attempt. A failed call returns a *SendError (status.Code and
+// status.FromError see the last attempt's status through it). Per-call
+// options are given with WithCallOptions. WithMaxInFlight, WithFallback,
+// WithSpool, WithMaxBodyBytes, WithDialOptions and WithFailoverOnUnknownOutcome
+// do not apply here. Options are validated here: an invalid one is an
+// *OptionError naming it.
+func NewUnaryClientInterceptor(opts ...Option) (grpc.UnaryClientInterceptor, error) {
 	base, err := build(scopeInterceptor, "UnaryClientInterceptor", opts)
 	if err != nil {
-		return func(context.Context, string, any, any, *grpc.ClientConn, grpc.UnaryInvoker, ...grpc.CallOption) error {
-			return err
-		}
+		return nil, err
 	}
-	// One watchdog for every call, whatever its per-call options (which
-	// copy base, not wd).
-	wd := &watchdog{}
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, copts ...grpc.CallOption) error {
 		cfg, copied := &base, false
 		for _, o := range copts {
@@ -44,32 +48,93 @@ func UnaryClientInterceptor(opts ...Option) grpc.UnaryClientInterceptor {
 				if err := cfg.applyAll(scopeCall, "WithCallOptions", co.opts); err != nil {
 					return err
 				}
+				cfg.settleAttempts()
 			}
 		}
-		st := callState{}
-		if cc != nil {
-			st.target = cc.Target()
-		}
+		c := &interceptCall{method: method, req: req, reply: reply, cc: cc, invoker: invoker, cls: cfg.classifier}
+		c.opts = append(make([]grpc.CallOption, 0, len(copts)+2), copts...)
+		c.opts = append(c.opts, grpc.Peer(&c.peer))
+		x := executor{cfg: cfg, a: c}
 		if r, ok := req.(*rocketryv1.SendMessageRequest); ok {
 			for i, m := range r.GetMessages() {
 				if i == 0 {
-					st.id = m.GetMessageId()
+					x.id = m.GetMessageId()
 				}
-				st.transactional = st.transactional || m.GetTransactional()
+				x.transactional = x.transactional || m.GetTransactional()
 			}
 		}
-		err := cfg.run(ctx, nil, wd, &st, func(ctx context.Context, _ int, wait bool) error {
-			if wait {
-				return invoker(ctx, method, req, reply, cc, append(copts[:len(copts):len(copts)], waitForReady)...)
-			}
-			return invoker(ctx, method, req, reply, cc, copts...)
-		})
-		if err != nil {
-			cfg.failed(&st, err.(*SendError))
-			return err
+		if se := tooLargeToSend(req, copts); se != nil {
+			se.MessageID = x.id
+			cfg.finish(se)
+			return se
+		}
+		if se := x.run(ctx); se != nil {
+			cfg.finish(se)
+			return se
 		}
 		return nil
+	}, nil
+}
+
+// UnaryClientInterceptor is NewUnaryClientInterceptor for use where an
+// error cannot be returned, such as in a grpc.NewClient argument list. It
+// panics with the *OptionError when an option is invalid, as
+// regexp.MustCompile does: options are the program's, not its input.
+func UnaryClientInterceptor(opts ...Option) grpc.UnaryClientInterceptor {
+	i, err := NewUnaryClientInterceptor(opts...)
+	if err != nil {
+		panic(err)
 	}
+	return i
+}
+
+// interceptCall is the attempter of one call through the interceptor.
+type interceptCall struct {
+	method  string
+	req     any
+	reply   any
+	cc      *grpc.ClientConn
+	invoker grpc.UnaryInvoker
+	cls     Classifier
+	opts    []grpc.CallOption // the call's, then grpc.Peer(&peer)
+	peer    peer.Peer
+}
+
+func (c *interceptCall) endpoint(int) string {
+	if c.cc == nil {
+		return ""
+	}
+	return c.cc.Target()
+}
+
+func (c *interceptCall) attempt(ctx context.Context, _ int, wait bool) (Outcome, bool) {
+	c.peer = peer.Peer{}
+	opts := c.opts
+	if wait {
+		opts = append(opts[:len(opts):len(opts)], waitForReady)
+	}
+	err := c.invoker(ctx, c.method, c.req, c.reply, c.cc, opts...)
+	return c.cls.Classify(c.reply, err), err != nil && c.peer.Addr == nil
+}
+
+// tooLargeToSend fails a request over the call's grpc.MaxCallSendMsgSize
+// before any attempt, as gRPC would refuse each attempt.
+func tooLargeToSend(req any, copts []grpc.CallOption) *SendError {
+	limit := -1
+	for _, o := range copts {
+		if m, ok := o.(grpc.MaxSendMsgSizeCallOption); ok {
+			limit = m.MaxSendMsgSize
+		}
+	}
+	pm, ok := req.(proto.Message)
+	if limit < 0 || !ok {
+		return nil
+	}
+	if n := proto.Size(pm); n > limit {
+		cause := status.Errorf(codes.ResourceExhausted, "producer: request of %d bytes is larger than the call's MaxCallSendMsgSize of %d", n, limit)
+		return &SendError{Code: rocketryv1.Code_CODE_MESSAGE_TOO_LARGE, Last: Permanent, Cause: cause, kind: ErrNotRetryable}
+	}
+	return nil
 }
 
 // callOption carries per-call options through grpc.CallOption.
@@ -82,7 +147,7 @@ type callOption struct {
 // through UnaryClientInterceptor, on a copy of the interceptor's options
 // (go-grpc-middleware style). Only options that apply per call may be
 // given: WithMaxAttempts, WithAttemptTimeout, WithThrottleSchedule,
-// WithFailureSchedule, WithRand, WithObserver, WithLogger; another, or an
+// WithFailureSchedule, WithRand, WithObserver, WithLogger, WithClassifier; another, or an
 // invalid value, makes the call fail without an attempt, with an error
 // naming the option.
 func WithCallOptions(opts ...Option) grpc.CallOption {

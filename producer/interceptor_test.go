@@ -3,6 +3,8 @@ package producer
 import (
 	"context"
 	"errors"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"strings"
 	"testing"
 
@@ -106,9 +108,9 @@ func TestInterceptorThrottleSchedule(t *testing.T) {
 	}
 	var got []string
 	for _, e := range rec.retries() {
-		got = append(got, e.Why+" "+e.Delay.String())
+		got = append(got, e.Why.String()+" "+e.Delay.String())
 	}
-	want := "throttled 2ms,throttled 4ms,failure 0s,throttled 8ms"
+	want := "throttled 2ms,throttled 4ms,failed-not-stored 0s,throttled 8ms"
 	if strings.Join(got, ",") != want {
 		t.Errorf("retries = %v; want %s", got, want)
 	}
@@ -117,19 +119,39 @@ func TestInterceptorThrottleSchedule(t *testing.T) {
 	}
 }
 
-// TestInterceptorInvalidOptions: an interceptor built with a bad option
-// fails every call without an attempt.
+// TestInterceptorInvalidOptions: options are validated when the
+// interceptor is built; the error is an *OptionError naming the option, and
+// UnaryClientInterceptor panics with it.
 func TestInterceptorInvalidOptions(t *testing.T) {
+	for _, tt := range []struct {
+		opt  Option
+		name string
+	}{
+		{WithMaxAttempts(-1), "WithMaxAttempts"},
+		{WithMaxInFlight(3), "WithMaxInFlight"},
+		{WithFallback(func(*Message, error) {}), "WithFallback"},
+		{WithClassifier(nil), "WithClassifier"},
+	} {
+		i, err := NewUnaryClientInterceptor(tt.opt)
+		var oe *OptionError
+		require.ErrorAs(t, err, &oe, "NewUnaryClientInterceptor(%s)", tt.name)
+		assert.Equal(t, tt.name, oe.Option)
+		assert.Nil(t, i)
+		assert.PanicsWithError(t, err.Error(), func() { UnaryClientInterceptor(tt.opt) })
+	}
+}
+
+// TestInterceptorInvalidCallOptions: a bad per-call option fails the call
+// without an attempt, with an *OptionError.
+func TestInterceptorInvalidCallOptions(t *testing.T) {
 	s := &stub{}
 	addr := startStub(t, s)
-	for _, o := range []Option{WithMaxAttempts(-1), WithMaxInFlight(3), WithFallback(func(*Message, error) {})} {
-		cc := dialWith(t, addr, UnaryClientInterceptor(o))
-		_, err := rocketryv1.NewMessagingServiceClient(cc).SendMessage(context.Background(), sendReq("x", false))
-		if err == nil || !strings.HasPrefix(err.Error(), "producer: With") {
-			t.Errorf("SendMessage() with %s = %v; want an error naming it", o.name(), err)
-		}
+	cc := dialWith(t, addr, UnaryClientInterceptor())
+	for _, o := range []Option{WithMaxAttempts(0), WithMaxInFlight(3)} {
+		_, err := rocketryv1.NewMessagingServiceClient(cc).SendMessage(context.Background(), sendReq("x", false), WithCallOptions(o))
+		var oe *OptionError
+		require.ErrorAs(t, err, &oe)
+		assert.Equal(t, o.name(), oe.Option)
 	}
-	if s.count() != 0 {
-		t.Errorf("calls = %d; want 0", s.count())
-	}
+	assert.Equal(t, 0, s.count())
 }

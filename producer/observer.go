@@ -21,11 +21,11 @@ const (
 	EventSuccess
 	// EventRetry: attempt Attempt failed with Err and attempt Attempt+1
 	// will be made after Delay, counted from the start of attempt Attempt;
-	// Why is "throttled" or "failure".
+	// Why is the outcome's kind.
 	EventRetry
-	// EventThrottle: attempt Attempt was throttled (Code 530 or
-	// RESOURCE_EXHAUSTED) for Reason. An EventRetry or EventExhausted
-	// follows.
+	// EventThrottle: attempt Attempt was throttled (rocketry.v1 530,
+	// apache.rocketmq.v2 42900, RESOURCE_EXHAUSTED) for Reason. An
+	// EventRetry or EventExhausted follows.
 	EventThrottle
 	// EventExhausted: the send failed for good after Attempt attempts; Err
 	// is its *SendError (errors.Is says why: attempts exhausted, deadline
@@ -65,8 +65,9 @@ type Event struct {
 	// counted from the start of attempt Attempt: the schedule's delay,
 	// lengthened by a broker's RetryInfo hint if that ends later.
 	Delay time.Duration
-	// Why (EventRetry) is "throttled" or "failure".
-	Why string
+	// Why (EventRetry) is the kind of the attempt's outcome: Throttled,
+	// FailedNotStored or FailedUnknown.
+	Why OutcomeKind
 	// Code is the broker code of the attempt's answer, CODE_UNSPECIFIED
 	// when it had none.
 	Code rocketryv1.Code

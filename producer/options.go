@@ -1,11 +1,12 @@
 package producer
 
 import (
-	cryptorand "crypto/rand"
-	"encoding/binary"
+	"errors"
 	"fmt"
+	"strconv"
 	"log/slog"
 	"math"
+	mathrand "math/rand/v2"
 	"time"
 
 	"github.com/rocketry-go/rocketry/backoff"
@@ -28,11 +29,13 @@ const (
 type scope uint8
 
 const (
-	scopeProducer    scope = 1 << iota // New, NewFromConn
-	scopeInterceptor                   // UnaryClientInterceptor
+	scopeNew         scope = 1 << iota // New
+	scopeFromConn                      // NewFromConn
+	scopeInterceptor                   // NewUnaryClientInterceptor, UnaryClientInterceptor
 	scopeCall                          // WithCallOptions
 
-	scopeAll = scopeProducer | scopeInterceptor | scopeCall
+	scopeProducer = scopeNew | scopeFromConn
+	scopeAll      = scopeProducer | scopeInterceptor | scopeCall
 )
 
 // An Option configures a Producer (New, NewFromConn), an interceptor
@@ -75,6 +78,8 @@ type config struct {
 	logger         *slog.Logger
 	dialOpts       []grpc.DialOption
 	failoverAlways bool // fail over after an unknown outcome too
+	classifier     Classifier
+	attemptsSet    bool // WithMaxAttempts was given
 	rmq            rmqSettings // apache.rocketmq.v2: see rocketmq_options.go
 
 	// Built by finish.
@@ -90,10 +95,11 @@ func defaultConfig() config {
 		attemptTimeout: DefaultAttemptTimeout,
 		throttle:       defaultThrottle,
 		failure:        backoff.Immediate,
-		rand:           newLockedRand(),
+		rand:           globalRand{},
 		maxInFlight:    DefaultMaxInFlight,
 		maxBody:        DefaultMaxBodyBytes,
 		logger:         discardLogger,
+		classifier:     GRPCClassifier,
 	}
 }
 
@@ -114,8 +120,9 @@ func build(sc scope, where string, opts []Option) (config, error) {
 		return config{}, err
 	}
 	if c.fallback != nil && c.spoolPath != "" {
-		return config{}, fmt.Errorf("producer: WithFallback and WithSpool(%q): set at most one dead-letter sink", c.spoolPath)
+		return config{}, &OptionError{Option: "WithSpool", Value: strconv.Quote(c.spoolPath), Where: where, Reason: "excludes WithFallback: set at most one dead-letter sink"}
 	}
+	c.settleAttempts()
 	if c.rateLimit > 0 {
 		c.limiter = rate.NewLimiter(rate.Limit(c.rateLimit), c.rateBurst)
 	}
@@ -125,50 +132,73 @@ func build(sc scope, where string, opts []Option) (config, error) {
 	return c, nil
 }
 
+// settleAttempts applies the rule that joins a schedule's length to
+// MaxAttempts: a throttle schedule that knows its length (backoff.Bounded,
+// such as an SNS delivery policy with N retries) sets MaxAttempts to N+1,
+// unless WithMaxAttempts was given, which then wins.
+func (c *config) settleAttempts() {
+	if c.attemptsSet {
+		return
+	}
+	if b, ok := c.throttle.(backoff.Bounded); ok && b.Retries() >= 0 {
+		c.maxAttempts = b.Retries() + 1
+	}
+}
+
 func (c *config) applyAll(sc scope, where string, opts []Option) error {
 	for _, o := range opts {
 		if o == nil {
 			continue
 		}
 		if o.scope()&sc == 0 {
-			return fmt.Errorf("producer: %s does not apply to %s", o.name(), where)
+			return &OptionError{Option: o.name(), Where: where, Reason: "does not apply to"}
 		}
 		if err := o.apply(c); err != nil {
+			var oe *OptionError
+			if errors.As(err, &oe) {
+				oe.Option, oe.Where = o.name(), where
+			}
 			return err
 		}
 	}
 	return nil
 }
 
+// invalid is an option's error; applyAll names the option.
+func invalid(value, reason string) error {
+	return &OptionError{Value: value, Reason: reason}
+}
+
 // WithMaxAttempts sets the number of attempts of a send, counting the first,
 // overriding the default of 3: n attempts are at most n-1 retries. n must be
-// >= 1; 1 means no retry. Applies everywhere.
+// >= 1; 1 means no retry. Without it, a throttle schedule that knows its
+// length (an SNS delivery policy of N retries) sets the attempts to N+1;
+// with it, n wins and the schedule's later retries are never reached.
+// Applies everywhere.
 func WithMaxAttempts(n int) Option {
 	return option{"WithMaxAttempts", scopeAll, func(c *config) error {
 		if n < 1 {
-			return fmt.Errorf("producer: WithMaxAttempts(%d): must be >= 1", n)
+			return invalid(fmt.Sprintf("%d", n), "must be >= 1")
 		}
-		c.maxAttempts = n
+		c.maxAttempts, c.attemptsSet = n, true
 		return nil
 	}}
 }
 
 // WithAttemptTimeout sets the time each attempt is given, overriding the
-// default of 3 s; d must be > 0. The caller's context bounds the whole send;
-// an attempt after a wait on a schedule with a least attempt time
-// (backoff.AttemptFloor, such as the connection backoff's MinConnectTimeout)
-// is given at least that. Applies everywhere.
+// default of 3 s; d must be > 0. The caller's context bounds the whole send.
+// After a throttle on the gRPC connection backoff (a schedule that is a
+// backoff.AttemptFloor), the next attempt is given what the algorithm
+// gives a try: until its next backoff would end, and at least
+// MinConnectTimeout (20 s), or d if that is longer. Applies everywhere.
 //
-// The attempt timeout is not a deadline on the attempt's context: the
-// Producer (or interceptor) cancels the attempt when it passes, and the
-// attempt fails as timed out (codes.DeadlineExceeded). So the broker
-// receives no grpc-timeout header for it, only the cancellation (the
-// stream's reset), as soon as the attempt is cancelled; a caller's deadline
-// sooner than the attempt timeout is the attempt's, and is sent as usual.
+// The timeout is the deadline of the attempt's context, so the server
+// receives it as grpc-timeout and can drop work whose caller has gone; a
+// caller's deadline sooner than it is the attempt's.
 func WithAttemptTimeout(d time.Duration) Option {
 	return option{"WithAttemptTimeout", scopeAll, func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("producer: WithAttemptTimeout(%v): must be > 0", d)
+			return invalid(fmt.Sprintf("%v", d), "must be > 0")
 		}
 		c.attemptTimeout = d
 		return nil
@@ -183,7 +213,7 @@ func WithAttemptTimeout(d time.Duration) Option {
 func WithThrottleSchedule(s backoff.Schedule) Option {
 	return option{"WithThrottleSchedule", scopeAll, func(c *config) error {
 		if s == nil {
-			return fmt.Errorf("producer: WithThrottleSchedule(nil): must not be nil")
+			return invalid("nil", "must not be nil")
 		}
 		c.throttle = s
 		return nil
@@ -199,7 +229,7 @@ func WithThrottleSchedule(s backoff.Schedule) Option {
 func WithFailureSchedule(s backoff.Schedule) Option {
 	return option{"WithFailureSchedule", scopeAll, func(c *config) error {
 		if s == nil {
-			return fmt.Errorf("producer: WithFailureSchedule(nil): must not be nil")
+			return invalid("nil", "must not be nil")
 		}
 		c.failure = s
 		return nil
@@ -232,10 +262,10 @@ func WithFailoverOnUnknownOutcome() Option {
 func WithRateLimit(perSecond float64, burst int) Option {
 	return option{"WithRateLimit", scopeProducer | scopeInterceptor, func(c *config) error {
 		if !(perSecond > 0) || math.IsInf(perSecond, 0) {
-			return fmt.Errorf("producer: WithRateLimit(%v, %d): perSecond must be > 0 and finite", perSecond, burst)
+			return invalid(fmt.Sprintf("%v, %d", perSecond, burst), "perSecond must be > 0 and finite")
 		}
 		if burst < 1 {
-			return fmt.Errorf("producer: WithRateLimit(%v, %d): burst must be >= 1", perSecond, burst)
+			return invalid(fmt.Sprintf("%v, %d", perSecond, burst), "burst must be >= 1")
 		}
 		c.rateLimit, c.rateBurst = perSecond, burst
 		return nil
@@ -243,8 +273,7 @@ func WithRateLimit(perSecond float64, burst int) Option {
 }
 
 // WithRand sets the source of the schedules' jitter, overriding the default
-// of a math/rand/v2 PCG seeded from crypto/rand and guarded for concurrent
-// use. nil means no jitter, so delays are exactly the schedule's nominal
+// of math/rand/v2's top-level generator. nil means no jitter, so delays are exactly the schedule's nominal
 // ones. r must be safe for concurrent use when sends run concurrently.
 // Applies everywhere.
 func WithRand(r backoff.Rand) Option {
@@ -260,7 +289,7 @@ func WithRand(r backoff.Rand) Option {
 func WithMaxInFlight(n int) Option {
 	return option{"WithMaxInFlight", scopeProducer, func(c *config) error {
 		if n < 1 {
-			return fmt.Errorf("producer: WithMaxInFlight(%d): must be >= 1", n)
+			return invalid(fmt.Sprintf("%d", n), "must be >= 1")
 		}
 		c.maxInFlight = n
 		return nil
@@ -275,7 +304,7 @@ func WithMaxInFlight(n int) Option {
 func WithFallback(f func(m *Message, err error)) Option {
 	return option{"WithFallback", scopeProducer, func(c *config) error {
 		if f == nil {
-			return fmt.Errorf("producer: WithFallback(nil): must not be nil")
+			return invalid("nil", "must not be nil")
 		}
 		c.fallback = f
 		return nil
@@ -304,10 +333,10 @@ func WithObserver(o Observer) Option {
 func WithRetryBudget(maxTokens, tokenRatio float64) Option {
 	return option{"WithRetryBudget", scopeProducer | scopeInterceptor, func(c *config) error {
 		if !(maxTokens > 0 && maxTokens <= 1000) {
-			return fmt.Errorf("producer: WithRetryBudget(%v, %v): maxTokens must be in (0, 1000]", maxTokens, tokenRatio)
+			return invalid(fmt.Sprintf("%v, %v", maxTokens, tokenRatio), "maxTokens must be in (0, 1000]")
 		}
 		if !(tokenRatio > 0 && tokenRatio <= 1) {
-			return fmt.Errorf("producer: WithRetryBudget(%v, %v): tokenRatio must be in (0, 1]", maxTokens, tokenRatio)
+			return invalid(fmt.Sprintf("%v, %v", maxTokens, tokenRatio), "tokenRatio must be in (0, 1]")
 		}
 		c.budgetMax, c.budgetRatio = maxTokens, tokenRatio
 		return nil
@@ -321,7 +350,7 @@ func WithRetryBudget(maxTokens, tokenRatio float64) Option {
 func WithMaxBodyBytes(n int) Option {
 	return option{"WithMaxBodyBytes", scopeProducer, func(c *config) error {
 		if n < 0 {
-			return fmt.Errorf("producer: WithMaxBodyBytes(%d): must be >= 0", n)
+			return invalid(fmt.Sprintf("%d", n), "must be >= 0")
 		}
 		c.maxBody = n
 		return nil
@@ -334,7 +363,7 @@ func WithMaxBodyBytes(n int) Option {
 func WithLogger(l *slog.Logger) Option {
 	return option{"WithLogger", scopeAll, func(c *config) error {
 		if l == nil {
-			return fmt.Errorf("producer: WithLogger(nil): must not be nil")
+			return invalid("nil", "must not be nil")
 		}
 		c.logger = l
 		return nil
@@ -343,30 +372,31 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithDialOptions adds options to the dial of each endpoint by New, after
 // the default insecure transport credentials (so a later
-// grpc.WithTransportCredentials replaces them). Applies to New only.
+// grpc.WithTransportCredentials replaces them). Applies to New only:
+// NewFromConn refuses it, since its connection is already made.
 func WithDialOptions(opts ...grpc.DialOption) Option {
-	return option{"WithDialOptions", scopeProducer, func(c *config) error {
+	return option{"WithDialOptions", scopeNew, func(c *config) error {
 		c.dialOpts = append(c.dialOpts, opts...)
 		return nil
 	}}
 }
 
-// newLockedRand is the default jitter source: a PCG seeded from
-// crypto/rand, which concurrent sends share.
-func newLockedRand() *backoff.LockedRand {
-	var seed [16]byte
-	_, _ = cryptorand.Read(seed[:]) // never fails (Go 1.24+)
-	return backoff.NewLockedRand(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:]))
-}
+// globalRand is the default jitter source: math/rand/v2's top-level
+// generator, safe for concurrent use.
+type globalRand struct{}
+
+func (globalRand) Float64() float64 { return mathrand.Float64() }
 
 // WithDeliveryPolicy sets the throttle schedule to an SNS delivery policy
 // (as WithThrottleSchedule(p)); when its MaxReceivesPerSecond is > 0 it also
-// limits attempts to that rate, with a burst of 1 (as WithRateLimit). p must
+// limits attempts to that rate, with a burst of 1 (as WithRateLimit). The
+// policy's retries set the attempts (its NumRetries + 1) unless
+// WithMaxAttempts is given. p must
 // not be nil. Applies to New and UnaryClientInterceptor, not per call.
 func WithDeliveryPolicy(p *backoff.DeliveryPolicy) Option {
 	return option{"WithDeliveryPolicy", scopeProducer | scopeInterceptor, func(c *config) error {
 		if p == nil {
-			return fmt.Errorf("producer: WithDeliveryPolicy(nil): must not be nil")
+			return invalid("nil", "must not be nil")
 		}
 		c.throttle = p
 		if r := p.MaxReceivesPerSecond(); r > 0 {
@@ -383,9 +413,24 @@ func WithDeliveryPolicy(p *backoff.DeliveryPolicy) Option {
 func WithSpool(path string) Option {
 	return option{"WithSpool", scopeProducer, func(c *config) error {
 		if path == "" {
-			return fmt.Errorf("producer: WithSpool(%q): path must not be empty", path)
+			return invalid(fmt.Sprintf("%q", path), "path must not be empty")
 		}
 		c.spoolPath = path
+		return nil
+	}}
+}
+
+// WithClassifier sets how an attempt's reply or error is read, overriding
+// the default: a reply of apache.rocketmq.v2's SendMessageResponse is read
+// by RocketMQClassifier, anything else by GRPCClassifier. Give one for a
+// service whose status is in the response body. c must not be nil. Applies
+// to the interceptor and per call.
+func WithClassifier(c Classifier) Option {
+	return option{"WithClassifier", scopeInterceptor | scopeCall, func(cfg *config) error {
+		if c == nil {
+			return invalid("nil", "must not be nil")
+		}
+		cfg.classifier = c
 		return nil
 	}}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,33 +20,31 @@ import (
 // sendMethod is the full name of MessagingService.SendMessage.
 const sendMethod = "/rocketry.v1.MessagingService/SendMessage"
 
-// closedBit marks Producer.state once Close has started; the bits below it
-// count the sends in flight.
-const closedBit = 1 << 62
-
-// Producer sends messages to a broker, retrying as DESIGN.md's retry
-// contract says. It is safe for concurrent use.
+// Producer sends messages to a broker, retrying by the retry contract (the
+// README's table; ARCHITECTURE.md draws the executor). It is safe for
+// concurrent use.
 type Producer struct {
 	cfg       config
 	conns     []grpc.ClientConnInterface
 	endpoints []string
 	owned     []*grpc.ClientConn
 	next      atomic.Uint32 // round robin over conns for first attempts
-	wd        watchdog      // ends attempts at their timeout
 	ids       *idGen
 	spool     *Spool
 
-	sem     chan struct{} // one token per async send in flight
-	state   atomic.Int64  // closedBit | sends in flight (sync and async)
-	closing chan struct{} // closed when Close starts: no new sends
+	// sends counts the sends in flight, their fallbacks and callbacks
+	// included; core counts the same sends up to their dead-letter
+	// hand-off, without the caller's code. Close waits for sends within
+	// its context, then for core only, so that a Close called from a
+	// callback or fallback still returns when its context ends.
+	sends, core tracker
+	closing     chan struct{}           // closed when Close starts: no new sends
+	hardCtx     context.Context         // every send's context ends with it
+	hardStop    context.CancelCauseFunc // with ErrClosed, when Close gives up waiting
+	closeOnce   sync.Once
+	closeDone   chan struct{}
 
-	drained   chan struct{} // closed when no send is in flight after Close started
-	drainOnce sync.Once
-	abort     chan struct{}           // closed when Close's context ends
-	hardCtx   context.Context         // canceled with ErrClosed then
-	hardStop  context.CancelCauseFunc //
-	closeOnce sync.Once
-	closeDone chan struct{}
+	async asyncPool
 }
 
 // New returns a Producer for target, which is either
@@ -60,7 +59,7 @@ type Producer struct {
 // made lazily, so New does not wait for a broker. Every option is validated
 // here; an error names the option that is wrong.
 func New(target string, opts ...Option) (*Producer, error) {
-	cfg, err := build(scopeProducer, "New", opts)
+	cfg, err := build(scopeNew, "New", opts)
 	if err != nil {
 		return nil, err
 	}
@@ -94,13 +93,13 @@ func New(target string, opts ...Option) (*Producer, error) {
 }
 
 // NewFromConn returns a Producer that sends on cc, which it does not own:
-// Close leaves cc open. Options are validated as by New (WithDialOptions has
-// no effect).
+// Close leaves cc open. Options are validated as by New; WithDialOptions is
+// refused, since cc is already dialled.
 func NewFromConn(cc grpc.ClientConnInterface, opts ...Option) (*Producer, error) {
 	if cc == nil {
 		return nil, errors.New("producer: NewFromConn(nil): connection must not be nil")
 	}
-	cfg, err := build(scopeProducer, "NewFromConn", opts)
+	cfg, err := build(scopeFromConn, "NewFromConn", opts)
 	if err != nil {
 		return nil, err
 	}
@@ -117,17 +116,17 @@ func newProducer(cfg config, conns []grpc.ClientConnInterface, endpoints []strin
 		conns:     conns,
 		endpoints: endpoints,
 		ids:       newIDGen(),
-		sem:       make(chan struct{}, cfg.maxInFlight),
 		closing:   make(chan struct{}),
-		drained:   make(chan struct{}),
-		abort:     make(chan struct{}),
 		closeDone: make(chan struct{}),
 	}
+	p.sends.init()
+	p.core.init()
+	p.async.init(cfg.maxInFlight)
 	p.hardCtx, p.hardStop = context.WithCancelCause(context.Background())
 	if cfg.spoolPath != "" {
 		s, err := OpenSpool(cfg.spoolPath)
 		if err != nil {
-			return nil, fmt.Errorf("producer: WithSpool(%q): %w", cfg.spoolPath, err)
+			return nil, &OptionError{Option: "WithSpool", Value: strconv.Quote(cfg.spoolPath), Where: "New", Reason: err.Error()}
 		}
 		if rerr := s.Recovered(); rerr != nil {
 			cfg.logger.LogAttrs(context.Background(), slog.LevelWarn, "producer: spool repaired on open; damaged bytes saved beside it",
@@ -159,21 +158,19 @@ func splitTarget(target string) ([]string, error) {
 
 // enter counts a send in flight; false once Close has started.
 func (p *Producer) enter() bool {
-	if p.state.Add(1)&closedBit != 0 {
-		p.leave()
+	if !p.sends.enter() {
+		return false
+	}
+	if !p.core.enter() {
+		p.sends.leave()
 		return false
 	}
 	return true
 }
 
-func (p *Producer) leave() {
-	if p.state.Add(-1) == closedBit {
-		p.drainOnce.Do(func() { close(p.drained) })
-	}
-}
-
 // Send sends m and blocks until it is stored or the send fails for good;
-// it returns a receipt, or an error.
+// it returns a receipt, or an error. When ctx has already ended, Send
+// returns ctx's error without an attempt, as SendAsync does.
 //
 // The message is validated first: an invalid one fails with an error
 // wrapping ErrInvalidMessage, without any attempt, and is not handed to the
@@ -190,12 +187,20 @@ func (p *Producer) Send(ctx context.Context, m *Message) (*SendReceipt, error) {
 	if err := p.prepare(m); err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if !p.enter() {
 		return nil, ErrClosed
 	}
-	r, err := p.send(ctx, m)
-	p.leave()
-	return r, err
+	r, se := p.send(ctx, m)
+	p.core.leave()
+	defer p.sends.leave()
+	if se != nil {
+		p.handOff(m, se)
+		return nil, se
+	}
+	return r, nil
 }
 
 // SendReceipt says where a message was stored.
@@ -213,17 +218,23 @@ type SendReceipt struct {
 	Attempts int
 }
 
-// sendCall is everything one send allocates, in one allocation: the
-// receipt it returns, the request and the response.
+// sendCall is one rocketry.v1 send: its attempter and everything it
+// allocates, in one allocation (the receipt it returns, the request, the
+// response).
 type sendCall struct {
+	p       *Producer
 	receipt SendReceipt
 	msg     rocketryv1.Message
 	ptrs    [1]*rocketryv1.Message
 	req     rocketryv1.SendMessageRequest
 	resp    rocketryv1.SendMessageResponse
-	peer    peer.Peer          // filled by gRPC when the request left the client
-	opts    [2]grpc.CallOption // grpc.Peer(&peer), then wait-for-ready or nothing
+	peer    peer.Peer // filled by gRPC when the request left the client
+	opts    [numCallOpts]grpc.CallOption
 }
+
+// The call options of an attempt: grpc.Peer(&peer), then wait-for-ready
+// when the attempt waits for its connection.
+const numCallOpts = 2
 
 // waitForReady makes an attempt wait for its connection within its timeout.
 var waitForReady = grpc.WaitForReady(true)
@@ -239,9 +250,20 @@ func (p *Producer) prepare(m *Message) error {
 	return nil
 }
 
-// send runs one prepared send through the retry loop.
-func (p *Producer) send(ctx context.Context, m *Message) (*SendReceipt, error) {
-	c := &sendCall{}
+// send runs one prepared send through the executor. It ends with the
+// spool written, when the send failed and the spool is the dead-letter
+// sink; the fallback is the caller's (handOff), after core.leave.
+func (p *Producer) send(ctx context.Context, m *Message) (*SendReceipt, *SendError) {
+	// One cancellation path: the send's context ends with the caller's,
+	// or with ErrClosed when Close gives up waiting.
+	sctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(p.hardCtx, func() { cancel(ErrClosed) })
+	defer func() {
+		stop()
+		cancel(nil)
+	}()
+
+	c := &sendCall{p: p}
 	c.msg.MessageId = m.ID
 	c.msg.Topic = m.Topic
 	c.msg.Tag = m.Tag
@@ -251,75 +273,90 @@ func (p *Producer) send(ctx context.Context, m *Message) (*SendReceipt, error) {
 	c.msg.Transactional = m.Transactional
 	c.ptrs[0] = &c.msg
 	c.req.Messages = c.ptrs[:]
-
-	st := callState{id: m.ID, transactional: m.Transactional, endpoints: p.endpoints}
-	if len(p.conns) > 1 {
-		st.start = int(p.next.Add(1))
-	}
 	c.opts[0] = grpc.Peer(&c.peer)
-	err := p.cfg.run(ctx, p.abort, &p.wd, &st, func(ctx context.Context, ep int, wait bool) error {
-		err := p.attempt(ctx, ep, wait, c)
-		st.unsent = err != nil && c.peer.Addr == nil
-		return err
-	})
+
+	x := executor{cfg: &p.cfg, a: c, id: m.ID, transactional: m.Transactional}
+	if len(p.conns) > 1 {
+		x.ep = int(p.next.Add(1))
+	}
+	se := x.run(sctx)
 	// The receipt keeps c alive: drop the references to the caller's data.
 	c.msg.Keys, c.msg.Properties, c.msg.Body = nil, nil, nil
-	if err == nil {
+	if se == nil {
 		r := c.resp.Results[0]
-		c.receipt = SendReceipt{MessageID: m.ID, QueueID: r.GetQueueId(), Offset: r.GetOffset(), Duplicate: r.GetDuplicate(), Attempts: st.attempts}
+		c.receipt = SendReceipt{MessageID: m.ID, QueueID: r.GetQueueId(), Offset: r.GetOffset(), Duplicate: r.GetDuplicate(), Attempts: x.attempts}
 		c.resp.Results = nil
 		return &c.receipt, nil
 	}
-	se := err.(*SendError)
-	p.deadLetter(m, se)
-	p.cfg.failed(&st, se)
+	if p.cfg.fallback != nil {
+		se.Spooled = true // handOff gives it to the fallback next
+	} else {
+		p.spoolOne(m, se)
+	}
 	return nil, se
+}
+
+func (c *sendCall) endpoint(ep int) string {
+	return c.p.endpoints[ep%len(c.p.endpoints)]
 }
 
 // attempt makes one attempt on endpoint ep. gRPC fills c.peer only when the
 // request left on a transport: an attempt that fails with c.peer empty was
 // never sent, so its message is known not stored.
-func (p *Producer) attempt(ctx context.Context, ep int, wait bool, c *sendCall) error {
-	cc := p.conns[0]
-	if len(p.conns) > 1 {
-		cc = p.conns[ep%len(p.conns)]
+func (c *sendCall) attempt(ctx context.Context, ep int, wait bool) (Outcome, bool) {
+	conns := c.p.conns
+	cc := conns[0]
+	if len(conns) > 1 {
+		cc = conns[ep%len(conns)]
 	}
 	c.peer = peer.Peer{}
 	opts := c.opts[:1]
 	if wait {
 		opts = append(opts, waitForReady)
 	}
-	if err := cc.Invoke(ctx, sendMethod, &c.req, &c.resp, opts...); err != nil {
-		return err
+	err := cc.Invoke(ctx, sendMethod, &c.req, &c.resp, opts...)
+	if err == nil {
+		if n := len(c.resp.Results); n != 1 {
+			err = fmt.Errorf("producer: broker answered %d results for one message", n)
+			return Outcome{Kind: FailedUnknown, Err: err}, false
+		}
+		return Outcome{Kind: Stored}, false
 	}
-	if n := len(c.resp.Results); n != 1 {
-		return fmt.Errorf("producer: broker answered %d results for one message", n)
-	}
-	return nil
+	return classifyError(err), c.peer.Addr == nil
 }
 
-// deadLetter hands a failed message to the fallback, else the spool.
-func (p *Producer) deadLetter(m *Message, se *SendError) {
-	switch {
-	case p.cfg.fallback != nil:
-		se.Spooled = true
-		p.cfg.fallback(m, se)
-	case p.spool != nil:
-		rec := SpoolRecord{Message: m, Attempts: se.Attempts, Code: se.Code}
-		if se.Cause != nil {
-			rec.Err = se.Cause.Error()
-		} else {
-			rec.Err = se.Error()
-		}
-		if err := p.spool.Append(rec); err != nil {
-			p.cfg.logger.LogAttrs(context.Background(), slog.LevelError, "producer: spool failed; message not kept",
-				slog.String("message_id", m.ID), slog.String("error", err.Error()))
-			return
-		}
-		se.Spooled = true
-	default:
+// spoolOne writes a failed message to the spool, when there is one.
+func (p *Producer) spoolOne(m *Message, se *SendError) {
+	if p.spool == nil {
 		return
 	}
+	rec := SpoolRecord{Message: m, Attempts: se.Attempts, Code: se.Code}
+	if se.Cause != nil {
+		rec.Err = se.Cause.Error()
+	} else {
+		rec.Err = se.Error()
+	}
+	if err := p.spool.Append(rec); err != nil {
+		p.cfg.logger.LogAttrs(context.Background(), slog.LevelError, "producer: spool failed; message not kept",
+			slog.String("message_id", m.ID), slog.String("error", err.Error()))
+		return
+	}
+	se.Spooled = true
+	p.logDeadLetter(m, se)
+}
+
+// handOff gives a failed message to the fallback, when there is one, and
+// reports the send's final events. It runs after core.leave: the fallback
+// is the caller's code.
+func (p *Producer) handOff(m *Message, se *SendError) {
+	if p.cfg.fallback != nil {
+		p.cfg.fallback(m, se)
+		p.logDeadLetter(m, se)
+	}
+	p.cfg.finish(se)
+}
+
+func (p *Producer) logDeadLetter(m *Message, se *SendError) {
 	if p.cfg.logger.Enabled(context.Background(), slog.LevelWarn) {
 		p.cfg.logger.LogAttrs(context.Background(), slog.LevelWarn, "producer: dead letter",
 			slog.String("message_id", m.ID), slog.Int("attempts", se.Attempts), slog.String("error", se.Error()))
@@ -327,15 +364,18 @@ func (p *Producer) deadLetter(m *Message, se *SendError) {
 }
 
 // Close stops accepting sends (they fail with ErrClosed), waits for the
-// sends in flight, sync and async, to finish, then closes the connections
-// New made and the spool.
+// sends in flight, sync and async, to finish (their fallbacks and callbacks
+// included), then stops the async workers and closes the connections New
+// made and the spool.
 //
 // When ctx ends first, the sends still in flight are cancelled: each ends
-// with a *SendError wrapping ErrClosed, its message goes to the fallback or
-// spool, and its callback runs; Close waits for that (an attempt on a
-// connection given to NewFromConn may run on until its attempt timeout),
-// then returns ctx's error. Close may be called more than once; later calls
-// wait for the first one within their ctx and return nil.
+// with a *SendError wrapping ErrClosed, its message goes to the spool or the
+// fallback, and its callback runs. Close waits until every send has
+// finished its attempts and the spool is written (cancelled attempts end at
+// once), not for fallbacks and callbacks still running, so that a Close
+// called from one of them returns; it then returns ctx's error. Close may
+// be called more than once; later calls wait for the first one within
+// their ctx and return nil.
 func (p *Producer) Close(ctx context.Context) error {
 	first := false
 	p.closeOnce.Do(func() { first = true })
@@ -348,18 +388,17 @@ func (p *Producer) Close(ctx context.Context) error {
 	}
 	defer close(p.closeDone)
 	close(p.closing)
-	if old := p.state.Or(closedBit); old&^closedBit == 0 {
-		p.drainOnce.Do(func() { close(p.drained) })
-	}
+	p.sends.close()
+	p.core.close()
 	var err error
 	select {
-	case <-p.drained:
+	case <-p.sends.done:
+		p.async.stop(true)
 	case <-ctx.Done():
 		err = fmt.Errorf("producer: Close: sends still in flight were cancelled: %w", ctx.Err())
-		close(p.abort)
 		p.hardStop(ErrClosed)
-		p.closeConns()
-		<-p.drained
+		<-p.core.done
+		p.async.stop(false)
 	}
 	p.hardStop(ErrClosed)
 	if cerr := p.closeConns(); cerr != nil && err == nil {

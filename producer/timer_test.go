@@ -3,10 +3,13 @@ package producer
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 )
 
@@ -40,9 +43,8 @@ func TestDefaultThrottleSchedule(t *testing.T) {
 	rec := &recorder{}
 	var givenMu sync.Mutex
 	var given []time.Duration
-	var p *Producer
-	p = newTestProducer(t, addr, WithRand(nil), WithMaxAttempts(4), WithObserver(rec.observe),
-		WithDialOptions(withAttemptProbe(func() *watchdog { return &p.wd }, func(d time.Duration) {
+	p := newTestProducer(t, addr, WithRand(nil), WithMaxAttempts(4), WithObserver(rec.observe),
+		WithDialOptions(withAttemptProbe(func(d time.Duration) {
 			givenMu.Lock()
 			given = append(given, d)
 			givenMu.Unlock()
@@ -103,18 +105,44 @@ func TestRateLimitDeadline(t *testing.T) {
 }
 
 // withAttemptProbe is a dial option whose interceptor reports the time
-// each attempt is given: until the earliest deadline the watchdog keeps
-// (the test makes one send at a time), else until the context's deadline,
-// else 0.
-func withAttemptProbe(wd func() *watchdog, report func(time.Duration)) grpc.DialOption {
+// each attempt is given: until its context's deadline, else 0.
+func withAttemptProbe(report func(time.Duration)) grpc.DialOption {
 	return grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if dl, ok := wd().earliest(); ok {
-			report(time.Until(dl))
-		} else if dl, ok := ctx.Deadline(); ok {
+		if dl, ok := ctx.Deadline(); ok {
 			report(time.Until(dl))
 		} else {
 			report(0)
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	})
+}
+
+// TestConnectionBackoffAttemptTime: after a throttle on the default
+// connection backoff, the next attempt is given what the algorithm gives a
+// try, max(next backoff, MIN_CONNECT_TIMEOUT): 20 s while the backoff is
+// shorter, then the backoff itself (1.6^7 s = 26.8 s after the 7th
+// throttle). Regression: attempts were cut at 20 s.
+func TestConnectionBackoffAttemptTime(t *testing.T) {
+	fakeWaits(t)
+	s := &stub{script: []error{err530, err530, err530, err530, err530, err530, err530, err530}}
+	addr := startStub(t, s)
+	var mu sync.Mutex
+	var given []time.Duration
+	p := newTestProducer(t, addr, WithRand(nil), WithMaxAttempts(9),
+		WithDialOptions(withAttemptProbe(func(d time.Duration) {
+			mu.Lock()
+			given = append(given, d)
+			mu.Unlock()
+		})))
+	_, err := p.Send(context.Background(), msg("t"))
+	require.NoError(t, err)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, given, 9)
+	for i, g := range given[1:] {
+		next := time.Duration(math.Pow(1.6, float64(i+1)) * float64(time.Second)) // retry i+2's backoff
+		want := max(20*time.Second, next)
+		assert.InDelta(t, want.Seconds(), g.Seconds(), 0.5, "attempt %d after %d throttles given %v; want %v", i+2, i+1, g, want)
+	}
+	assert.Greater(t, given[8], 26*time.Second, "the attempt after the 7th throttle (1.6^7 s = 26.8 s backoff) must not be cut at 20 s")
 }

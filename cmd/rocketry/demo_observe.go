@@ -69,7 +69,7 @@ func (c *demoCounters) observe(e producer.Event) {
 		}
 		c.throttled[r].Add(1)
 	case producer.EventRetry:
-		if e.Why == "throttled" {
+		if e.Why == producer.Throttled {
 			c.retryThrottled.Add(1)
 			c.lastBackoff.Store(int64(e.Delay))
 		} else {

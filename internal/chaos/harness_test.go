@@ -311,7 +311,7 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 		producer.WithMaxInFlight(sc.maxInFlight),
 		producer.WithRand(backoff.NewLockedRand(sc.seed, 0x6a177e5)),
 		producer.WithObserver(func(e producer.Event) {
-			if e.Kind == producer.EventRetry && e.Why == "throttled" {
+			if e.Kind == producer.EventRetry && e.Why == producer.Throttled {
 				for {
 					old := maxThrottleWait.Load()
 					if int64(e.Delay) <= old || maxThrottleWait.CompareAndSwap(old, int64(e.Delay)) {
@@ -438,7 +438,7 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 				record(i, r, err)
 			}
 			if try[i] {
-				err := p.TrySendAsync(msgs[i], cb)
+				err := p.TrySendAsync(context.Background(), msgs[i], cb)
 				if err == nil {
 					mu.Lock()
 					o.trySent++

@@ -27,14 +27,13 @@ func TestDecide(t *testing.T) {
 	defer cancelSoon()
 	later, cancelLater := context.WithDeadline(context.Background(), base.Add(2*time.Hour))
 	defer cancelLater()
-	aborted := make(chan struct{})
-	close(aborted)
+	closed, closeIt := context.WithCancelCause(context.Background())
+	closeIt(ErrClosed)
 	hinted := brokerErr(codes.ResourceExhausted, rocketryv1.Code_CODE_TOO_MANY_REQUESTS, rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD, 30*time.Millisecond)
 
 	tests := []struct {
 		name          string
 		ctx           context.Context
-		abort         chan struct{}
 		err           error
 		transactional bool
 		unsent        bool // the request never left the client
@@ -45,24 +44,24 @@ func TestDecide(t *testing.T) {
 		want          decision
 	}{
 		{name: "ok", err: nil, want: decision{act: actDone}},
-		{name: "530 retries on the throttle schedule", err: err530, attempts: 1, want: decision{act: actRetry, throttled: true, delay: 2 * time.Millisecond, wait: 2 * time.Millisecond, floor: time.Second}},
-		{name: "third throttle is retry 3", err: err530, attempts: 3, throttles: 2, maxAttempts: 5, want: decision{act: actRetry, throttled: true, delay: 8 * time.Millisecond, wait: 8 * time.Millisecond, floor: time.Second}},
-		{name: "delay counts from the attempt's start", err: err530, attempts: 1, elapsed: 1500 * time.Microsecond, want: decision{act: actRetry, throttled: true, delay: 2 * time.Millisecond, wait: 500 * time.Microsecond, floor: time.Second}},
-		{name: "attempt longer than the delay: no wait", err: err530, attempts: 1, elapsed: 5 * time.Millisecond, want: decision{act: actRetry, throttled: true, delay: 2 * time.Millisecond, floor: time.Second}},
-		{name: "RetryInfo lengthens the wait", err: hinted, attempts: 1, elapsed: time.Millisecond, want: decision{act: actRetry, throttled: true, delay: 31 * time.Millisecond, wait: 30 * time.Millisecond, floor: time.Second}},
-		{name: "bare RESOURCE_EXHAUSTED is throttling", err: status.Error(codes.ResourceExhausted, "slow down"), attempts: 1, want: decision{act: actRetry, throttled: true, delay: 2 * time.Millisecond, wait: 2 * time.Millisecond, floor: time.Second}},
-		{name: "transactional 530 retries", err: err530, transactional: true, attempts: 1, want: decision{act: actRetry, throttled: true, delay: 2 * time.Millisecond, wait: 2 * time.Millisecond, floor: time.Second}},
-		{name: "broker's 503 retries at once elsewhere", err: err503, attempts: 1, want: decision{act: actRetry, failover: true}},
-		{name: "broker's 500 retries at once elsewhere", err: err500, attempts: 1, want: decision{act: actRetry, failover: true}},
-		{name: "bare UNAVAILABLE (outcome unknown) stays", err: status.Error(codes.Unavailable, "transport is closing"), attempts: 1, want: decision{act: actRetry}},
-		{name: "bare INTERNAL (outcome unknown) stays", err: status.Error(codes.Internal, "?"), attempts: 1, want: decision{act: actRetry}},
-		{name: "request never sent retries elsewhere", err: status.Error(codes.Unavailable, "connection refused"), unsent: true, attempts: 1, want: decision{act: actRetry, failover: true}},
-		{name: "transactional never sent retries elsewhere", err: status.Error(codes.Unavailable, "connection refused"), unsent: true, transactional: true, attempts: 1, want: decision{act: actRetry, failover: true}},
-		{name: "UNKNOWN retries", err: status.Error(codes.Unknown, "?"), attempts: 1, want: decision{act: actRetry}},
-		{name: "ABORTED retries", err: status.Error(codes.Aborted, "?"), attempts: 1, want: decision{act: actRetry}},
-		{name: "the attempt's own timeout retries", err: status.Error(codes.DeadlineExceeded, "attempt"), attempts: 1, want: decision{act: actRetry}},
-		{name: "lost connection retries", err: status.Error(codes.Canceled, "grpc: the client connection is closing"), attempts: 1, want: decision{act: actRetry}},
-		{name: "non-status error is a failure", err: io.ErrUnexpectedEOF, attempts: 1, want: decision{act: actRetry}},
+		{name: "530 retries on the throttle schedule", err: err530, attempts: 1, want: decision{act: actRetry, throttled: true, delay: 2 * time.Millisecond, wait: 2 * time.Millisecond, timeout: 3 * time.Second}},
+		{name: "third throttle is retry 3", err: err530, attempts: 3, throttles: 2, maxAttempts: 5, want: decision{act: actRetry, throttled: true, delay: 8 * time.Millisecond, wait: 8 * time.Millisecond, timeout: 3 * time.Second}},
+		{name: "delay counts from the attempt's start", err: err530, attempts: 1, elapsed: 1500 * time.Microsecond, want: decision{act: actRetry, throttled: true, delay: 2 * time.Millisecond, wait: 500 * time.Microsecond, timeout: 3 * time.Second}},
+		{name: "attempt longer than the delay: no wait", err: err530, attempts: 1, elapsed: 5 * time.Millisecond, want: decision{act: actRetry, throttled: true, delay: 2 * time.Millisecond, timeout: 3 * time.Second}},
+		{name: "RetryInfo lengthens the wait", err: hinted, attempts: 1, elapsed: time.Millisecond, want: decision{act: actRetry, throttled: true, delay: 31 * time.Millisecond, wait: 30 * time.Millisecond, timeout: 3 * time.Second}},
+		{name: "bare RESOURCE_EXHAUSTED is throttling", err: status.Error(codes.ResourceExhausted, "slow down"), attempts: 1, want: decision{act: actRetry, throttled: true, delay: 2 * time.Millisecond, wait: 2 * time.Millisecond, timeout: 3 * time.Second}},
+		{name: "transactional 530 retries", err: err530, transactional: true, attempts: 1, want: decision{act: actRetry, throttled: true, delay: 2 * time.Millisecond, wait: 2 * time.Millisecond, timeout: 3 * time.Second}},
+		{name: "broker's 503 retries at once elsewhere", err: err503, attempts: 1, want: decision{act: actRetry, timeout: 3 * time.Second, failover: true}},
+		{name: "broker's 500 retries at once elsewhere", err: err500, attempts: 1, want: decision{act: actRetry, timeout: 3 * time.Second, failover: true}},
+		{name: "bare UNAVAILABLE (outcome unknown) stays", err: status.Error(codes.Unavailable, "transport is closing"), attempts: 1, want: decision{act: actRetry, timeout: 3 * time.Second}},
+		{name: "bare INTERNAL (outcome unknown) stays", err: status.Error(codes.Internal, "?"), attempts: 1, want: decision{act: actRetry, timeout: 3 * time.Second}},
+		{name: "request never sent retries elsewhere", err: status.Error(codes.Unavailable, "connection refused"), unsent: true, attempts: 1, want: decision{act: actRetry, timeout: 3 * time.Second, failover: true}},
+		{name: "transactional never sent retries elsewhere", err: status.Error(codes.Unavailable, "connection refused"), unsent: true, transactional: true, attempts: 1, want: decision{act: actRetry, timeout: 3 * time.Second, failover: true}},
+		{name: "UNKNOWN retries", err: status.Error(codes.Unknown, "?"), attempts: 1, want: decision{act: actRetry, timeout: 3 * time.Second}},
+		{name: "ABORTED retries", err: status.Error(codes.Aborted, "?"), attempts: 1, want: decision{act: actRetry, timeout: 3 * time.Second}},
+		{name: "the attempt's own timeout retries", err: status.Error(codes.DeadlineExceeded, "attempt"), attempts: 1, want: decision{act: actRetry, timeout: 3 * time.Second}},
+		{name: "lost connection retries", err: status.Error(codes.Canceled, "grpc: the client connection is closing"), attempts: 1, want: decision{act: actRetry, timeout: 3 * time.Second}},
+		{name: "non-status error is a failure", err: io.ErrUnexpectedEOF, attempts: 1, want: decision{act: actRetry, timeout: 3 * time.Second}},
 		{name: "transactional timeout is never retried", err: status.Error(codes.DeadlineExceeded, "attempt"), transactional: true, attempts: 1, want: decision{act: actFail, kind: ErrNotRetryable}},
 		{name: "transactional 500 is never retried", err: err500, transactional: true, attempts: 1, want: decision{act: actFail, kind: ErrNotRetryable}},
 		{name: "400 is never retried", err: err400, attempts: 1, want: decision{act: actFail, kind: ErrNotRetryable}},
@@ -77,10 +76,10 @@ func TestDecide(t *testing.T) {
 		{name: "last attempt throttled", err: err530, attempts: 3, want: decision{act: actFail, throttled: true, kind: ErrAttemptsExhausted}},
 		{name: "caller's context ended: stop", ctx: cancelled, err: status.Error(codes.Canceled, "x"), attempts: 1, want: decision{act: actFail, kind: context.Canceled, ctxErr: context.Canceled}},
 		{name: "stop beats 4xx", ctx: cancelled, err: err400, attempts: 1, want: decision{act: actFail, kind: context.Canceled, ctxErr: context.Canceled}},
-		{name: "Close gave up", abort: aborted, err: err503, attempts: 1, want: decision{act: actFail, kind: ErrClosed}},
+		{name: "Close gave up", ctx: closed, err: err503, attempts: 1, want: decision{act: actFail, kind: ErrClosed}},
 		{name: "wait ends after the deadline", ctx: soon, err: err530, attempts: 2, throttles: 1, maxAttempts: 5, want: decision{act: actFail, throttled: true, kind: ErrDeadlineTooShort}},
-		{name: "wait ends before the deadline", ctx: soon, err: err530, attempts: 1, want: decision{act: actRetry, throttled: true, delay: 2 * time.Millisecond, wait: 2 * time.Millisecond, floor: time.Second}},
-		{name: "far deadline", ctx: later, err: err530, attempts: 1, want: decision{act: actRetry, throttled: true, delay: 2 * time.Millisecond, wait: 2 * time.Millisecond, floor: time.Second}},
+		{name: "wait ends before the deadline", ctx: soon, err: err530, attempts: 1, want: decision{act: actRetry, throttled: true, delay: 2 * time.Millisecond, wait: 2 * time.Millisecond, timeout: 3 * time.Second}},
+		{name: "far deadline", ctx: later, err: err530, attempts: 1, want: decision{act: actRetry, throttled: true, delay: 2 * time.Millisecond, wait: 2 * time.Millisecond, timeout: 3 * time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,8 +92,8 @@ func TestDecide(t *testing.T) {
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			st := &callState{transactional: tt.transactional, unsent: tt.unsent, attempts: tt.attempts, throttles: tt.throttles}
-			got := c.decide(ctx, tt.abort, st, tt.err, t0, t0.Add(tt.elapsed))
+			x := &executor{cfg: &c, transactional: tt.transactional, attempts: tt.attempts, throttles: tt.throttles}
+			got := x.decide(ctx, classifyError(tt.err), tt.unsent, t0, t0.Add(tt.elapsed))
 			if got != tt.want {
 				t.Errorf("decide(%v) = %+v; want %+v", tt.err, got, tt.want)
 			}
@@ -110,12 +109,12 @@ func TestDecideCountsEachScheduleApart(t *testing.T) {
 	c.maxAttempts, c.rand = 10, nil
 	c.throttle = scheduleFunc(func(n int) time.Duration { return time.Duration(n) * time.Millisecond })
 	c.failure = scheduleFunc(func(n int) time.Duration { return time.Duration(100*n) * time.Millisecond })
-	st := &callState{}
+	x := &executor{cfg: &c}
 	now := time.Now()
 	var got []time.Duration
 	for _, err := range []error{err530, err530, err503, err530, err503} {
-		st.attempts++
-		d := c.decide(context.Background(), nil, st, err, now, now)
+		x.attempts++
+		d := x.decide(context.Background(), classifyError(err), false, now, now)
 		got = append(got, d.delay)
 	}
 	want := []time.Duration{1 * time.Millisecond, 2 * time.Millisecond, 100 * time.Millisecond, 3 * time.Millisecond, 200 * time.Millisecond}
@@ -136,9 +135,9 @@ func TestDecideScheduleEnd(t *testing.T) {
 	}
 	c := defaultConfig()
 	c.maxAttempts, c.throttle = 10, p
-	st := &callState{attempts: 2, throttles: 1}
+	x := &executor{cfg: &c, attempts: 2, throttles: 1}
 	now := time.Now()
-	if got := c.decide(context.Background(), nil, st, err530, now, now); got.act != actFail || got.kind != ErrAttemptsExhausted {
+	if got := x.decide(context.Background(), classifyError(err530), false, now, now); got.act != actFail || got.kind != ErrAttemptsExhausted {
 		t.Errorf("decide after the schedule's last retry = %+v; want fail with ErrAttemptsExhausted", got)
 	}
 }

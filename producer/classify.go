@@ -1,0 +1,124 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// GRPCClassifier reads an attempt's gRPC status, with rocketry.v1's
+// ErrorDetail and google.rpc.RetryInfo when the server sent them. It is the
+// classifier of the Producer on rocketry.v1 and the interceptor's default.
+//
+//   - OK: Stored.
+//   - RESOURCE_EXHAUSTED, or the detail's 530 TOO_MANY_REQUESTS: Throttled,
+//     with the detail's reason and RetryInfo's delay as the hint; but
+//     gRPC's own RESOURCE_EXHAUSTED for a message over a size limit
+//     ("larger than max") is Permanent, MESSAGE_TOO_LARGE.
+//   - The detail's 500 INTERNAL_ERROR or 503 UNAVAILABLE: FailedNotStored
+//     (the rocketry broker stores nothing when it answers them).
+//   - UNAVAILABLE, INTERNAL, UNKNOWN, ABORTED, DEADLINE_EXCEEDED (the
+//     attempt's timeout), CANCELLED (a lost connection) without the detail,
+//     and errors that are not statuses: FailedUnknown.
+//   - Every other code (INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS,
+//     PERMISSION_DENIED, UNAUTHENTICATED, FAILED_PRECONDITION, OUT_OF_RANGE,
+//     UNIMPLEMENTED, DATA_LOSS): Permanent.
+var GRPCClassifier Classifier = grpcClassifier{}
+
+type grpcClassifier struct{}
+
+func (grpcClassifier) Classify(_ any, err error) Outcome { return classifyError(err) }
+
+// classifyError classifies a gRPC error; nil is Stored.
+func classifyError(err error) Outcome {
+	if err == nil {
+		return Outcome{Kind: Stored}
+	}
+	s, ok := status.FromError(err)
+	if !ok {
+		// Not a status: the context's own error, or a transport error.
+		return Outcome{Kind: FailedUnknown, Err: err}
+	}
+	o := Outcome{Err: err}
+	if len(s.Proto().GetDetails()) > 0 {
+		for _, d := range s.Details() {
+			switch d := d.(type) {
+			case *rocketryv1.ErrorDetail:
+				o.Code, o.Reason = d.GetCode(), d.GetReason()
+				o.WireCode = int32(o.Code)
+			case *errdetails.RetryInfo:
+				if d.GetRetryDelay() != nil {
+					o.Hint = max(d.GetRetryDelay().AsDuration(), 0)
+				}
+			}
+		}
+	}
+	switch gc := s.Code(); {
+	case o.Code == rocketryv1.Code_CODE_TOO_MANY_REQUESTS:
+		o.Kind = Throttled
+	case gc == codes.ResourceExhausted && tooLarge(s.Message()):
+		o.Kind, o.Code, o.Hint = Permanent, rocketryv1.Code_CODE_MESSAGE_TOO_LARGE, 0
+	case gc == codes.ResourceExhausted:
+		o.Kind = Throttled
+		o.Code = rocketryv1.Code_CODE_TOO_MANY_REQUESTS
+	case o.Code == rocketryv1.Code_CODE_INTERNAL_ERROR || o.Code == rocketryv1.Code_CODE_UNAVAILABLE:
+		o.Kind = FailedNotStored
+	case gc == codes.Unavailable, gc == codes.Internal, gc == codes.Unknown, gc == codes.Aborted,
+		gc == codes.DeadlineExceeded, gc == codes.Canceled:
+		o.Kind = FailedUnknown
+	default:
+		o.Kind = Permanent
+	}
+	return o
+}
+
+// tooLarge reports whether a RESOURCE_EXHAUSTED message is gRPC's own
+// refusal of a message over a size limit, on either side.
+func tooLarge(msg string) bool {
+	return strings.Contains(msg, "message larger than max")
+}
+
+// errOutcome reads an error returned by a send or an attempt: a *SendError
+// (its last attempt's outcome), an error that knows its outcome (a
+// RocketMQ 5 status), else a gRPC status.
+func errOutcome(err error) Outcome {
+	var se *SendError
+	if errors.As(err, &se) {
+		o := Outcome{Kind: se.Last, Code: se.Code, WireCode: se.WireCode, Reason: se.Reason, Err: se.Cause}
+		if o.Kind == 0 && o.Code == rocketryv1.Code_CODE_TOO_MANY_REQUESTS {
+			o.Kind = Throttled
+		}
+		return o
+	}
+	var oe interface{ outcome() Outcome }
+	if errors.As(err, &oe) {
+		return oe.outcome()
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return Outcome{Kind: FailedUnknown, Err: err}
+	}
+	return classifyError(err)
+}
+
+// IsThrottled reports whether err is, or wraps, a throttling answer (gRPC
+// RESOURCE_EXHAUSTED other than a size limit, rocketry.v1's 530,
+// apache.rocketmq.v2's 42900), or is a *SendError whose last attempt was
+// throttled. It reads err with the same classifiers as the retry decisions.
+func IsThrottled(err error) bool {
+	return err != nil && errOutcome(err).Kind == Throttled
+}
+
+// CodeOf returns the broker code err carries, in rocketry.v1's terms: a
+// *SendError's Code, or the code its classifier reads from a gRPC status
+// or a RocketMQ 5 status; CODE_UNSPECIFIED when there is none.
+func CodeOf(err error) rocketryv1.Code {
+	if err == nil {
+		return rocketryv1.Code_CODE_UNSPECIFIED
+	}
+	return errOutcome(err).Code
+}
