@@ -1,0 +1,104 @@
+package producer
+
+import (
+	"context"
+	"errors"
+
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
+)
+
+// rmqCall is the attempter of one message over apache.rocketmq.v2: each
+// attempt is a SendMessage of the message to the broker of queue ep of the
+// topic's route. The route is read at the first attempt and kept for the
+// whole send, so that endpoint ep names the same broker on every attempt
+// (a retry after an unknown outcome stays where the message may be). It is
+// used by one goroutine at a time, as the executor does.
+type rmqCall struct {
+	c     *rmqClient
+	topic string
+	msg   *rocketmqv2.Message
+	req   rocketmqv2.SendMessageRequest
+	route *rmqRoute
+	peer  peer.Peer // filled by gRPC when the request left the client
+	last  rmqQueue  // the queue of the last attempt
+	resp  *rocketmqv2.SendMessageResponse
+}
+
+// newCall returns the attempter of m, which must be validated and have its
+// ID (the Producer's prepare); m is converted once, its slices and map
+// shared.
+func (c *rmqClient) newCall(m *Message) *rmqCall {
+	a := &rmqCall{c: c, topic: m.Topic, msg: m.toRMQ(c.set.namespace, c.bornHost, c.now())}
+	a.req.Messages = []*rocketmqv2.Message{a.msg}
+	return a
+}
+
+// attempt sends the message to queue ep's broker, waiting for the
+// connection within ctx when waitForReady is set. unsent reports that the
+// request never left the client: the route could not be read, or gRPC
+// failed the call before it reached a transport (no peer).
+func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool) (Outcome, bool) {
+	if a.route == nil {
+		r, err := a.c.route(ctx, a.topic)
+		if err != nil {
+			return routeOutcome(err), true
+		}
+		a.route = r
+	}
+	q := a.route.queue(ep)
+	cn, err := a.c.conn(q.addr)
+	if err != nil {
+		return Outcome{Kind: FailedNotStored, Err: err}, true
+	}
+	a.last = q
+	a.msg.SystemProperties.QueueId = q.id
+	a.peer = peer.Peer{}
+	opts := []grpc.CallOption{grpc.Peer(&a.peer)}
+	if waitForReady {
+		opts = append(opts, grpc.WaitForReady(true))
+	}
+	resp, err := cn.stub.SendMessage(a.c.outgoing(ctx), &a.req, opts...)
+	a.resp = resp
+	return RocketMQClassifier.Classify(resp, err), err != nil && a.peer.Addr == nil
+}
+
+// routeOutcome reads the error of a route look-up, which sent nothing: the
+// server's status (TOPIC_NOT_FOUND is Permanent), a gRPC error as
+// GRPCClassifier reads it, and a route without a writable queue, the
+// client's end or the caller's context as failures known not stored.
+func routeOutcome(err error) Outcome {
+	var se *RocketMQStatusError
+	switch {
+	case errors.As(err, &se):
+		return se.outcome()
+	case errors.Is(err, errNoWritableQueue), errors.Is(err, ErrClosed):
+		return Outcome{Kind: FailedNotStored, Err: err}
+	}
+	o := GRPCClassifier.Classify(nil, err)
+	if o.Kind == FailedUnknown {
+		o.Kind = FailedNotStored // nothing was sent
+	}
+	return o
+}
+
+// endpoint names endpoint ep: the broker of its queue, or the topic's
+// route before it is known.
+func (a *rmqCall) endpoint(ep int) string {
+	if a.route == nil {
+		return "rocketmq:" + a.topic
+	}
+	return a.route.queue(ep).broker
+}
+
+// result is what the broker said of the stored message: its queue, its
+// offset and, for a transactional message, the transaction id that
+// EndTransaction needs. ok is false before a stored answer.
+func (a *rmqCall) result() (queueID int32, offset int64, transactionID string, ok bool) {
+	es := a.resp.GetEntries()
+	if len(es) == 0 {
+		return 0, 0, "", false
+	}
+	return a.last.id, es[0].GetOffset(), es[0].GetTransactionId(), true
+}

@@ -1,0 +1,413 @@
+package producer
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+)
+
+// This file holds the RocketMQ 5 client of a Producer: its connections, the
+// metadata of every call, its life (start, heartbeats, route refresh,
+// close). Routes are in rocketmq_route.go, the telemetry stream in
+// rocketmq_telemetry.go, one send's attempts in rocketmq_call.go.
+
+// The x-mq-* metadata, as the official clients send it.
+const (
+	rmqHeaderClientID  = "x-mq-client-id"
+	rmqHeaderLanguage  = "x-mq-language"
+	rmqHeaderProtocol  = "x-mq-protocol"
+	rmqHeaderVersion   = "x-mq-client-version"
+	rmqHeaderDateTime  = "x-mq-date-time"
+	rmqHeaderRequestID = "x-mq-request-id"
+	rmqHeaderNamespace = "x-mq-namespace"
+	rmqHeaderToken     = "x-mq-session-token"
+	rmqHeaderAuth      = "authorization"
+
+	// rmqLanguage is "GO", as the official Go client sends it, not the
+	// enum's "GOLANG": a RocketMQ proxy reads the header with Java's
+	// LanguageCode.valueOf, whose constant is GO, and fails a heartbeat
+	// from any other name (the Node.js client sends "HTTP" for this reason).
+	rmqLanguage = "GO"
+	// rmqClientVersion is our x-mq-client-version and UA version.
+	rmqClientVersion = "rocketry-5.0.0"
+	// rmqDateTimeLayout is x-mq-date-time's layout, in UTC.
+	rmqDateTimeLayout = "20060102T150405Z"
+)
+
+// Intervals of the official clients.
+const (
+	rmqHeartbeatEvery = 10 * time.Second
+	rmqRouteEvery     = 30 * time.Second
+	rmqReopenMin      = time.Second // first wait before reopening telemetry
+	rmqReopenMax      = 30 * time.Second
+)
+
+// rmqClient is the RocketMQ 5 side of a Producer: one gRPC connection per
+// address it talks to (the access points given to New, and the brokers its
+// routes name), a telemetry stream on each, heartbeats, and the routes of
+// the topics it sends to. Its methods are safe for concurrent use.
+type rmqClient struct {
+	set         rmqSettings
+	access      []string // access points, host:port
+	accessPoint *rocketmqv2.Endpoints
+	dialOpts    []grpc.DialOption
+	timeout     time.Duration // each unary call; start's wait for Settings
+	logger      *slog.Logger
+	id          string
+	ids         *rmqIDGen
+	bornHost    string
+	now         func() time.Time
+
+	// Intervals; tests shorten them before start.
+	heartbeatEvery, routeEvery, reopenMin, reopenMax time.Duration
+
+	ctx    context.Context // the client's life; close cancels it
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // every goroutine the client started
+
+	mu        sync.Mutex
+	conns     map[string]*rmqConn
+	routes    map[string]*rmqRoute
+	querying  map[string]chan struct{} // QueryRoute in flight, by topic
+	topics    []string                 // topics sent to, declared in Settings
+	nextQuery int                      // access point of the next QueryRoute
+	started   bool
+	closed    bool
+
+	maxBody      atomic.Int64 // the server's max_body_size; 0: not known
+	policy       atomic.Pointer[rocketmqv2.RetryPolicy]
+	settingsCh   chan struct{} // closed at the first Settings from a server
+	settingsOnce sync.Once
+}
+
+// rmqConn is the connection to one address, with its telemetry session.
+type rmqConn struct {
+	addr string
+	cc   *grpc.ClientConn
+	stub rocketmqv2.MessagingServiceClient
+	tel  *rmqTelemetry
+}
+
+// newRMQClient makes the client of the access points addrs (host:port
+// each) from the producer's configuration: the rmq settings, the dial
+// options, the attempt timeout (the request timeout it declares and gives
+// each of its own calls) and the logger. It makes no call: start does.
+func newRMQClient(addrs []string, cfg *config) (*rmqClient, error) {
+	if len(addrs) == 0 {
+		return nil, errors.New("producer: rocketmq: no access point")
+	}
+	ep := &rocketmqv2.Endpoints{}
+	kinds := map[rocketmqv2.AddressScheme]bool{}
+	for _, a := range addrs {
+		host, port, err := net.SplitHostPort(a)
+		p, perr := strconv.ParseUint(port, 10, 16)
+		if err != nil || perr != nil || host == "" || p == 0 {
+			return nil, fmt.Errorf("producer: rocketmq access point %q is not host:port", a)
+		}
+		ep.Addresses = append(ep.Addresses, &rocketmqv2.Address{Host: host, Port: int32(p)})
+		kinds[schemeOf(host)] = true
+	}
+	ep.Scheme = rocketmqv2.AddressScheme_DOMAIN_NAME
+	if len(kinds) == 1 {
+		for k := range kinds {
+			ep.Scheme = k
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	now := time.Now
+	return &rmqClient{
+		set:            cfg.rmq,
+		access:         append([]string(nil), addrs...),
+		accessPoint:    ep,
+		dialOpts:       cfg.dialOpts,
+		timeout:        cfg.attemptTimeout,
+		logger:         cfg.logger,
+		id:             newRMQClientID(now()),
+		ids:            newRMQIDGen(),
+		bornHost:       rmqBornHost(),
+		now:            now,
+		heartbeatEvery: rmqHeartbeatEvery,
+		routeEvery:     rmqRouteEvery,
+		reopenMin:      rmqReopenMin,
+		reopenMax:      rmqReopenMax,
+		ctx:            ctx,
+		cancel:         cancel,
+		conns:          map[string]*rmqConn{},
+		routes:         map[string]*rmqRoute{},
+		querying:       map[string]chan struct{}{},
+		settingsCh:     make(chan struct{}),
+	}, nil
+}
+
+func schemeOf(host string) rocketmqv2.AddressScheme {
+	ip, err := netip.ParseAddr(host)
+	switch {
+	case err != nil:
+		return rocketmqv2.AddressScheme_DOMAIN_NAME
+	case ip.Is4():
+		return rocketmqv2.AddressScheme_IPv4
+	}
+	return rocketmqv2.AddressScheme_IPv6
+}
+
+// start opens a telemetry stream to every access point, starts the
+// heartbeats and route refreshes, and waits until a server has answered
+// with its Settings, for the request timeout at most (and within ctx). When
+// it fails, the client is stopped: every goroutine has ended.
+func (c *rmqClient) start(ctx context.Context) error {
+	c.mu.Lock()
+	if c.started || c.closed {
+		c.mu.Unlock()
+		return errors.New("producer: rocketmq client started twice or closed")
+	}
+	c.started = true
+	c.mu.Unlock()
+	for _, a := range c.access {
+		if _, err := c.conn(a); err != nil {
+			c.stop()
+			return err
+		}
+	}
+	c.wg.Add(1)
+	go c.housekeeping()
+
+	t := time.NewTimer(c.timeout)
+	defer t.Stop()
+	var err error
+	select {
+	case <-c.settingsCh:
+		return nil
+	case <-ctx.Done():
+		err = fmt.Errorf("producer: rocketmq start: %w", context.Cause(ctx))
+	case <-t.C:
+		err = fmt.Errorf("producer: rocketmq start: no Settings from %s within %v (%v)",
+			strings.Join(c.access, ","), c.timeout, c.telemetryErr())
+	}
+	c.stop()
+	return err
+}
+
+// telemetryErr is the last error of the access points' telemetry streams.
+func (c *rmqClient) telemetryErr() error {
+	var errs []error
+	for _, cn := range c.connList() {
+		if err := cn.tel.err(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", cn.addr, err))
+		}
+	}
+	if len(errs) == 0 {
+		return errors.New("no answer")
+	}
+	return errors.Join(errs...)
+}
+
+// close tells every server the client is going away
+// (NotifyClientTermination, each within the request timeout and ctx), then
+// stops every goroutine and closes every connection. It returns once all
+// have ended; later calls do nothing.
+func (c *rmqClient) close(ctx context.Context) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	started := c.started
+	c.mu.Unlock()
+	if started {
+		var wg sync.WaitGroup
+		for _, cn := range c.connList() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cctx, cancel := context.WithTimeout(c.outgoing(ctx), c.timeout)
+				defer cancel()
+				_, err := cn.stub.NotifyClientTermination(cctx, &rocketmqv2.NotifyClientTerminationRequest{})
+				if err != nil {
+					c.logger.Debug("rocketmq: NotifyClientTermination failed", "endpoint", cn.addr, "err", err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	c.stop()
+}
+
+// stop ends every goroutine and closes every connection.
+func (c *rmqClient) stop() {
+	c.mu.Lock()
+	c.closed = true
+	conns := c.conns
+	c.conns = map[string]*rmqConn{}
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+	for _, cn := range conns {
+		_ = cn.cc.Close()
+	}
+}
+
+// conn returns the connection to addr, making it (and its telemetry
+// session, once the client has started) on first use.
+func (c *rmqClient) conn(addr string) (*rmqConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if cn := c.conns[addr]; cn != nil {
+		return cn, nil
+	}
+	creds := insecure.NewCredentials()
+	if c.set.tls != nil {
+		creds = credentials.NewTLS(c.set.tls)
+	}
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, c.dialOpts...)
+	cc, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("producer: rocketmq endpoint %q: %w", addr, err)
+	}
+	cn := &rmqConn{addr: addr, cc: cc, stub: rocketmqv2.NewMessagingServiceClient(cc)}
+	cn.tel = &rmqTelemetry{c: c, conn: cn}
+	c.conns[addr] = cn
+	c.wg.Add(1)
+	go cn.tel.run()
+	return cn, nil
+}
+
+// connList is a snapshot of the connections.
+func (c *rmqClient) connList() []*rmqConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*rmqConn, 0, len(c.conns))
+	for _, cn := range c.conns {
+		out = append(out, cn)
+	}
+	return out
+}
+
+// outgoing returns ctx with the metadata of one call: client id, language,
+// protocol, version, date-time, a new request id, the namespace when set,
+// and the signature when credentials are set.
+func (c *rmqClient) outgoing(ctx context.Context) context.Context {
+	dt := c.now().UTC().Format(rmqDateTimeLayout)
+	kv := make([]string, 0, 20)
+	kv = append(kv,
+		rmqHeaderClientID, c.id,
+		rmqHeaderLanguage, rmqLanguage,
+		rmqHeaderProtocol, "v2",
+		rmqHeaderVersion, rmqClientVersion,
+		rmqHeaderDateTime, dt,
+		rmqHeaderRequestID, newRequestID(),
+	)
+	if c.set.namespace != "" {
+		kv = append(kv, rmqHeaderNamespace, c.set.namespace)
+	}
+	if c.set.securityToken != "" {
+		kv = append(kv, rmqHeaderToken, c.set.securityToken)
+	}
+	if c.set.accessKey != "" {
+		kv = append(kv, rmqHeaderAuth, rmqAuthorization(c.set.accessKey, c.set.secretKey, dt))
+	}
+	return metadata.AppendToOutgoingContext(ctx, kv...)
+}
+
+// rmqAuthorization is the authorization header of a call made at dateTime
+// (x-mq-date-time): the HMAC-SHA1 of dateTime keyed with secretKey, in
+// upper-case hex, as the Java and Node.js clients write it (a proxy reads
+// the hex in either case).
+func rmqAuthorization(accessKey, secretKey, dateTime string) string {
+	h := hmac.New(sha1.New, []byte(secretKey))
+	h.Write([]byte(dateTime))
+	sig := strings.ToUpper(hex.EncodeToString(h.Sum(nil)))
+	return "MQv2-HMAC-SHA1 Credential=" + accessKey + ", SignedHeaders=" + rmqHeaderDateTime + ", Signature=" + sig
+}
+
+// newRequestID returns a random (version 4) UUID.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// housekeeping sends heartbeats and refreshes routes until the client
+// stops.
+func (c *rmqClient) housekeeping() {
+	defer c.wg.Done()
+	hb := time.NewTicker(c.heartbeatEvery)
+	defer hb.Stop()
+	rt := time.NewTicker(c.routeEvery)
+	defer rt.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-hb.C:
+			c.heartbeat()
+		case <-rt.C:
+			c.refreshRoutes()
+		}
+	}
+}
+
+// heartbeat sends one Heartbeat to every connection. A server that does
+// not know the client (UNRECOGNIZED_CLIENT_TYPE: it lost its Settings) gets
+// the Settings again.
+func (c *rmqClient) heartbeat() {
+	req := &rocketmqv2.HeartbeatRequest{ClientType: rocketmqv2.ClientType_PRODUCER}
+	for _, cn := range c.connList() {
+		ctx, cancel := context.WithTimeout(c.outgoing(c.ctx), c.timeout)
+		resp, err := cn.stub.Heartbeat(ctx, req)
+		cancel()
+		switch {
+		case err != nil:
+			c.logger.Debug("rocketmq: heartbeat failed", "endpoint", cn.addr, "err", err)
+		case resp.GetStatus().GetCode() == rocketmqv2.Code_UNRECOGNIZED_CLIENT_TYPE:
+			cn.tel.sendSettings()
+		}
+	}
+}
+
+// applySettings records what a server's Settings say to a producer: the
+// largest body it takes and its retry advice. The first one ends start's
+// wait.
+func (c *rmqClient) applySettings(s *rocketmqv2.Settings) {
+	if n := s.GetPublishing().GetMaxBodySize(); n > 0 {
+		c.maxBody.Store(int64(n))
+	}
+	if p := s.GetBackoffPolicy(); p != nil {
+		c.policy.Store(p)
+	}
+	c.settingsOnce.Do(func() { close(c.settingsCh) })
+}
+
+// maxBodySize is the largest body the server takes (its Settings'
+// max_body_size), or 0 when no server has said.
+func (c *rmqClient) maxBodySize() int { return int(c.maxBody.Load()) }
+
+// serverRetryPolicy is the retry advice of the last server Settings that
+// carried one, or nil. useServerRetryPolicy says whether WithServerRetryPolicy
+// asked to follow it.
+func (c *rmqClient) serverRetryPolicy() *rocketmqv2.RetryPolicy { return c.policy.Load() }
+
+func (c *rmqClient) useServerRetryPolicy() bool { return c.set.serverRetryPolicy }

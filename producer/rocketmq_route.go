@@ -1,0 +1,180 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+)
+
+// rmqQueue is one writable queue of a topic.
+type rmqQueue struct {
+	id     int32
+	broker string // the broker's name: the attempter's endpoint name
+	addr   string // host:port of the broker's endpoint
+}
+
+// rmqRoute is the writable queues of a topic, interleaved so that
+// consecutive indexes are on different brokers where there are several:
+// endpoint ep of a send is queue ep % len(queues), and ep+1, the failover,
+// is on another broker. A route is never empty and never changes; a
+// refresh replaces it.
+type rmqRoute struct {
+	topic  string
+	queues []rmqQueue
+}
+
+func (r *rmqRoute) queue(ep int) rmqQueue {
+	i := ep % len(r.queues)
+	if i < 0 {
+		i += len(r.queues)
+	}
+	return r.queues[i]
+}
+
+// errNoWritableQueue is returned for a topic whose route has no writable
+// queue of a leader broker.
+var errNoWritableQueue = errors.New("producer: rocketmq topic has no writable queue")
+
+// route returns the route of topic: from the cache, else from QueryRoute
+// (one query at a time per topic; the others wait for it within ctx). A new
+// topic is declared in the client's Settings.
+func (c *rmqClient) route(ctx context.Context, topic string) (*rmqRoute, error) {
+	for {
+		c.mu.Lock()
+		if r := c.routes[topic]; r != nil {
+			c.mu.Unlock()
+			return r, nil
+		}
+		if c.closed {
+			c.mu.Unlock()
+			return nil, ErrClosed
+		}
+		wait, busy := c.querying[topic]
+		if !busy {
+			wait = make(chan struct{})
+			c.querying[topic] = wait
+		}
+		c.mu.Unlock()
+		if busy {
+			select {
+			case <-wait:
+				continue // cached now, or that query failed: try ours
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		}
+		r, err := c.queryRoute(ctx, topic)
+		c.mu.Lock()
+		delete(c.querying, topic)
+		if err == nil {
+			c.routes[topic] = r
+		}
+		c.mu.Unlock()
+		close(wait)
+		if err != nil {
+			return nil, err
+		}
+		c.addTopic(topic)
+		return r, nil
+	}
+}
+
+// queryRoute asks the access points for topic's route, the next one after
+// each gRPC error, each within the request timeout and ctx. A non-OK status
+// is the answer (a *RocketMQStatusError): it is not asked elsewhere.
+func (c *rmqClient) queryRoute(ctx context.Context, topic string) (*rmqRoute, error) {
+	req := &rocketmqv2.QueryRouteRequest{
+		Topic:     &rocketmqv2.Resource{ResourceNamespace: c.set.namespace, Name: topic},
+		Endpoints: c.accessPoint,
+	}
+	c.mu.Lock()
+	first := c.nextQuery
+	c.nextQuery++
+	c.mu.Unlock()
+	var errs []error
+	for i := range c.access {
+		addr := c.access[(first+i)%len(c.access)]
+		cn, err := c.conn(addr)
+		if err != nil {
+			return nil, err
+		}
+		qctx, cancel := context.WithTimeout(c.outgoing(ctx), c.timeout)
+		resp, err := cn.stub.QueryRoute(qctx, req)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		if s := resp.GetStatus(); s.GetCode() != rocketmqv2.Code_OK {
+			return nil, &RocketMQStatusError{Code: int32(s.GetCode()), Message: s.GetMessage()}
+		}
+		queues := interleave(resp.GetMessageQueues())
+		if len(queues) == 0 {
+			return nil, fmt.Errorf("%w: %q", errNoWritableQueue, topic)
+		}
+		return &rmqRoute{topic: topic, queues: queues}, nil
+	}
+	return nil, fmt.Errorf("producer: rocketmq QueryRoute(%q): %w", topic, errors.Join(errs...))
+}
+
+// interleave keeps the queues a producer may write (WRITE or READ_WRITE,
+// on a leader broker, id 0, with an address) and orders them broker by
+// broker in turn: the first queue of each broker, then the second of each,
+// and so on, brokers in the order the route first names them.
+func interleave(mqs []*rocketmqv2.MessageQueue) []rmqQueue {
+	var names []string
+	byBroker := map[string][]rmqQueue{}
+	total := 0
+	for _, mq := range mqs {
+		p := mq.GetPermission()
+		b := mq.GetBroker()
+		addrs := b.GetEndpoints().GetAddresses()
+		if (p != rocketmqv2.Permission_WRITE && p != rocketmqv2.Permission_READ_WRITE) || b.GetId() != 0 || len(addrs) == 0 {
+			continue
+		}
+		a := addrs[0]
+		q := rmqQueue{id: mq.GetId(), broker: b.GetName(), addr: net.JoinHostPort(a.GetHost(), strconv.Itoa(int(a.GetPort())))}
+		if _, ok := byBroker[q.broker]; !ok {
+			names = append(names, q.broker)
+		}
+		byBroker[q.broker] = append(byBroker[q.broker], q)
+		total++
+	}
+	out := make([]rmqQueue, 0, total)
+	for i := 0; len(out) < total; i++ {
+		for _, n := range names {
+			if qs := byBroker[n]; i < len(qs) {
+				out = append(out, qs[i])
+			}
+		}
+	}
+	return out
+}
+
+// refreshRoutes queries the route of every cached topic again; a topic
+// whose query fails keeps its route.
+func (c *rmqClient) refreshRoutes() {
+	c.mu.Lock()
+	topics := make([]string, 0, len(c.routes))
+	for t := range c.routes {
+		topics = append(topics, t)
+	}
+	c.mu.Unlock()
+	for _, t := range topics {
+		r, err := c.queryRoute(c.ctx, t)
+		if err != nil {
+			c.logger.Debug("rocketmq: route refresh failed", "topic", t, "err", err)
+			continue
+		}
+		c.mu.Lock()
+		c.routes[t] = r
+		c.mu.Unlock()
+	}
+}

@@ -1,0 +1,198 @@
+package producer
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// rmqTelemetry is the telemetry session of one connection: a Telemetry
+// stream that opens with the client's Settings and stays open, the
+// server's Settings and commands arriving on it. When the stream ends or
+// breaks, the session opens a new one after a wait (doubling from
+// reopenMin to reopenMax, back to reopenMin once a stream got Settings),
+// until the client stops.
+type rmqTelemetry struct {
+	c    *rmqClient
+	conn *rmqConn
+
+	mu      sync.Mutex // serialises Send; guards the fields below
+	stream  rocketmqv2.MessagingService_TelemetryClient
+	lastErr error
+}
+
+// run is the session's goroutine.
+func (t *rmqTelemetry) run() {
+	defer t.c.wg.Done()
+	wait := t.c.reopenMin
+	for {
+		got, err := t.session()
+		t.mu.Lock()
+		t.lastErr = err
+		t.mu.Unlock()
+		if t.c.ctx.Err() != nil {
+			return
+		}
+		t.c.logger.Debug("rocketmq: telemetry stream ended", "endpoint", t.conn.addr, "err", err)
+		if got {
+			wait = t.c.reopenMin
+		}
+		tm := time.NewTimer(wait)
+		select {
+		case <-t.c.ctx.Done():
+			tm.Stop()
+			return
+		case <-tm.C:
+		}
+		wait = min(wait*2, t.c.reopenMax)
+	}
+}
+
+// session runs one stream to its end; got reports whether it carried the
+// server's Settings.
+func (t *rmqTelemetry) session() (got bool, err error) {
+	ctx, cancel := context.WithCancel(t.c.ctx)
+	defer cancel()
+	stream, err := t.conn.stub.Telemetry(t.c.outgoing(ctx))
+	if err != nil {
+		return false, err
+	}
+	t.mu.Lock()
+	t.stream = stream
+	err = stream.Send(t.c.settingsCommand())
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		t.stream = nil
+		t.mu.Unlock()
+	}()
+	if err != nil {
+		return false, err
+	}
+	for {
+		cmd, err := stream.Recv()
+		if err != nil {
+			return got, err
+		}
+		switch k := cmd.GetCommand().(type) {
+		case *rocketmqv2.TelemetryCommand_Settings:
+			t.c.applySettings(k.Settings)
+			got = true
+		case *rocketmqv2.TelemetryCommand_PrintThreadStackTraceCommand:
+			t.send(&rocketmqv2.TelemetryCommand{
+				Status: &rocketmqv2.Status{Code: rocketmqv2.Code_OK},
+				Command: &rocketmqv2.TelemetryCommand_ThreadStackTrace{ThreadStackTrace: &rocketmqv2.ThreadStackTrace{
+					Nonce: k.PrintThreadStackTraceCommand.GetNonce(), ThreadStackTrace: rmqPtr(stacks()),
+				}},
+			})
+		case *rocketmqv2.TelemetryCommand_VerifyMessageCommand:
+			// A producer consumes nothing to verify.
+			t.send(&rocketmqv2.TelemetryCommand{
+				Status: &rocketmqv2.Status{Code: rocketmqv2.Code_NOT_IMPLEMENTED},
+				Command: &rocketmqv2.TelemetryCommand_VerifyMessageResult{VerifyMessageResult: &rocketmqv2.VerifyMessageResult{
+					Nonce: k.VerifyMessageCommand.GetNonce(),
+				}},
+			})
+		case *rocketmqv2.TelemetryCommand_RecoverOrphanedTransactionCommand:
+			// No transaction checker yet: the server asks again later.
+			t.c.logger.Warn("rocketmq: orphaned transaction left to the server", "endpoint", t.conn.addr,
+				"transaction_id", k.RecoverOrphanedTransactionCommand.GetTransactionId())
+		case *rocketmqv2.TelemetryCommand_ReconnectEndpointsCommand:
+			return got, errReconnect
+		case nil:
+			if s := cmd.GetStatus(); s != nil && s.GetCode() != rocketmqv2.Code_OK {
+				t.mu.Lock()
+				t.lastErr = &RocketMQStatusError{Code: int32(s.GetCode()), Message: s.GetMessage()}
+				t.mu.Unlock()
+			}
+		}
+	}
+}
+
+// errReconnect ends a stream whose server asked for a new one.
+var errReconnect = rmqError("producer: rocketmq server asked to reconnect")
+
+type rmqError string
+
+func (e rmqError) Error() string { return string(e) }
+
+// send writes cmd on the current stream, if there is one; a failed write
+// ends the stream, which the session then reopens.
+func (t *rmqTelemetry) send(cmd *rocketmqv2.TelemetryCommand) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stream == nil {
+		return
+	}
+	if err := t.stream.Send(cmd); err != nil {
+		t.c.logger.Debug("rocketmq: telemetry write failed", "endpoint", t.conn.addr, "err", err)
+	}
+}
+
+// sendSettings writes the client's current Settings, as after a new topic.
+func (t *rmqTelemetry) sendSettings() { t.send(t.c.settingsCommand()) }
+
+// err is the error that ended the last stream, or a non-OK status the
+// server wrote on it.
+func (t *rmqTelemetry) err() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lastErr
+}
+
+// settingsCommand is the client's Settings: a producer of the topics it has
+// sent to, with its access point, request timeout and user agent.
+func (c *rmqClient) settingsCommand() *rocketmqv2.TelemetryCommand {
+	c.mu.Lock()
+	topics := make([]*rocketmqv2.Resource, len(c.topics))
+	for i, t := range c.topics {
+		topics[i] = &rocketmqv2.Resource{ResourceNamespace: c.set.namespace, Name: t}
+	}
+	c.mu.Unlock()
+	host, _ := os.Hostname()
+	return &rocketmqv2.TelemetryCommand{Command: &rocketmqv2.TelemetryCommand_Settings{Settings: &rocketmqv2.Settings{
+		ClientType:     rmqPtr(rocketmqv2.ClientType_PRODUCER),
+		AccessPoint:    c.accessPoint,
+		RequestTimeout: durationpb.New(c.timeout),
+		PubSub: &rocketmqv2.Settings_Publishing{Publishing: &rocketmqv2.Publishing{
+			Topics:              topics,
+			ValidateMessageType: true,
+		}},
+		UserAgent: &rocketmqv2.UA{
+			Language: rocketmqv2.Language_GOLANG,
+			Version:  rmqClientVersion,
+			Platform: runtime.GOOS + "/" + runtime.GOARCH + " " + runtime.Version(),
+			Hostname: host,
+		},
+	}}}
+}
+
+// addTopic declares a topic the client sends to; a new one is written to
+// every telemetry stream, as the official clients do.
+func (c *rmqClient) addTopic(topic string) {
+	c.mu.Lock()
+	for _, t := range c.topics {
+		if t == topic {
+			c.mu.Unlock()
+			return
+		}
+	}
+	c.topics = append(c.topics, topic)
+	c.mu.Unlock()
+	for _, cn := range c.connList() {
+		cn.tel.sendSettings()
+	}
+}
+
+// stacks is every goroutine's stack, at most 64 KiB of it.
+func stacks() string {
+	b := make([]byte, 64<<10)
+	return string(b[:runtime.Stack(b, true)])
+}
+
+func rmqPtr[T any](v T) *T { return &v }
