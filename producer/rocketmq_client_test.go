@@ -1,0 +1,365 @@
+package producer
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc/metadata"
+)
+
+// TestRmqSignature checks the authorization header against a vector
+// computed outside Go (python3: hmac.new(b"secret-key",
+// b"20231227T194619Z", hashlib.sha1).hexdigest().upper()) and against
+// crypto/hmac.
+func TestRmqSignature(t *testing.T) {
+	const dt = "20231227T194619Z"
+	const want = "MQv2-HMAC-SHA1 Credential=ak, SignedHeaders=x-mq-date-time, Signature=3D1E81C98F1CBA3DFFB05F99AD1CDBC89E6BA0EA"
+	assert.Equal(t, want, rmqAuthorization("ak", "secret-key", dt))
+
+	h := hmac.New(sha1.New, []byte("another"))
+	h.Write([]byte("20260101T000000Z"))
+	sig := strings.ToUpper(hex.EncodeToString(h.Sum(nil)))
+	assert.Equal(t, "MQv2-HMAC-SHA1 Credential=key2, SignedHeaders=x-mq-date-time, Signature="+sig,
+		rmqAuthorization("key2", "another", "20260101T000000Z"))
+}
+
+// TestRmqMetadataOnEveryCall: every call the client makes (Telemetry,
+// QueryRoute, SendMessage, Heartbeat, NotifyClientTermination) carries the
+// x-mq-* metadata and a signature that verifies against its own date-time.
+func TestRmqMetadataOnEveryCall(t *testing.T) {
+	srv := startRMQServer(t)
+	srv.setSettings(rmqServerSettings(1 << 20))
+	srv.setRoute("orders", rmqQueueOn(t, srv, "orders", "broker-a", 0))
+	c := newTestRMQClient(t, []string{srv.addr},
+		WithCredentials("ak", "sk", "sts-token"), WithNamespace("ns-1"))
+	require.NoError(t, c.start(context.Background()))
+
+	m := &Message{ID: c.ids.next(), Topic: "orders", Body: []byte("x")}
+	o, unsent := c.newCall(m).attempt(context.Background(), 0, false)
+	require.Equal(t, Stored, o.Kind, "%v", o.Err)
+	require.False(t, unsent)
+	require.Eventually(t, func() bool {
+		n := 0
+		srv.seen(func(s *rmqServer) { n = len(s.heartbeats) })
+		return n > 0
+	}, 5*time.Second, 10*time.Millisecond)
+	c.close(context.Background())
+
+	methods := map[string]bool{}
+	srv.seen(func(s *rmqServer) {
+		for _, call := range s.calls {
+			methods[call.method] = true
+			md := call.md
+			get := func(k string) string {
+				if v := md.Get(k); len(v) == 1 {
+					return v[0]
+				}
+				return ""
+			}
+			assert.Equal(t, c.id, get("x-mq-client-id"), call.method)
+			assert.Equal(t, "GO", get("x-mq-language"), call.method)
+			assert.Equal(t, "v2", get("x-mq-protocol"), call.method)
+			assert.Equal(t, rmqClientVersion, get("x-mq-client-version"), call.method)
+			assert.Equal(t, "ns-1", get("x-mq-namespace"), call.method)
+			assert.Equal(t, "sts-token", get("x-mq-session-token"), call.method)
+			assert.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, get("x-mq-request-id"), call.method)
+			dt := get("x-mq-date-time")
+			_, err := time.Parse(rmqDateTimeLayout, dt)
+			assert.NoError(t, err, "%s: date-time %q", call.method, dt)
+			assert.Equal(t, rmqAuthorization("ak", "sk", dt), get("authorization"), call.method)
+		}
+	})
+	for _, m := range []string{"Telemetry", "QueryRoute", "SendMessage", "Heartbeat", "NotifyClientTermination"} {
+		assert.True(t, methods["/apache.rocketmq.v2.MessagingService/"+m], "no %s call", m)
+	}
+}
+
+// Without credentials or namespace, those headers are absent.
+func TestRmqMetadataAnonymous(t *testing.T) {
+	c := newTestRMQClient(t, []string{"127.0.0.1:1"})
+	ctx := c.outgoing(context.Background())
+	md, _ := metadata.FromOutgoingContext(ctx)
+	for _, k := range []string{"authorization", "x-mq-namespace", "x-mq-session-token"} {
+		assert.Empty(t, md.Get(k), k)
+	}
+	assert.Equal(t, []string{c.id}, md.Get("x-mq-client-id"))
+}
+
+func TestRmqInterleave(t *testing.T) {
+	mq := func(broker string, id int32, perm rocketmqv2.Permission, brokerID int32) *rocketmqv2.MessageQueue {
+		return &rocketmqv2.MessageQueue{Id: id, Permission: perm, Broker: &rocketmqv2.Broker{
+			Name: broker, Id: brokerID,
+			Endpoints: &rocketmqv2.Endpoints{Addresses: []*rocketmqv2.Address{{Host: "10.0.0." + broker[len(broker)-1:], Port: 8081}}},
+		}}
+	}
+	rw, w, r := rocketmqv2.Permission_READ_WRITE, rocketmqv2.Permission_WRITE, rocketmqv2.Permission_READ
+	got := interleave([]*rocketmqv2.MessageQueue{
+		mq("a1", 0, rw, 0), mq("a1", 1, rw, 0), mq("a1", 2, w, 0),
+		mq("b2", 0, rw, 0), mq("b2", 1, rw, 0),
+		mq("c3", 0, w, 0),
+		mq("d4", 0, r, 0),  // not writable
+		mq("e5", 0, rw, 1), // a follower
+		{Id: 9, Permission: rw, Broker: &rocketmqv2.Broker{Name: "f6"}}, // no address
+	})
+	var names []string
+	for _, q := range got {
+		names = append(names, q.broker+"/"+string(rune('0'+q.id)))
+	}
+	assert.Equal(t, []string{"a1/0", "b2/0", "c3/0", "a1/1", "b2/1", "a1/2"}, names)
+	assert.Equal(t, "10.0.0.1:8081", got[0].addr)
+
+	// Endpoint ep is queue ep % n; ep and ep+1 are on different brokers
+	// wherever two brokers have queues left.
+	r6 := &rmqRoute{queues: got}
+	for ep := 0; ep < 4; ep++ {
+		assert.NotEqual(t, r6.queue(ep).broker, r6.queue(ep+1).broker, "ep %d", ep)
+	}
+	assert.Equal(t, r6.queue(1), r6.queue(7))
+	assert.Empty(t, interleave(nil))
+}
+
+// TestRmqRouteThroughAttempts: attempts on ep and ep+1 reach two brokers,
+// each on its own address, with the queue id of the chosen queue.
+func TestRmqRouteThroughAttempts(t *testing.T) {
+	a, b := startRMQServer(t), startRMQServer(t)
+	a.setSettings(rmqServerSettings(0))
+	a.setRoute("t", rmqQueueOn(t, a, "t", "broker-a", 0), rmqQueueOn(t, a, "t", "broker-a", 1), rmqQueueOn(t, b, "t", "broker-b", 7))
+	c := newTestRMQClient(t, []string{a.addr})
+	require.NoError(t, c.start(context.Background()))
+
+	call := c.newCall(&Message{ID: c.ids.next(), Topic: "t", Body: []byte("b")})
+	for ep, want := range []string{"broker-a", "broker-b", "broker-a"} {
+		o, _ := call.attempt(context.Background(), ep, false)
+		require.Equal(t, Stored, o.Kind, "ep %d: %v", ep, o.Err)
+		assert.Equal(t, want, call.endpoint(ep), "ep %d", ep)
+	}
+	var queuesA, queuesB []int32
+	a.seen(func(s *rmqServer) {
+		for _, r := range s.sends {
+			queuesA = append(queuesA, r.GetMessages()[0].GetSystemProperties().GetQueueId())
+		}
+		assert.Len(t, s.queries, 1, "one QueryRoute for the send")
+		assert.Equal(t, "t", s.queries[0].GetTopic().GetName())
+	})
+	b.seen(func(s *rmqServer) {
+		for _, r := range s.sends {
+			queuesB = append(queuesB, r.GetMessages()[0].GetSystemProperties().GetQueueId())
+		}
+	})
+	assert.Equal(t, []int32{0, 1}, queuesA)
+	assert.Equal(t, []int32{7}, queuesB)
+
+	// The new topic is declared in the Settings written afterwards.
+	require.Eventually(t, func() bool {
+		for _, st := range a.clientSettings() {
+			if ts := st.GetPublishing().GetTopics(); len(ts) == 1 && ts[0].GetName() == "t" {
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, 10*time.Millisecond)
+}
+
+func TestRmqRouteErrors(t *testing.T) {
+	srv := startRMQServer(t)
+	srv.setSettings(rmqServerSettings(0))
+	c := newTestRMQClient(t, []string{srv.addr})
+	require.NoError(t, c.start(context.Background()))
+
+	// TOPIC_NOT_FOUND: permanent, and nothing was sent.
+	o, unsent := c.newCall(&Message{ID: "1", Topic: "nope"}).attempt(context.Background(), 0, false)
+	assert.Equal(t, Permanent, o.Kind)
+	assert.Equal(t, int32(rocketmqv2.Code_TOPIC_NOT_FOUND), o.WireCode)
+	assert.True(t, unsent)
+
+	// A route without a writable queue: known not stored.
+	ro := rmqQueueOn(t, srv, "ro", "broker-a", 0)
+	ro.Permission = rocketmqv2.Permission_READ
+	srv.setRoute("ro", ro)
+	o, unsent = c.newCall(&Message{ID: "2", Topic: "ro"}).attempt(context.Background(), 0, false)
+	assert.Equal(t, FailedNotStored, o.Kind)
+	assert.True(t, errors.Is(o.Err, errNoWritableQueue), "%v", o.Err)
+	assert.True(t, unsent)
+}
+
+// TestRmqSendUnreachable: a request that never reached a transport is
+// unsent.
+func TestRmqSendUnreachable(t *testing.T) {
+	srv := startRMQServer(t)
+	srv.setSettings(rmqServerSettings(0))
+	gone := startRMQServer(t)
+	srv.setRoute("t", rmqQueueOn(t, gone, "t", "broker-gone", 0))
+	gone.stop()
+	c := newTestRMQClient(t, []string{srv.addr})
+	require.NoError(t, c.start(context.Background()))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	o, unsent := c.newCall(&Message{ID: "1", Topic: "t"}).attempt(ctx, 0, false)
+	assert.Equal(t, FailedUnknown, o.Kind, "UNAVAILABLE reads as GRPCClassifier reads it")
+	assert.True(t, unsent, "the request never left: %v", o.Err)
+}
+
+// TestRmqStartWaitsForSettings: start returns once the server's Settings
+// arrive, and records its max body size and retry advice.
+func TestRmqStartWaitsForSettings(t *testing.T) {
+	srv := startRMQServer(t)
+	c := newTestRMQClient(t, []string{srv.addr}, WithAttemptTimeout(5*time.Second), WithServerRetryPolicy())
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		srv.setSettings(rmqServerSettings(4096))
+		srv.endStreams() // the client reopens and gets the Settings now
+	}()
+	start := time.Now()
+	require.NoError(t, c.start(context.Background()))
+	assert.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond)
+	assert.Equal(t, 4096, c.maxBodySize())
+	require.NotNil(t, c.serverRetryPolicy())
+	assert.Equal(t, int32(4), c.serverRetryPolicy().GetMaxAttempts())
+	assert.True(t, c.useServerRetryPolicy())
+
+	sts := srv.clientSettings()
+	require.NotEmpty(t, sts)
+	st := sts[0]
+	assert.Equal(t, rocketmqv2.ClientType_PRODUCER, st.GetClientType())
+	assert.Equal(t, 5*time.Second, st.GetRequestTimeout().AsDuration())
+	assert.Equal(t, rocketmqv2.Language_GOLANG, st.GetUserAgent().GetLanguage())
+	assert.Equal(t, rmqClientVersion, st.GetUserAgent().GetVersion())
+	require.Len(t, st.GetAccessPoint().GetAddresses(), 1)
+	assert.Equal(t, rocketmqv2.AddressScheme_IPv4, st.GetAccessPoint().GetScheme())
+	assert.NotNil(t, st.GetPublishing())
+}
+
+// TestRmqStartTimeout: a server that never sends Settings fails start with
+// an error that says so, and leaves no goroutine behind.
+func TestRmqStartTimeout(t *testing.T) {
+	srv := startRMQServer(t)
+	ignore := goleak.IgnoreCurrent()
+	c := newTestRMQClient(t, []string{srv.addr}, WithAttemptTimeout(200*time.Millisecond))
+	err := c.start(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "no Settings from "+srv.addr+" within 200ms")
+	srv.stop()
+	goleak.VerifyNone(t, ignore)
+}
+
+func TestRmqStartCanceled(t *testing.T) {
+	srv := startRMQServer(t)
+	c := newTestRMQClient(t, []string{srv.addr})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := c.start(ctx)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Error(t, c.start(context.Background()), "start after a failed start")
+}
+
+// TestRmqTelemetryReopens: a stream the server ends is opened again, with
+// the client's Settings first.
+func TestRmqTelemetryReopens(t *testing.T) {
+	srv := startRMQServer(t)
+	srv.setSettings(rmqServerSettings(0))
+	c := newTestRMQClient(t, []string{srv.addr})
+	require.NoError(t, c.start(context.Background()))
+	srv.endStreams()
+	require.Eventually(t, func() bool { return len(srv.clientSettings()) >= 2 }, 5*time.Second, 10*time.Millisecond)
+}
+
+// TestRmqTelemetryCommands: the client answers the server's commands on
+// the stream, and opens a new stream when asked to reconnect.
+func TestRmqTelemetryCommands(t *testing.T) {
+	srv := startRMQServer(t)
+	srv.setSettings(rmqServerSettings(0))
+	srv.mu.Lock()
+	srv.push = []*rocketmqv2.TelemetryCommand{
+		{Command: &rocketmqv2.TelemetryCommand_PrintThreadStackTraceCommand{PrintThreadStackTraceCommand: &rocketmqv2.PrintThreadStackTraceCommand{Nonce: "n1"}}},
+		{Command: &rocketmqv2.TelemetryCommand_VerifyMessageCommand{VerifyMessageCommand: &rocketmqv2.VerifyMessageCommand{Nonce: "n2"}}},
+		{Command: &rocketmqv2.TelemetryCommand_RecoverOrphanedTransactionCommand{RecoverOrphanedTransactionCommand: &rocketmqv2.RecoverOrphanedTransactionCommand{TransactionId: "tx"}}},
+		{Command: &rocketmqv2.TelemetryCommand_ReconnectEndpointsCommand{ReconnectEndpointsCommand: &rocketmqv2.ReconnectEndpointsCommand{Nonce: "n3"}}},
+	}
+	srv.mu.Unlock()
+	c := newTestRMQClient(t, []string{srv.addr})
+	require.NoError(t, c.start(context.Background()))
+	require.Eventually(t, func() bool {
+		var stack, verify bool
+		srv.seen(func(s *rmqServer) {
+			for _, cmd := range s.clientCmds {
+				if st := cmd.GetThreadStackTrace(); st != nil && st.GetNonce() == "n1" && strings.Contains(st.GetThreadStackTrace(), "goroutine") {
+					stack = true
+				}
+				if v := cmd.GetVerifyMessageResult(); v != nil && v.GetNonce() == "n2" && cmd.GetStatus().GetCode() == rocketmqv2.Code_NOT_IMPLEMENTED {
+					verify = true
+				}
+			}
+		})
+		// ReconnectEndpointsCommand: the stream was opened again.
+		return stack && verify && len(srv.clientSettings()) >= 2
+	}, 5*time.Second, 10*time.Millisecond)
+}
+
+func TestRmqHeartbeat(t *testing.T) {
+	srv := startRMQServer(t)
+	srv.setSettings(rmqServerSettings(0))
+	c := newTestRMQClient(t, []string{srv.addr})
+	require.NoError(t, c.start(context.Background()))
+	require.Eventually(t, func() bool {
+		n := 0
+		srv.seen(func(s *rmqServer) {
+			for _, h := range s.heartbeats {
+				if h.GetClientType() == rocketmqv2.ClientType_PRODUCER && h.Group == nil {
+					n++
+				}
+			}
+		})
+		return n >= 2
+	}, 5*time.Second, 10*time.Millisecond)
+}
+
+// TestRmqCloseNotifiesAndStops: close sends NotifyClientTermination to each
+// server and every goroutine of the client ends.
+func TestRmqCloseNotifiesAndStops(t *testing.T) {
+	a, b := startRMQServer(t), startRMQServer(t)
+	ignore := goleak.IgnoreCurrent()
+	a.setSettings(rmqServerSettings(0))
+	b.setSettings(rmqServerSettings(0))
+	c := newTestRMQClient(t, []string{a.addr, b.addr})
+	require.NoError(t, c.start(context.Background()))
+	c.close(context.Background())
+	c.close(context.Background()) // a second close does nothing
+	for _, s := range []*rmqServer{a, b} {
+		s.seen(func(s *rmqServer) { assert.Equal(t, 1, s.notifies) })
+	}
+	a.stop()
+	b.stop()
+	goleak.VerifyNone(t, ignore)
+
+	_, err := c.conn(a.addr)
+	assert.ErrorIs(t, err, ErrClosed)
+}
+
+func TestNewRMQClientTarget(t *testing.T) {
+	cfg := defaultConfig()
+	for _, bad := range [][]string{nil, {"nohost"}, {":80"}, {"h:0"}, {"h:70000"}, {"h:x"}} {
+		_, err := newRMQClient(bad, &cfg)
+		assert.Error(t, err, "%q", bad)
+	}
+	c, err := newRMQClient([]string{"proxy-a:8081", "10.0.0.1:8081"}, &cfg)
+	require.NoError(t, err)
+	defer c.close(context.Background())
+	assert.Equal(t, rocketmqv2.AddressScheme_DOMAIN_NAME, c.accessPoint.GetScheme())
+	assert.Len(t, c.accessPoint.GetAddresses(), 2)
+	c6, err := newRMQClient([]string{"[::1]:8081"}, &cfg)
+	require.NoError(t, err)
+	defer c6.close(context.Background())
+	assert.Equal(t, rocketmqv2.AddressScheme_IPv6, c6.accessPoint.GetScheme())
+	assert.Equal(t, "::1", c6.accessPoint.GetAddresses()[0].GetHost())
+}
