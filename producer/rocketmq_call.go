@@ -3,8 +3,10 @@ package producer
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 )
@@ -37,9 +39,14 @@ func (c *rmqClient) newCall(m *Message) *rmqCall {
 
 // attempt sends the message to queue ep's broker, waiting for the
 // connection within ctx when waitForReady is set. unsent reports that the
-// request never left the client: the route could not be read, or gRPC
-// failed the call before it reached a transport (no peer).
+// request never left the client: the body is over the server's
+// max_body_size (Permanent, MESSAGE_TOO_LARGE), the route could not be
+// read, or gRPC failed the call before it reached a transport (no peer).
 func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool) (Outcome, bool) {
+	if n := a.c.maxBodySize(); n > 0 && len(a.msg.Body) > n {
+		err := fmt.Errorf("%w: body is %d bytes, over the server's max_body_size of %d", ErrInvalidMessage, len(a.msg.Body), n)
+		return Outcome{Kind: Permanent, Code: rocketryv1.Code_CODE_MESSAGE_TOO_LARGE, Err: err}, true
+	}
 	if a.route == nil {
 		r, err := a.c.route(ctx, a.topic)
 		if err != nil {

@@ -20,7 +20,7 @@ type rmqSettings struct {
 	// namespace is sent as x-mq-namespace and in every Resource; empty: none.
 	namespace string
 	// serverRetryPolicy: the server's backoff_policy (from the telemetry
-	// Settings) replaces the producer's attempts and throttle schedule.
+	// Settings) replaces the producer's throttle schedule.
 	serverRetryPolicy bool
 }
 
@@ -78,10 +78,12 @@ func WithNamespace(ns string) Option {
 
 // WithServerRetryPolicy lets the RocketMQ 5 server's retry advice (the
 // backoff_policy of the Settings it sends on the telemetry stream) set the
-// attempts and the wait after a throttle, as the official clients do.
-// Without it, the producer's own options (WithMaxAttempts,
-// WithThrottleSchedule, ...) stay in charge and the server's advice is
-// only recorded. Applies to New and NewFromConn of a RocketMQ 5 producer.
+// wait after a throttle, as the official clients do: they take the server's
+// waits and keep their own attempt count, so WithMaxAttempts still counts
+// the attempts. Without it, the producer's own options
+// (WithThrottleSchedule, WithDeliveryPolicy, ...) stay in charge and the
+// server's advice is only recorded. Applies to New and NewFromConn of a
+// RocketMQ 5 producer.
 func WithServerRetryPolicy() Option {
 	return option{"WithServerRetryPolicy", scopeProducer, func(c *config) error {
 		c.rmq.serverRetryPolicy = true

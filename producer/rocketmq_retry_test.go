@@ -1,0 +1,77 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+func TestRmqThrottleSchedule(t *testing.T) {
+	exp := &rocketmqv2.RetryPolicy{MaxAttempts: 9, Strategy: &rocketmqv2.RetryPolicy_ExponentialBackoff{ExponentialBackoff: &rocketmqv2.ExponentialBackoff{
+		Initial: durationpb.New(100 * time.Millisecond), Max: durationpb.New(time.Second), Multiplier: 2,
+	}}}
+	s, ok := rmqThrottleSchedule(exp)
+	require.True(t, ok)
+	for n, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 4: 800 * time.Millisecond, 5: time.Second, 60: time.Second} {
+		d, ok := s.Delay(n, nil)
+		if !ok || d != want {
+			t.Errorf("exponential Delay(%d) = %v, %v; want %v, true", n, d, ok, want)
+		}
+	}
+	_, ok = s.Delay(0, nil)
+	assert.False(t, ok)
+
+	cust := &rocketmqv2.RetryPolicy{Strategy: &rocketmqv2.RetryPolicy_CustomizedBackoff{CustomizedBackoff: &rocketmqv2.CustomizedBackoff{
+		Next: []*durationpb.Duration{durationpb.New(time.Second), durationpb.New(5 * time.Second)},
+	}}}
+	s, ok = rmqThrottleSchedule(cust)
+	require.True(t, ok)
+	for n, want := range map[int]time.Duration{1: time.Second, 2: 5 * time.Second, 3: 5 * time.Second} {
+		d, ok := s.Delay(n, nil)
+		if !ok || d != want {
+			t.Errorf("customized Delay(%d) = %v, %v; want %v, true", n, d, ok, want)
+		}
+	}
+
+	for name, p := range map[string]*rocketmqv2.RetryPolicy{
+		"nil":         nil,
+		"no strategy": {MaxAttempts: 3},
+		"no initial": {Strategy: &rocketmqv2.RetryPolicy_ExponentialBackoff{ExponentialBackoff: &rocketmqv2.ExponentialBackoff{
+			Multiplier: 2,
+		}}},
+		"multiplier below 1": {Strategy: &rocketmqv2.RetryPolicy_ExponentialBackoff{ExponentialBackoff: &rocketmqv2.ExponentialBackoff{
+			Initial: durationpb.New(time.Second), Multiplier: 0.5,
+		}}},
+		"empty list": {Strategy: &rocketmqv2.RetryPolicy_CustomizedBackoff{CustomizedBackoff: &rocketmqv2.CustomizedBackoff{}}},
+	} {
+		_, ok := rmqThrottleSchedule(p)
+		assert.False(t, ok, name)
+	}
+}
+
+// TestRmqMaxBodySize: a body over the server's max_body_size fails before
+// any request, as Permanent MESSAGE_TOO_LARGE.
+func TestRmqMaxBodySize(t *testing.T) {
+	srv := startRMQServer(t)
+	srv.setSettings(rmqServerSettings(4))
+	srv.setRoute("t", rmqQueueOn(t, srv, "t", "broker-a", 0))
+	c := newTestRMQClient(t, []string{srv.addr})
+	require.NoError(t, c.start(context.Background()))
+	require.Equal(t, 4, c.maxBodySize())
+
+	o, unsent := c.newCall(&Message{ID: "1", Topic: "t", Body: []byte("12345")}).attempt(context.Background(), 0, false)
+	assert.Equal(t, Permanent, o.Kind)
+	assert.Equal(t, rocketryv1.Code_CODE_MESSAGE_TOO_LARGE, o.Code)
+	assert.True(t, errors.Is(o.Err, ErrInvalidMessage))
+	assert.True(t, unsent)
+	o, _ = c.newCall(&Message{ID: "2", Topic: "t", Body: []byte("1234")}).attempt(context.Background(), 0, false)
+	assert.Equal(t, Stored, o.Kind, "%v", o.Err)
+	srv.seen(func(s *rmqServer) { assert.Len(t, s.sends, 1) })
+}
