@@ -2,20 +2,37 @@
 // gRPC protocol (apache.rocketmq.v2) to code nobody here wrote: the official
 // Apache RocketMQ Node.js client, npm package rocketmq-client-nodejs 1.0.8,
 // pinned with its whole dependency tree in node/package-lock.json. It has no
-// API: the test runs node/produce.js, which sends messages with the client's
-// Producer and prints a JSON summary, against a broker with throttling and
-// injected faults, then checks the broker's store against the summary.
+// API. The tests run node/produce.js, which sends messages with the client's
+// Producer and prints a JSON summary (each message's id, receipt or error,
+// and every SendMessage attempt), against the bundled broker, and check the
+// broker's store and its send observer (broker.WithSendObserver) against
+// the summary:
 //
-//	go test -v -run Node ./internal/interop/
+//   - TestOfficialNodeProducer: 300 messages, 8 at a time, through backlog
+//     throttling and 10% injected INTERNAL answers: every message the client
+//     reports sent is stored exactly once, every other one is reported
+//     failed and is not stored, and the client's attempts match the
+//     broker's records. It logs attempts per message, the codes retried
+//     and the gaps between attempts.
+//   - TestOfficialNodeProducerRetriesBadRequest: the client re-sends a
+//     message the broker refuses as invalid (40007) until its attempts are
+//     spent.
+//   - TestNodeClientReadsBackoffSecondsAsMilliseconds pins the client's
+//     backoff bug described under Retries.
 //
-// The test skips only when node or npm is not on PATH. It installs the
+// Run them with:
+//
+//	go test -v ./internal/interop/
+//
+// The tests skip only when node or npm is not on PATH. They install the
 // client with `npm ci` into a directory under the user cache directory named
-// after the lock file's hash, so only the first run downloads anything.
+// after the hash of node/package.json and node/package-lock.json, so only
+// the first run downloads anything; a failing npm ci fails the test.
 //
 // What follows is what the client does and expects, read from its source
-// (node_modules/rocketmq-client-nodejs/src; dist/ is the same code compiled)
-// and checked against a broker. It is what a broker must answer, field by
-// field, for this client to work.
+// (src/ of the package the lock file installs; dist/ is the same code
+// compiled) and checked against the broker by these tests. It is what a
+// broker must answer, field by field, for this client to work.
 //
 // # Transport
 //

@@ -9,10 +9,14 @@
 // Usage (flags win over the environment):
 //
 //   node produce.js --endpoint 127.0.0.1:8081 --topic t --count 300 \
-//     --concurrency 8 --max-attempts 3
+//     --concurrency 8 --max-attempts 3 [--property KEY=VALUE ...]
 //
 //   ROCKETMQ_ENDPOINT, ROCKETMQ_TOPIC, ROCKETMQ_COUNT, ROCKETMQ_CONCURRENCY,
 //   ROCKETMQ_MAX_ATTEMPTS, ROCKETMQ_STARTUP_TIMEOUT_MS, ROCKETMQ_VERBOSE=1
+//
+// --property adds a user property to every message; "--property =x" (an
+// empty name, which the client does not check) makes a broker refuse each
+// message with 40007 ILLEGAL_MESSAGE_PROPERTY_KEY.
 //
 // The client has no hook for its attempts, so the script wraps the one
 // method every send attempt goes through (producer.rpcClientManager
@@ -52,8 +56,15 @@ function readConfig() {
       'max-attempts': { type: 'string', default: process.env.ROCKETMQ_MAX_ATTEMPTS ?? '3' },
       'startup-timeout-ms': { type: 'string', default: process.env.ROCKETMQ_STARTUP_TIMEOUT_MS ?? '10000' },
       verbose: { type: 'boolean', default: process.env.ROCKETMQ_VERBOSE === '1' },
+      property: { type: 'string', multiple: true, default: [] },
     },
   });
+  const properties = new Map();
+  for (const p of values.property) {
+    const eq = p.indexOf('=');
+    if (eq < 0) throw new TypeError(`--property ${JSON.stringify(p)} is not KEY=VALUE`);
+    properties.set(p.slice(0, eq), p.slice(eq + 1));
+  }
   if (!values.endpoint) throw new TypeError('--endpoint (or ROCKETMQ_ENDPOINT) is required');
   if (!values.topic) throw new TypeError('--topic (or ROCKETMQ_TOPIC) is required');
   return {
@@ -64,6 +75,7 @@ function readConfig() {
     maxAttempts: intArg('max-attempts', values['max-attempts'], 1),
     startupTimeoutMs: intArg('startup-timeout-ms', values['startup-timeout-ms'], 1),
     verbose: values.verbose,
+    properties,
   };
 }
 
@@ -207,6 +219,7 @@ async function main() {
           topic: cfg.topic,
           tag: 'interop',
           keys: [ key ],
+          properties: cfg.properties.size ? cfg.properties : undefined,
           body: Buffer.from(JSON.stringify({ index: i })),
         });
         m.ok = true;
