@@ -17,11 +17,14 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/rocketry-go/rocketry/backoff"
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
 // Broker is an in-memory message broker serving the rocketry gRPC services
-// (MessagingService and ConsumerService), with throttling and injected
+// (rocketry.v1 MessagingService and ConsumerService) and, on the same
+// listener and over the same store, the RocketMQ 5 producer protocol
+// (apache.rocketmq.v2 MessagingService), with throttling and injected
 // faults for tests. Its methods are safe for concurrent use.
 type Broker struct {
 	cfg config
@@ -36,10 +39,12 @@ type Broker struct {
 	topics   map[string]*topic
 
 	stored, duplicates, badRequests, sendRequests atomic.Int64
+	sendRequestsV2                                atomic.Int64 // of sendRequests, on apache.rocketmq.v2
 	faultCount                                    [numFaultKinds]atomic.Int64
 
 	stopCh   chan struct{} // closed by Stop
 	stopOnce sync.Once
+	streams  sync.WaitGroup // the readers of apache.rocketmq.v2 Telemetry streams
 
 	srvMu     sync.Mutex // guards the fields below
 	serving   bool
@@ -196,10 +201,12 @@ func (b *Broker) newServer() *grpc.Server {
 	maxRecv := int(min(int64(b.cfg.maxBody)*int64(b.cfg.maxBatch)+1<<20, math.MaxInt32))
 	srv := grpc.NewServer(
 		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recovery.WithRecoveryHandlerContext(b.recovered))),
 		grpc.MaxRecvMsgSize(maxRecv),
 	)
 	rocketryv1.RegisterMessagingServiceServer(srv, messagingServer{b: b})
 	rocketryv1.RegisterConsumerServiceServer(srv, consumerServer{b: b})
+	rocketmqv2.RegisterMessagingServiceServer(srv, rocketmqServer{b: b})
 	return srv
 }
 
@@ -218,7 +225,8 @@ func (b *Broker) Addr() string {
 }
 
 // Stop stops the broker gracefully: it stops listening, answers the calls
-// held by faults (blackholed or delayed) 503 UNAVAILABLE, waits a moment
+// held by faults (blackholed or delayed) 503 UNAVAILABLE, ends the
+// apache.rocketmq.v2 Telemetry streams with UNAVAILABLE, waits a moment
 // for the calls in flight, then closes every connection. When Stop returns
 // no goroutine of the broker is left. Stop is idempotent; a stopped broker
 // does not serve again.
@@ -247,6 +255,7 @@ func (b *Broker) Stop() {
 		if done != nil {
 			<-done
 		}
+		b.streams.Wait()
 		select {
 		case lis := <-b.next:
 			lis.Close()

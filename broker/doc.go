@@ -51,9 +51,61 @@
 //
 // # Errors
 //
-// Every error status carries a rocketry.v1.ErrorDetail with the broker code
-// of the design (400, 404, 413, 500, 503, 530) and a message naming the
+// Every rocketry.v1 error status carries a rocketry.v1.ErrorDetail with the
+// broker code (400, 404, 413, 500, 503, 530) and a message naming the
 // problem and, for a bad message, its index in the request.
 //
-// Package brokertest starts a broker for a test, as httptest does.
+// # RocketMQ 5 clients
+//
+// On the same listener the broker serves apache.rocketmq.v2
+// MessagingService, the gRPC protocol of RocketMQ 5 clients, so an official
+// client can be pointed at Addr as its endpoint. Its sends go through the
+// same steps as rocketry.v1's (validate, faults, throttle, store) into the
+// same store and dedup window: a message sent on one protocol is a
+// duplicate when re-sent on the other, and what a RocketMQ client stored is
+// read through ConsumerService or Messages (system_properties message_id,
+// tag and keys and the user_properties become the stored message's id, tag,
+// keys and properties; the body is kept as sent; a message goes to the
+// queue its queue_id names).
+//
+// A v2 SendMessage answers with gRPC OK and a body status per message, in
+// order:
+//
+//   - 20000 OK with the message id and offset (the status message names the
+//     queue); a re-sent id answers OK with the original's offset;
+//   - 40000 BAD_REQUEST, 40002 ILLEGAL_TOPIC, 40007
+//     ILLEGAL_MESSAGE_PROPERTY_KEY, 40009 ILLEGAL_MESSAGE_ID, 41301
+//     MESSAGE_BODY_TOO_LARGE or 40402 TOPIC_NOT_FOUND for an invalid
+//     message, which is refused alone: the others go on;
+//   - 42900 TOO_MANY_REQUESTS, the status message starting with the reason
+//     (BACKLOG, STORAGE_LOAD, SEND_RATE) and ending with the retry hint;
+//   - 50001 INTERNAL_SERVER_ERROR for an injected INTERNAL fault.
+//
+// Throttling and injected faults refuse every valid message of the request
+// and store nothing. The top status is OK when every entry is OK, the
+// common code when they share one, and 30000 MULTIPLE_RESULTS when they
+// differ. Injected UNAVAILABLE, dropped connections, blackholes and latency
+// act on the call, as on rocketry.v1: a gRPC UNAVAILABLE or the caller's
+// deadline, with no body.
+//
+// QueryRoute lists WithQueues queues on this broker, named by
+// WithBrokerName, and on the peers of WithRoutePeers;
+// brokertest.StartCluster starts brokers that route to each other.
+// Telemetry answers the client's Settings with the retry policy of
+// WithClientRetryPolicy (by default the RocketMQ 5 proxy's) and the
+// broker's largest body, and stays open until the client closes it or the
+// broker stops or restarts. Heartbeat, NotifyClientTermination and
+// EndTransaction answer OK; a transactional message is stored when sent, and
+// a rollback does not remove it. The consumer calls of v2 are not served.
+//
+// # Watching sends
+//
+// WithSendObserver sees one SendRecord per message of every send request on
+// either protocol: which protocol, the message id, when it arrived and what
+// the broker did (stored, duplicate, throttled and why, which fault, bad
+// request). A test groups the records by message id to see how a client
+// retried: how many attempts, how far apart, after which answers.
+//
+// Package brokertest starts a broker, or a cluster of them, for a test, as
+// httptest does.
 package broker

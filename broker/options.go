@@ -28,6 +28,10 @@ type config struct {
 	errs         []error
 	gracePeriod  time.Duration
 	defaultRecvN int
+	observer     SendObserver
+	brokerName   string
+	peers        func() []Peer
+	clientRetry  clientRetryPolicy
 }
 
 // Defaults of the options.
@@ -41,9 +45,23 @@ const (
 	DefaultReceiveMessages = 32
 	// MaxReceiveMessages caps a request's max_messages.
 	MaxReceiveMessages = 10_000
-	maxQueues          = 1024
-	maxTopicLen        = 255
-	maxIDLen           = 255
+	// DefaultBrokerName is the broker name of the queues in an
+	// apache.rocketmq.v2 route.
+	DefaultBrokerName = "broker-0"
+	// The retry policy the broker gives apache.rocketmq.v2 clients in its
+	// Telemetry Settings, as the RocketMQ 5 proxy does by default: 3
+	// attempts in all (the first and 2 retries), waiting 10 ms, then twice
+	// as long each time, at most 1 s.
+	DefaultClientMaxAttempts       = 3
+	DefaultClientBackoffInitial    = 10 * time.Millisecond
+	DefaultClientBackoffMax        = time.Second
+	DefaultClientBackoffMultiplier = 2.0
+	// DefaultClientRequestTimeout is the request_timeout of the broker's
+	// Settings when the client's Settings have none.
+	DefaultClientRequestTimeout = 3 * time.Second
+	maxQueues                   = 1024
+	maxTopicLen                 = 255
+	maxIDLen                    = 255
 )
 
 func defaultConfig() config {
@@ -57,6 +75,13 @@ func defaultConfig() config {
 		clock:        time.Now,
 		gracePeriod:  2 * time.Second,
 		defaultRecvN: DefaultReceiveMessages,
+		brokerName:   DefaultBrokerName,
+		clientRetry: clientRetryPolicy{
+			maxAttempts: DefaultClientMaxAttempts,
+			initial:     DefaultClientBackoffInitial,
+			max:         DefaultClientBackoffMax,
+			multiplier:  DefaultClientBackoffMultiplier,
+		},
 	}
 }
 
@@ -194,5 +219,77 @@ func WithClock(now func() time.Time) Option {
 			return
 		}
 		c.clock = now
+	}
+}
+
+// Peer is another broker of a cluster, as an apache.rocketmq.v2 route
+// names it.
+type Peer struct {
+	// Name is the broker name of the peer's queues, such as "broker-1".
+	Name string
+	// Addr is the host:port clients dial, such as "127.0.0.1:7778".
+	Addr string
+}
+
+// WithBrokerName sets the broker name of this broker's queues in
+// apache.rocketmq.v2 routes, overriding the default of "broker-0". It must
+// be a valid name (no spaces, at most 255 bytes).
+func WithBrokerName(name string) Option {
+	return func(c *config) {
+		if msg := checkName("broker name", name, maxTopicLen); msg != "" {
+			c.errorf("WithBrokerName(%q): %s", name, msg)
+			return
+		}
+		c.brokerName = name
+	}
+}
+
+// WithRoutePeers sets the other brokers an apache.rocketmq.v2 QueryRoute
+// answer lists beside this one, overriding the default of none. peers is
+// called on every QueryRoute, so a cluster can learn its addresses after
+// it starts; a peer with this broker's own address is skipped. Every peer
+// is assumed to have this broker's number of queues. A nil function is an
+// error.
+func WithRoutePeers(peers func() []Peer) Option {
+	return func(c *config) {
+		if peers == nil {
+			c.errorf("WithRoutePeers(nil): the function must not be nil")
+			return
+		}
+		c.peers = peers
+	}
+}
+
+// clientRetryPolicy is the retry policy pushed to apache.rocketmq.v2
+// clients.
+type clientRetryPolicy struct {
+	maxAttempts  int
+	initial, max time.Duration
+	multiplier   float64
+}
+
+// WithClientRetryPolicy sets the retry policy (backoff_policy) the broker
+// answers an apache.rocketmq.v2 client's Settings with, overriding the
+// default of the RocketMQ 5 proxy: 3 attempts, 10 ms, 1 s, 2. maxAttempts
+// counts every attempt, the first included, and must be at least 1; the
+// wait before retry n (n >= 1) is min(initial*multiplier^(n-1), max).
+// initial must be positive, max at least initial and multiplier at least
+// 1. Clients decide what they do with it: the official Node.js client, for
+// one, keeps its own attempt count and only waits after a 42900.
+func WithClientRetryPolicy(maxAttempts int, initial, max time.Duration, multiplier float64) Option {
+	return func(c *config) {
+		name := fmt.Sprintf("WithClientRetryPolicy(%d, %v, %v, %v)", maxAttempts, initial, max, multiplier)
+		switch {
+		case maxAttempts < 1:
+			c.errorf("%s: maxAttempts must be at least 1", name)
+		case initial <= 0:
+			c.errorf("%s: initial must be positive", name)
+		case max < initial:
+			c.errorf("%s: max must be at least initial", name)
+		case !(multiplier >= 1) || math.IsInf(multiplier, 0) || multiplier > math.MaxFloat32:
+			c.errorf("%s: multiplier must be a finite number >= 1", name)
+		default:
+			c.clientRetry = clientRetryPolicy{maxAttempts: maxAttempts, initial: initial, max: max, multiplier: multiplier}
+		}
 	}
 }

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -53,6 +54,10 @@ type sendRequest struct {
 	// invalid holds, per message, a refusal the face found converting it
 	// to a rocketryv1.Message; nil, or as long as msgs.
 	invalid []*refusal
+	// queues holds, per message, the queue it asks for (apache.rocketmq.v2:
+	// the client picks a queue of the route), or -1 for the next queue in
+	// turn; nil means every message goes to the next queue in turn.
+	queues []int32
 	// whole makes one invalid message refuse every message of the request
 	// (rocketry.v1); without it an invalid message is refused alone and
 	// the others go on.
@@ -71,9 +76,25 @@ type entryResult struct {
 // request as a whole (no messages, too many) or one entryResult per
 // message. Every message that passes validation shares the answer of the
 // later steps: all refused alike (not found, a fault, throttled) or each
-// stored or answered as a duplicate.
+// stored or answered as a duplicate. The send observer, if any, sees each
+// message's answer.
 func (b *Broker) send(ctx context.Context, req sendRequest) (*refusal, []entryResult) {
+	var at time.Time
+	if b.cfg.observer != nil {
+		at = b.now()
+	}
+	whole, res := b.decide(ctx, req)
+	if b.cfg.observer != nil {
+		b.observe(req, at, whole, res)
+	}
+	return whole, res
+}
+
+func (b *Broker) decide(ctx context.Context, req sendRequest) (*refusal, []entryResult) {
 	b.sendRequests.Add(1)
+	if req.protocol == ProtocolRocketMQV2 {
+		b.sendRequestsV2.Add(1)
+	}
 	if n := len(req.msgs); n == 0 || n > b.cfg.maxBatch {
 		b.badRequests.Add(1)
 		if n == 0 {
@@ -97,7 +118,7 @@ func (b *Broker) send(ctx context.Context, req sendRequest) (*refusal, []entryRe
 		r = b.injectFaults(ctx)
 	}
 	if r == nil {
-		r = b.storeAdmitted(t, req.msgs, res, valid)
+		r = b.storeAdmitted(t, req, res, valid)
 	}
 	if r != nil {
 		for i := range res {
@@ -142,7 +163,7 @@ func (b *Broker) validate(req sendRequest, res []entryResult) (name string, vali
 
 // storeAdmitted throttles, then stores the messages not refused in res:
 // all of them, or none when throttled.
-func (b *Broker) storeAdmitted(t *topic, msgs []*rocketryv1.Message, res []entryResult, valid int) *refusal {
+func (b *Broker) storeAdmitted(t *topic, req sendRequest, res []entryResult, valid int) *refusal {
 	l := b.throttle.limits()
 	now := b.now()
 	if r := b.throttle.checkStorageLoad(l, now); r != nil {
@@ -153,7 +174,7 @@ func (b *Broker) storeAdmitted(t *topic, msgs []*rocketryv1.Message, res []entry
 	if r := b.throttle.admitLocked(t, l, valid, now); r != nil {
 		return r
 	}
-	added, dups := t.storeLocked(msgs, res, now, b.cfg.dedupTTL)
+	added, dups := t.storeLocked(req.msgs, req.queues, res, now, b.cfg.dedupTTL)
 	b.throttle.backlogChangedLocked(t, l, now)
 	b.stored.Add(added)
 	if dups > 0 {

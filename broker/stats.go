@@ -58,3 +58,18 @@ func (b *Broker) Stats() *rocketryv1.GetStatsResponse {
 	}
 	return s
 }
+
+// SendRequests returns how many send requests the broker has had on
+// protocol, ProtocolRocketryV1 or ProtocolRocketMQV2 (0 for another name).
+// Stats counts the requests of both protocols together, as it counts
+// their stored, duplicate, refused, throttled and faulted messages.
+func (b *Broker) SendRequests(protocol string) int64 {
+	v2 := b.sendRequestsV2.Load()
+	switch protocol {
+	case ProtocolRocketryV1:
+		return b.sendRequests.Load() - v2
+	case ProtocolRocketMQV2:
+		return v2
+	}
+	return 0
+}

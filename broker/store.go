@@ -75,8 +75,10 @@ type placement struct {
 
 // storeLocked stores each message of msgs whose entry in res is not
 // refused, or answers it as a duplicate when the dedup window remembers
-// its id, and fills in its placement in res. The caller holds t.mu.
-func (t *topic) storeLocked(msgs []*rocketryv1.Message, res []entryResult, now time.Time, ttl time.Duration) (added, dups int64) {
+// its id, and fills in its placement in res. A message goes to the queue
+// want asks for (valid: checked by the caller), or, when want is nil or -1,
+// to the next queue in turn. The caller holds t.mu.
+func (t *topic) storeLocked(msgs []*rocketryv1.Message, want []int32, res []entryResult, now time.Time, ttl time.Duration) (added, dups int64) {
 	nowNano := now.UnixNano()
 	for i, m := range msgs {
 		r := &res[i]
@@ -89,8 +91,9 @@ func (t *topic) storeLocked(msgs []*rocketryv1.Message, res []entryResult, now t
 			continue
 		}
 		q := t.next
-		t.next++
-		if t.next == len(t.queues) {
+		if want != nil && want[i] >= 0 {
+			q = int(want[i])
+		} else if t.next++; t.next == len(t.queues) {
 			t.next = 0
 		}
 		off := int64(len(t.queues[q]))

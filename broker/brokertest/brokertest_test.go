@@ -2,6 +2,8 @@ package brokertest_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
@@ -48,5 +51,35 @@ func TestStartBadOption(t *testing.T) {
 	brokertest.Start(f, broker.WithQueues(0))
 	if f.failed == "" {
 		t.Errorf("Start(WithQueues(0)) did not call Fatalf")
+	}
+}
+
+func TestStartCluster(t *testing.T) {
+	bs := brokertest.StartCluster(t, 2, broker.WithQueues(1))
+	if len(bs) != 2 || bs[0].Addr() == bs[1].Addr() {
+		t.Fatalf("StartCluster(2) = %d brokers; want 2 on two addresses", len(bs))
+	}
+	conn, err := grpc.NewClient(bs[1].Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	resp, err := rocketmqv2.NewMessagingServiceClient(conn).QueryRoute(context.Background(),
+		&rocketmqv2.QueryRouteRequest{Topic: &rocketmqv2.Resource{Name: "t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, q := range resp.MessageQueues {
+		a := q.Broker.Endpoints.Addresses[0]
+		got = append(got, fmt.Sprintf("%s@%s:%d", q.Broker.Name, a.Host, a.Port))
+	}
+	want := []string{"broker-1@" + bs[1].Addr(), "broker-0@" + bs[0].Addr()}
+	if !slices.Equal(got, want) {
+		t.Errorf("QueryRoute on broker-1 = %v; want %v", got, want)
+	}
+	f := &fatalTB{TB: t}
+	if bs := brokertest.StartCluster(f, 0); bs != nil || f.failed == "" {
+		t.Errorf("StartCluster(0) = %v and did not call Fatalf", bs)
 	}
 }

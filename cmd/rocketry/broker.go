@@ -121,6 +121,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "rocketry broker: listening on %s\n", b.Addr())
+	fmt.Fprintf(stdout, "rocketry broker: apache.rocketmq.v2 endpoint for RocketMQ 5 clients: %s\n", b.Addr())
 	logger.Info("broker: listening", "addr", b.Addr(), "queues", c.queues)
 
 	var tick <-chan time.Time

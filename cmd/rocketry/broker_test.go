@@ -57,7 +57,7 @@ func TestBrokerCommand(t *testing.T) {
 	var addr string
 	for range 5000 {
 		if s := out.String(); strings.Contains(s, "listening on ") {
-			addr = strings.TrimSpace(strings.SplitN(s, "listening on ", 2)[1])
+			addr = strings.Fields(strings.SplitN(s, "listening on ", 2)[1])[0]
 			break
 		}
 		time.Sleep(time.Millisecond)
@@ -79,6 +79,9 @@ func TestBrokerCommand(t *testing.T) {
 	var sout, serr bytes.Buffer
 	if code := run([]string{"stats", "--addr", addr}, &sout, &serr); code != 0 || !strings.Contains(sout.String(), "stored 2,") {
 		t.Errorf("rocketry stats = %d, %q, %q; want 0 and stored 2", code, sout.String(), serr.String())
+	}
+	if want := "apache.rocketmq.v2 endpoint for RocketMQ 5 clients: " + addr; !strings.Contains(out.String(), want) {
+		t.Errorf("rocketry broker printed %q; want a line with %q", out.String(), want)
 	}
 	time.Sleep(10 * time.Millisecond)
 	interrupt()

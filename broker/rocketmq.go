@@ -1,0 +1,217 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+)
+
+// rocketmqServer serves apache.rocketmq.v2.MessagingService, the RocketMQ
+// 5 gRPC protocol, for official RocketMQ clients: a route, Settings over
+// Telemetry, heartbeats, and sends through the same send core, store,
+// dedup window, throttling and faults as rocketry.v1. The consumer calls
+// (ReceiveMessage, AckMessage) are not served: consume what a RocketMQ
+// client sent through rocketry.v1's ConsumerService or Broker.Messages.
+type rocketmqServer struct {
+	rocketmqv2.UnimplementedMessagingServiceServer
+	b *Broker
+}
+
+// v2Status is a body status.
+func v2Status(code rocketmqv2.Code, msg string) *rocketmqv2.Status {
+	return &rocketmqv2.Status{Code: code, Message: msg}
+}
+
+func v2OK() *rocketmqv2.Status { return v2Status(rocketmqv2.Code_OK, "OK") }
+
+// acceptedTypes are the message types every queue of a route accepts.
+var acceptedTypes = []rocketmqv2.MessageType{
+	rocketmqv2.MessageType_NORMAL, rocketmqv2.MessageType_FIFO,
+	rocketmqv2.MessageType_DELAY, rocketmqv2.MessageType_TRANSACTION,
+}
+
+// QueryRoute answers the topic's queues: WithQueues queues on this broker
+// (ids 0..n-1, READ_WRITE, every message type but LITE and PRIORITY) under
+// its broker name (WithBrokerName) and address, then as many on each peer
+// (WithRoutePeers). A broker listening on an unspecified address (0.0.0.0,
+// [::]) names itself by the host the client dialled. An unknown topic is
+// 40402 TOPIC_NOT_FOUND when the broker does not create topics; otherwise
+// the topic is created by its first send.
+func (s rocketmqServer) QueryRoute(ctx context.Context, req *rocketmqv2.QueryRouteRequest) (*rocketmqv2.QueryRouteResponse, error) {
+	b := s.b
+	name := req.GetTopic().GetName()
+	if msg := checkTopic(name); msg != "" {
+		return &rocketmqv2.QueryRouteResponse{Status: v2Status(rocketmqv2.Code_ILLEGAL_TOPIC, "broker: "+msg)}, nil
+	}
+	if !b.cfg.autoCreate && b.lookupTopic(name) == nil {
+		return &rocketmqv2.QueryRouteResponse{Status: v2Status(rocketmqv2.Code_TOPIC_NOT_FOUND,
+			fmt.Sprintf("broker: topic %q not found (the broker does not create topics)", name))}, nil
+	}
+	self := b.Addr()
+	brokers := []Peer{{Name: b.cfg.brokerName, Addr: advertised(self, req.GetEndpoints())}}
+	if b.cfg.peers != nil {
+		for _, p := range b.cfg.peers() {
+			if p.Addr != self {
+				brokers = append(brokers, p)
+			}
+		}
+	}
+	topic := &rocketmqv2.Resource{ResourceNamespace: req.GetTopic().GetResourceNamespace(), Name: name}
+	resp := &rocketmqv2.QueryRouteResponse{Status: v2OK()}
+	for _, p := range brokers {
+		br := &rocketmqv2.Broker{Name: p.Name, Endpoints: endpoints(p.Addr)}
+		for q := range b.cfg.queues {
+			resp.MessageQueues = append(resp.MessageQueues, &rocketmqv2.MessageQueue{
+				Topic: topic, Id: int32(q), Permission: rocketmqv2.Permission_READ_WRITE,
+				Broker: br, AcceptMessageTypes: acceptedTypes,
+			})
+		}
+	}
+	return resp, nil
+}
+
+// advertised is addr with an unspecified host (0.0.0.0, [::]) replaced by
+// the host of the access point the client dialled, or 127.0.0.1.
+func advertised(addr string, access *rocketmqv2.Endpoints) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+		return addr
+	}
+	host = "127.0.0.1"
+	if as := access.GetAddresses(); len(as) > 0 && as[0].GetHost() != "" {
+		host = as[0].GetHost()
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// endpoints is addr ("host:port") as v2 Endpoints.
+func endpoints(addr string) *rocketmqv2.Endpoints {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		host, portStr = addr, "0"
+	}
+	port, _ := strconv.Atoi(portStr)
+	scheme := rocketmqv2.AddressScheme_DOMAIN_NAME
+	if ip := net.ParseIP(host); ip != nil {
+		scheme = rocketmqv2.AddressScheme_IPv6
+		if ip.To4() != nil {
+			scheme = rocketmqv2.AddressScheme_IPv4
+		}
+	}
+	return &rocketmqv2.Endpoints{Scheme: scheme, Addresses: []*rocketmqv2.Address{{Host: host, Port: int32(port)}}}
+}
+
+// Heartbeat answers OK: the broker keeps no client state.
+func (s rocketmqServer) Heartbeat(context.Context, *rocketmqv2.HeartbeatRequest) (*rocketmqv2.HeartbeatResponse, error) {
+	return &rocketmqv2.HeartbeatResponse{Status: v2OK()}, nil
+}
+
+// NotifyClientTermination answers OK.
+func (s rocketmqServer) NotifyClientTermination(context.Context, *rocketmqv2.NotifyClientTerminationRequest) (*rocketmqv2.NotifyClientTerminationResponse, error) {
+	return &rocketmqv2.NotifyClientTerminationResponse{Status: v2OK()}, nil
+}
+
+// EndTransaction answers OK to a commit or a rollback and 40000
+// BAD_REQUEST to anything else. It is a simplification: a transactional
+// message is stored by its SendMessage, as a normal message is, and a
+// rollback does not remove it; the broker never asks a producer to
+// resolve a transaction.
+func (s rocketmqServer) EndTransaction(ctx context.Context, req *rocketmqv2.EndTransactionRequest) (*rocketmqv2.EndTransactionResponse, error) {
+	switch req.GetResolution() {
+	case rocketmqv2.TransactionResolution_COMMIT, rocketmqv2.TransactionResolution_ROLLBACK:
+		return &rocketmqv2.EndTransactionResponse{Status: v2OK()}, nil
+	}
+	return &rocketmqv2.EndTransactionResponse{Status: v2Status(rocketmqv2.Code_BAD_REQUEST,
+		fmt.Sprintf("broker: resolution %v is not COMMIT or ROLLBACK", req.GetResolution()))}, nil
+}
+
+// Telemetry answers each Settings the client sends with the broker's
+// Settings (settingsFor) and ignores the client's other commands. The
+// stream stays open until the client closes it, the connection breaks, or
+// the broker stops or restarts.
+func (s rocketmqServer) Telemetry(stream grpc.BidiStreamingServer[rocketmqv2.TelemetryCommand, rocketmqv2.TelemetryCommand]) error {
+	b := s.b
+	ctx := stream.Context()
+	cmds := make(chan *rocketmqv2.TelemetryCommand)
+	ended := make(chan error, 1)
+	b.streams.Add(1)
+	go func() { // the only reader: Recv has no select
+		defer b.streams.Done()
+		for {
+			c, err := stream.Recv()
+			if err != nil {
+				ended <- err
+				return
+			}
+			select {
+			case cmds <- c:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case c := <-cmds:
+			st := c.GetSettings()
+			if st == nil {
+				continue
+			}
+			if err := stream.Send(&rocketmqv2.TelemetryCommand{
+				Status:  v2OK(),
+				Command: &rocketmqv2.TelemetryCommand_Settings{Settings: b.settingsFor(st)},
+			}); err != nil {
+				return err
+			}
+		case err := <-ended:
+			if errors.Is(err, io.EOF) {
+				return nil // the client closed its side
+			}
+			return err
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		case <-b.stopCh:
+			return status.Error(codes.Unavailable, "broker: stopping")
+		}
+	}
+}
+
+// settingsFor is the broker's answer to a client's Settings, made as the
+// RocketMQ 5 proxy makes it: the client's own Settings with the broker's
+// backoff_policy (WithClientRetryPolicy), a request_timeout
+// (the client's, or 3 s), and, for a publisher, max_body_size set to the
+// broker's limit (WithMaxBodyBytes) and validate_message_type on.
+func (b *Broker) settingsFor(client *rocketmqv2.Settings) *rocketmqv2.Settings {
+	st := proto.Clone(client).(*rocketmqv2.Settings)
+	p := b.cfg.clientRetry
+	st.BackoffPolicy = &rocketmqv2.RetryPolicy{
+		MaxAttempts: int32(p.maxAttempts),
+		Strategy: &rocketmqv2.RetryPolicy_ExponentialBackoff{ExponentialBackoff: &rocketmqv2.ExponentialBackoff{
+			Initial:    durationpb.New(p.initial),
+			Max:        durationpb.New(p.max),
+			Multiplier: float32(p.multiplier),
+		}},
+	}
+	if st.RequestTimeout == nil {
+		st.RequestTimeout = durationpb.New(DefaultClientRequestTimeout)
+	}
+	if pub := st.GetPublishing(); pub != nil {
+		pub.MaxBodySize = int32(b.cfg.maxBody)
+		pub.ValidateMessageType = true
+	}
+	return st
+}
