@@ -86,27 +86,24 @@ func classifySend(r *rocketmqv2.SendMessageResponse) Outcome {
 }
 
 // classifyEntries classifies each of the n messages of one
-// SendMessageRequest: entry i by its own status (the top-level status when
-// the entry has none), and a message without an entry by the top-level
-// status when it is a failure, else as FailedUnknown (the server said
-// nothing of it).
+// SendMessageRequest, for a batch: entry i by its own status; an entry
+// without a status, or a message without an entry, by the top-level status
+// when that is OK or a failure, and as FailedUnknown when it is
+// MULTIPLE_RESULTS or there is no entry (the server said nothing of it).
 func classifyEntries(r *rocketmqv2.SendMessageResponse, n int) []Outcome {
 	top := classifyStatus(r.GetStatus())
-	if r.GetStatus().GetCode() == rocketmqv2.Code_MULTIPLE_RESULTS {
-		top = Outcome{Kind: Stored}
-	}
+	multiple := r.GetStatus().GetCode() == rocketmqv2.Code_MULTIPLE_RESULTS
 	out := make([]Outcome, n)
 	entries := r.GetEntries()
 	for i := range out {
 		switch {
 		case i < len(entries) && entries[i].GetStatus() != nil:
 			out[i] = classifyStatus(entries[i].GetStatus())
-		case top.Kind != Stored:
+		case !multiple && (top.Kind != Stored || i < len(entries)):
 			out[i] = top
-		case i < len(entries):
-			out[i] = Outcome{Kind: Stored}
 		default:
-			out[i] = Outcome{Kind: FailedUnknown, Err: fmt.Errorf("producer: rocketmq answered %d entries for %d messages", len(entries), n)}
+			out[i] = Outcome{Kind: FailedUnknown, WireCode: top.WireCode,
+				Err: fmt.Errorf("producer: rocketmq answered no status for message %d of %d (%d entries)", i, n, len(entries))}
 		}
 	}
 	return out

@@ -190,6 +190,13 @@ func TestRocketMQClassifyEntriesOfABatch(t *testing.T) {
 	for i, o := range classifyEntries(top, 2) {
 		assert.Equal(t, Throttled, o.Kind, "message %d", i)
 	}
+	// Entries without a status: the top-level OK covers them, not
+	// MULTIPLE_RESULTS.
+	bare := []*rocketmqv2.SendResultEntry{{}, {}}
+	ok := classifyEntries(&rocketmqv2.SendMessageResponse{Status: &rocketmqv2.Status{Code: rocketmqv2.Code_OK}, Entries: bare}, 3)
+	assert.Equal(t, []OutcomeKind{Stored, Stored, FailedUnknown}, []OutcomeKind{ok[0].Kind, ok[1].Kind, ok[2].Kind})
+	multi := classifyEntries(&rocketmqv2.SendMessageResponse{Status: &rocketmqv2.Status{Code: rocketmqv2.Code_MULTIPLE_RESULTS}, Entries: bare}, 2)
+	assert.Equal(t, []OutcomeKind{FailedUnknown, FailedUnknown}, []OutcomeKind{multi[0].Kind, multi[1].Kind})
 }
 
 // TestRocketMQClassifierGRPCErrors: a gRPC error is read as GRPCClassifier
