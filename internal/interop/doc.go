@@ -9,11 +9,13 @@
 // the summary:
 //
 //   - TestOfficialNodeProducer: 300 messages, 8 at a time, through backlog
-//     throttling and 10% injected INTERNAL answers: every message the client
-//     reports sent is stored exactly once, every other one is reported
-//     failed and is not stored, and the client's attempts match the
-//     broker's records. It logs attempts per message, the codes retried
-//     and the gaps between attempts.
+//     throttling, 10% INTERNAL answers and 2% dropped connections: every
+//     message the client reports sent is stored exactly once, none twice
+//     (a re-sent message whose answer was lost is a duplicate, by message
+//     id), every other one is reported failed, and is stored only if one
+//     of its answers was lost; the client's attempts match the broker's
+//     records. It logs attempts per message, the codes retried and the
+//     gaps between attempts.
 //   - TestOfficialNodeProducerRetriesBadRequest: the client re-sends a
 //     message the broker refuses as invalid (40007) until its attempts are
 //     spent.
