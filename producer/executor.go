@@ -101,6 +101,13 @@ func (x *executor) run(ctx context.Context) *SendError {
 		if d, ok := x.admit(ctx); !ok {
 			return x.sendError(d)
 		}
+		pc := x.a.pacer(x.ep)
+		if ok, late := pc.wait(ctx); !ok {
+			if late {
+				return x.sendError(decision{act: actFail, kind: ErrDeadlineTooShort})
+			}
+			return x.sendError(stopped(ctx))
+		}
 		x.attempts++
 		if c.observer != nil {
 			c.observer(Event{Kind: EventAttempt, MessageID: x.id, Attempt: x.attempts, Endpoint: x.a.endpoint(x.ep)})
@@ -113,6 +120,14 @@ func (x *executor) run(ctx context.Context) *SendError {
 		o, unsent := x.a.attempt(actx, x.ep, wait)
 		if cancel != nil {
 			cancel()
+		}
+		if pc != nil {
+			switch {
+			case o.Kind == Stored:
+				pc.stored(start)
+			case o.Kind == Throttled && o.Hint == 0:
+				pc.throttled(time.Now())
+			}
 		}
 		if o.Kind == Stored {
 			c.budget.success()

@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"sync"
 
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"google.golang.org/grpc"
@@ -37,6 +38,7 @@ func NewUnaryClientInterceptor(opts ...Option) (grpc.UnaryClientInterceptor, err
 	if err != nil {
 		return nil, err
 	}
+	var pacers sync.Map // target -> *pacer, when pacing
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, copts ...grpc.CallOption) error {
 		cfg, copied := &base, false
 		for _, o := range copts {
@@ -52,6 +54,13 @@ func NewUnaryClientInterceptor(opts ...Option) (grpc.UnaryClientInterceptor, err
 			}
 		}
 		c := &interceptCall{method: method, req: req, reply: reply, cc: cc, invoker: invoker, cls: cfg.classifier}
+		if base.pacing && cc != nil {
+			pc, ok := pacers.Load(cc.Target())
+			if !ok {
+				pc, _ = pacers.LoadOrStore(cc.Target(), &pacer{})
+			}
+			c.pc = pc.(*pacer)
+		}
 		c.opts = append(make([]grpc.CallOption, 0, len(copts)+2), copts...)
 		c.opts = append(c.opts, grpc.Peer(&c.peer))
 		x := executor{cfg: cfg, a: c}
@@ -98,7 +107,10 @@ type interceptCall struct {
 	cls     Classifier
 	opts    []grpc.CallOption // the call's, then grpc.Peer(&peer)
 	peer    peer.Peer
+	pc      *pacer // the target's
 }
+
+func (c *interceptCall) pacer(int) *pacer { return c.pc }
 
 func (c *interceptCall) endpoint(int) string {
 	if c.cc == nil {

@@ -80,6 +80,7 @@ type config struct {
 	failoverAlways bool // fail over after an unknown outcome too
 	classifier     Classifier
 	attemptsSet    bool // WithMaxAttempts was given
+	pacing         bool // pace endpoints that throttle without a hint
 	rmq            rmqSettings // apache.rocketmq.v2: see rocketmq_options.go
 
 	// Built by finish.
@@ -100,6 +101,7 @@ func defaultConfig() config {
 		maxBody:        DefaultMaxBodyBytes,
 		logger:         discardLogger,
 		classifier:     GRPCClassifier,
+		pacing:         true,
 	}
 }
 
@@ -431,6 +433,22 @@ func WithClassifier(c Classifier) Option {
 			return invalid("nil", "must not be nil")
 		}
 		cfg.classifier = c
+		return nil
+	}}
+}
+
+// WithPacing sets whether an endpoint that throttles without a hint is
+// paced, overriding the default of true. Paced, the first such throttle
+// opens an episode on the endpoint: every attempt to it then waits its turn
+// at a rate that follows what the broker accepts (measured between
+// throttles), so that senders queue in the client instead of being refused
+// together and coming back together; the episode ends after 30 s without a
+// throttle. Each refused message still waits its own throttle schedule.
+// Throttles with the broker's RetryInfo hint do not move the pace. Applies
+// to New, NewFromConn and the interceptor (one pace per target).
+func WithPacing(on bool) Option {
+	return option{"WithPacing", scopeProducer | scopeInterceptor, func(c *config) error {
+		c.pacing = on
 		return nil
 	}}
 }

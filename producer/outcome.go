@@ -92,4 +92,6 @@ type attempter interface {
 	// endpoint names endpoint ep for events and logs; two indexes with the
 	// same name are the same broker.
 	endpoint(ep int) string
+	// pacer is endpoint ep's throttle state (pacer.go); nil: none.
+	pacer(ep int) *pacer
 }

@@ -29,6 +29,7 @@ type Producer struct {
 	endpoints []string
 	owned     []*grpc.ClientConn
 	next      atomic.Uint32 // round robin over conns for first attempts
+	pacers    []pacer // one per conn; nil without pacing
 	ids       *idGen
 	spool     *Spool
 
@@ -118,6 +119,9 @@ func newProducer(cfg config, conns []grpc.ClientConnInterface, endpoints []strin
 		ids:       newIDGen(),
 		closing:   make(chan struct{}),
 		closeDone: make(chan struct{}),
+	}
+	if cfg.pacing {
+		p.pacers = make([]pacer, len(conns))
 	}
 	p.sends.init()
 	p.core.init()
@@ -298,6 +302,13 @@ func (p *Producer) send(ctx context.Context, m *Message) (*SendReceipt, *SendErr
 
 func (c *sendCall) endpoint(ep int) string {
 	return c.p.endpoints[ep%len(c.p.endpoints)]
+}
+
+func (c *sendCall) pacer(ep int) *pacer {
+	if c.p.pacers == nil {
+		return nil
+	}
+	return &c.p.pacers[ep%len(c.p.pacers)]
 }
 
 // attempt makes one attempt on endpoint ep. gRPC fills c.peer only when the

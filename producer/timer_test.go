@@ -43,7 +43,7 @@ func TestDefaultThrottleSchedule(t *testing.T) {
 	rec := &recorder{}
 	var givenMu sync.Mutex
 	var given []time.Duration
-	p := newTestProducer(t, addr, WithRand(nil), WithMaxAttempts(4), WithObserver(rec.observe),
+	p := newTestProducer(t, addr, WithRand(nil), WithMaxAttempts(4), WithObserver(rec.observe), WithPacing(false),
 		WithDialOptions(withAttemptProbe(func(d time.Duration) {
 			givenMu.Lock()
 			given = append(given, d)

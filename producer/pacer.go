@@ -1,0 +1,231 @@
+package producer
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// This file holds the pacer: the throttle state of one endpoint, as gRPC's
+// connection backoff belongs to a connection and Kafka's client-side
+// throttling (KIP-219) mutes a connection, not a request.
+//
+// Without it, each send waits out its own throttle schedule: every sender
+// refused in the same instant waits the same unjittered first second, and
+// all of them come back together, take the broker's burst and are refused
+// together again, a lock near the burst rate (a quarter of a 2,000/s
+// broker's capacity, measured). With it, the first throttle without a hint
+// opens an episode on the endpoint: from then on every attempt to that
+// endpoint, first attempts included, waits its turn at a rate that follows
+// what the broker accepts, so that sends queue in the client instead of
+// being refused, and are released one by one, never all at once.
+//
+// The rate is found as TCP finds a window. An episode starts in slow start,
+// at half the rate the endpoint stored at just before, doubling every
+// 50 ms. A broker that throttles has no tokens left at that instant, so
+// between two throttles (both with an empty bucket) it stored exactly its
+// capacity times the time between them, whatever its burst: that count over
+// that time is the estimate, and the rate is set just under it. Then the
+// rate probes upwards, slowly (+0.3% every 100 ms in which an attempt had
+// to wait for it), until the next throttle measures again. A throttle less than 50 ms after the last counted one
+// only halves the rate (too short to measure). The episode ends after
+// pacerQuiet without a throttle.
+//
+// Throttles that carry the broker's own hint (google.rpc.RetryInfo) do not
+// move the pacer: the broker says when to come back, and each send already
+// waits for that.
+//
+// The pacer costs the fast path one atomic load per attempt and one atomic
+// add per stored message while no episode is open.
+
+const (
+	pacerSample   = 100 * time.Millisecond // history of stores, one sample per
+	pacerHistory  = 10                     // samples kept: a second
+	pacerMinGap   = 50 * time.Millisecond  // least time between two estimates
+	pacerSlowStep = 50 * time.Millisecond  // slow start doubles the rate this often
+	pacerProbe    = 100 * time.Millisecond // probing raises the rate this often
+	pacerRaise    = 1.003                  // by this factor
+	pacerMargin   = 0.97                   // the rate after an estimate: just under it
+	pacerQuiet    = 30 * time.Second       // an episode ends after this without a throttle
+	pacerMinRate  = 1.0                    // attempts per second, at least
+)
+
+// pacer is one endpoint's throttle state; its zero value has no episode.
+// It is safe for concurrent use.
+type pacer struct {
+	on         atomic.Bool  // an episode is open: attempts wait for lim
+	binding    atomic.Bool  // an attempt waited for lim since the last raise
+	stores     atomic.Int64 // attempts stored through this endpoint
+	nextSample atomic.Int64 // unix ns of the next history sample
+
+	mu        sync.Mutex
+	lim       *rate.Limiter
+	r         float64   // lim's rate
+	slowStart bool      // doubling until the first estimate
+	lastAt    time.Time // the last throttle counted
+	lastN     int64     // stores then
+	stepAt    time.Time // the last raise of the rate
+	hist      [pacerHistory]sample
+	nhist     int // samples in hist, hist[nhist%len] is the next slot
+}
+
+type sample struct {
+	at time.Time
+	n  int64
+}
+
+// stored counts a stored attempt that started at now.
+func (p *pacer) stored(now time.Time) {
+	p.stores.Add(1)
+	if ns := now.UnixNano(); ns >= p.nextSample.Load() {
+		p.sample(now)
+	}
+}
+
+func (p *pacer) sample(now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now.UnixNano() < p.nextSample.Load() {
+		return
+	}
+	p.hist[p.nhist%pacerHistory] = sample{at: now, n: p.stores.Load()}
+	p.nhist++
+	p.nextSample.Store(now.Add(pacerSample).UnixNano())
+}
+
+// recentRate is the store rate over the last second of history, counting
+// at least pacerSample of time (so a first burst does not read as a rate).
+// Called with mu held.
+func (p *pacer) recentRate(now time.Time, n int64) float64 {
+	oldest := sample{at: now, n: n}
+	for i := 0; i < min(p.nhist, pacerHistory); i++ {
+		s := p.hist[i]
+		if now.Sub(s.at) <= time.Second && s.at.Before(oldest.at) {
+			oldest = s
+		}
+	}
+	dt := max(now.Sub(oldest.at), pacerSample)
+	return float64(n-oldest.n) / dt.Seconds()
+}
+
+// throttled records a throttle without a hint of an attempt that ended at
+// now.
+func (p *pacer) throttled(now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.stores.Load()
+	if !p.on.Load() {
+		p.r = max(p.recentRate(now, n)/2, pacerMinRate)
+		p.slowStart = true
+		p.lim = rate.NewLimiter(rate.Limit(p.r), burstFor(p.r))
+		p.lastAt, p.lastN, p.stepAt = now, n, now
+		p.on.Store(true)
+		return
+	}
+	dt := now.Sub(p.lastAt)
+	if dt < pacerMinGap {
+		// The same overload: every attempt in flight then is refused.
+		return
+	}
+	est := float64(n-p.lastN) / dt.Seconds()
+	p.slowStart = false
+	p.lastAt, p.lastN = now, n
+	// Between two throttles the broker stored its capacity, unless demand
+	// fell short of it for a while; a rate cut in half at most keeps such
+	// an underestimate from collapsing the rate.
+	p.setRate(now, max(pacerMargin*est, p.r/2))
+}
+
+func (p *pacer) setRate(now time.Time, r float64) {
+	p.r = max(r, pacerMinRate)
+	p.stepAt = now
+	p.lim.SetLimitAt(now, rate.Limit(p.r))
+	p.lim.SetBurstAt(now, burstFor(p.r))
+}
+
+// burstFor is the limiter's burst at rate r: 20 ms of it, at least 1.
+func burstFor(r float64) int {
+	return max(1, int(r/50))
+}
+
+// wait makes an attempt that is about to start wait its turn while an
+// episode is open: false when the wait would end at or after ctx's deadline
+// (nothing is waited then) or ctx ended during it.
+func (p *pacer) wait(ctx context.Context) (ok bool, deadline bool) {
+	if p == nil || !p.on.Load() {
+		return true, false
+	}
+	now := time.Now()
+	p.mu.Lock()
+	if !p.on.Load() {
+		p.mu.Unlock()
+		return true, false
+	}
+	p.stepLocked(now)
+	if !p.on.Load() {
+		p.mu.Unlock()
+		return true, false
+	}
+	r := p.lim.ReserveN(now, 1)
+	p.mu.Unlock()
+	d := r.DelayFrom(now)
+	if d <= 0 {
+		return true, false
+	}
+	p.binding.Store(true)
+	if dl, ok := ctx.Deadline(); ok && !now.Add(d).Before(dl) {
+		r.CancelAt(now)
+		return false, true
+	}
+	if !sleep(ctx, d) {
+		r.Cancel()
+		return false, false
+	}
+	return true, false
+}
+
+// stepLocked raises the rate as time passes in an episode, and ends the
+// episode after pacerQuiet without a throttle.
+func (p *pacer) stepLocked(now time.Time) {
+	if now.Sub(p.lastAt) > pacerQuiet {
+		p.on.Store(false)
+		p.lim = nil
+		return
+	}
+	step, factor := pacerProbe, pacerRaise
+	if p.slowStart {
+		step, factor = pacerSlowStep, 2
+	}
+	if k := now.Sub(p.stepAt) / step; k > 0 {
+		if !p.binding.Swap(false) {
+			// Nobody waited: the rate is not what holds the sends
+			// back, and raising it would only let the next burst
+			// through unmeasured.
+			p.stepAt = now
+			return
+		}
+		k = 1 // one step per step of demand
+		r := p.r
+		for range min(k, 64) {
+			r *= factor
+		}
+		p.r = r
+		p.stepAt = p.stepAt.Add(k * step)
+		p.lim.SetLimitAt(now, rate.Limit(r))
+		p.lim.SetBurstAt(now, burstFor(r))
+	}
+}
+
+// rateNow is the episode's rate, 0 when none is open (for tests and
+// events).
+func (p *pacer) rateNow() float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.on.Load() {
+		return 0
+	}
+	return p.r
+}
