@@ -19,6 +19,9 @@
 //   - TestOfficialNodeProducerRetriesBadRequest: the client re-sends a
 //     message the broker refuses as invalid (40007) until its attempts are
 //     spent.
+//   - TestOfficialNodeProducerFailsOverAndIsolates: with two brokers in the
+//     route, a message that fails on one is re-sent to the other at once,
+//     and the failing broker gets no send after its first failure.
 //   - TestNodeClientReadsBackoffSecondsAsMilliseconds pins the client's
 //     backoff bug described under Retries.
 //

@@ -227,6 +227,35 @@ func TestNodeClientReadsBackoffSecondsAsMilliseconds(t *testing.T) {
 	}
 }
 
+// TestOfficialNodeProducerFailsOverAndIsolates runs the client against a
+// cluster of two brokers, one of which answers every send 50001. The route
+// lists queue 0 of both (the only queue the client writes to), under two
+// broker names; the client re-sends a failed message to the other broker
+// at once and isolates the failing one for the rest of its life, so that
+// broker sees one attempt in all and every message is stored on the other.
+func TestOfficialNodeProducerFailsOverAndIsolates(t *testing.T) {
+	const (
+		topic = "interop"
+		count = 20
+	)
+	nodeModules := installClient(t)
+	brokers := brokertest.StartCluster(t, 2, broker.WithTopics(topic))
+	healthy, failing := brokers[0], brokers[1]
+	require.NoError(t, failing.SetFaults(broker.Faults{InternalRate: 1}))
+
+	s, _ := runProduce(t, nodeModules,
+		"--endpoint", healthy.Addr(), "--topic", topic, "--count", strconv.Itoa(count), "--concurrency", "1", "--max-attempts", "3")
+	assert.Equal(t, count, s.Sent, "messages sent")
+	assert.Len(t, healthy.Messages(topic), count, "messages stored on the healthy broker")
+	assert.Empty(t, failing.Messages(topic), "messages stored on the failing broker")
+	assert.Equal(t, int64(1), failing.SendRequests(broker.ProtocolRocketMQV2), "SendMessage calls the failing broker got")
+	for _, m := range s.Messages {
+		if len(m.Attempts) > 1 {
+			t.Logf("message %d: attempts at %s then %s, %.3f ms apart", m.Index, m.Attempts[0].Endpoints, m.Attempts[1].Endpoints, m.Attempts[1].AtMs-m.Attempts[0].AtMs)
+		}
+	}
+}
+
 // observer returns a broker option that records every SendRecord, and a
 // function returning a copy of the records so far.
 func observer() (broker.Option, func() []broker.SendRecord) {
@@ -350,6 +379,7 @@ type message struct {
 type attempt struct {
 	AtMs       float64      `json:"atMs"`
 	DurationMs float64      `json:"durationMs"`
+	Endpoints  string       `json:"endpoints"`
 	Code       int          `json:"code"`
 	Error      *clientError `json:"error"`
 }
