@@ -70,6 +70,7 @@ type rmqClient struct {
 	accessPoint *rocketmqv2.Endpoints
 	dialOpts    []grpc.DialOption
 	timeout     time.Duration // each unary call; start's wait for Settings
+	pacing      bool          // pace brokers that throttle (WithPacing)
 	logger      *slog.Logger
 	id          string
 	ids         *rmqIDGen
@@ -89,6 +90,7 @@ type rmqClient struct {
 	querying  map[string]chan struct{} // QueryRoute in flight, by topic
 	topics    []string                 // topics sent to, declared in Settings
 	nextQuery int                      // access point of the next QueryRoute
+	pacers    map[string]*pacer        // by broker name; see rocketmq_pacer.go
 	started   bool
 	closed    bool
 
@@ -139,6 +141,7 @@ func newRMQClient(addrs []string, cfg *config) (*rmqClient, error) {
 		accessPoint:    ep,
 		dialOpts:       cfg.dialOpts,
 		timeout:        cfg.attemptTimeout,
+		pacing:         cfg.pacing,
 		logger:         cfg.logger,
 		id:             newRMQClientID(now()),
 		ids:            newRMQIDGen(),

@@ -75,3 +75,30 @@ func TestRmqMaxBodySize(t *testing.T) {
 	assert.Equal(t, Stored, o.Kind, "%v", o.Err)
 	srv.seen(func(s *rmqServer) { assert.Len(t, s.sends, 1) })
 }
+
+// rmqCall is an attempter.
+var _ attempter = (*rmqCall)(nil)
+
+// TestRmqPacerPerBroker: endpoints on the same broker share one pacer,
+// across sends; pacing off gives none.
+func TestRmqPacerPerBroker(t *testing.T) {
+	a, b := startRMQServer(t), startRMQServer(t)
+	a.setSettings(rmqServerSettings(0))
+	a.setRoute("t", rmqQueueOn(t, a, "t", "broker-a", 0), rmqQueueOn(t, a, "t", "broker-a", 1), rmqQueueOn(t, b, "t", "broker-b", 0))
+	c := newTestRMQClient(t, []string{a.addr})
+	require.NoError(t, c.start(context.Background()))
+
+	first := c.newCall(&Message{ID: "1", Topic: "t"})
+	assert.Nil(t, first.pacer(0), "route not known yet")
+	o, _ := first.attempt(context.Background(), 0, false)
+	require.Equal(t, Stored, o.Kind, "%v", o.Err)
+	// Queues interleave a0 b0 a1: ep 0 and 2 are broker-a.
+	require.NotNil(t, first.pacer(0))
+	assert.Same(t, first.pacer(0), first.pacer(2))
+	assert.NotSame(t, first.pacer(0), first.pacer(1))
+	second := c.newCall(&Message{ID: "2", Topic: "t"})
+	assert.Same(t, first.pacer(1), second.pacer(1), "the route is read from the cache")
+
+	off := newTestRMQClient(t, []string{a.addr}, WithPacing(false))
+	assert.Nil(t, off.newCall(&Message{ID: "3", Topic: "t"}).pacer(0))
+}
