@@ -276,7 +276,8 @@ func observer() (broker.Option, func() []broker.SendRecord) {
 }
 
 // logRetries logs how the client retried: attempts per message, from its
-// own count and from the broker's observer (which must agree), the codes
+// own count and from the broker's observer (which must have seen every
+// answered attempt and no more attempts than the client made), the codes
 // that made it retry and the gaps between attempts as the broker saw them.
 func logRetries(t *testing.T, s summary, records []broker.SendRecord, drained int) {
 	t.Helper()
