@@ -90,13 +90,25 @@ func routeOutcome(err error) Outcome {
 	return o
 }
 
-// endpoint names endpoint ep: the broker of its queue, or the topic's
-// route before it is known.
+// endpoint names endpoint ep: the broker of its queue, or "rocketmq:" and
+// the topic while its route is neither read nor cached.
 func (a *rmqCall) endpoint(ep int) string {
-	if a.route == nil {
+	if !a.cachedRoute() {
 		return "rocketmq:" + a.topic
 	}
 	return a.route.queue(ep).broker
+}
+
+// cachedRoute takes the topic's route from the client's cache when the
+// call has none yet, without a request; it reports whether the call has
+// a route.
+func (a *rmqCall) cachedRoute() bool {
+	if a.route == nil {
+		a.c.mu.Lock()
+		a.route = a.c.routes[a.topic]
+		a.c.mu.Unlock()
+	}
+	return a.route != nil
 }
 
 // result is what the broker said of the stored message: its queue, its

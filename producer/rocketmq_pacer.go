@@ -9,13 +9,8 @@ func (a *rmqCall) pacer(ep int) *pacer {
 	if !a.c.pacing {
 		return nil
 	}
-	if a.route == nil {
-		a.c.mu.Lock()
-		a.route = a.c.routes[a.topic]
-		a.c.mu.Unlock()
-		if a.route == nil {
-			return nil
-		}
+	if !a.cachedRoute() {
+		return nil
 	}
 	return a.c.brokerPacer(a.route.queue(ep).broker)
 }

@@ -102,3 +102,19 @@ func TestRmqPacerPerBroker(t *testing.T) {
 	off := newTestRMQClient(t, []string{a.addr}, WithPacing(false))
 	assert.Nil(t, off.newCall(&Message{ID: "3", Topic: "t"}).pacer(0))
 }
+
+// An endpoint is named by its broker from the first attempt of a send
+// whose topic's route is cached.
+func TestRmqEndpointName(t *testing.T) {
+	srv := startRMQServer(t)
+	srv.setSettings(rmqServerSettings(0))
+	srv.setRoute("t", rmqQueueOn(t, srv, "t", "broker-a", 0))
+	c := newTestRMQClient(t, []string{srv.addr})
+	require.NoError(t, c.start(context.Background()))
+	first := c.newCall(&Message{ID: "1", Topic: "t"})
+	assert.Equal(t, "rocketmq:t", first.endpoint(0))
+	o, _ := first.attempt(context.Background(), 0, false)
+	require.Equal(t, Stored, o.Kind, "%v", o.Err)
+	assert.Equal(t, "broker-a", first.endpoint(0))
+	assert.Equal(t, "broker-a", c.newCall(&Message{ID: "2", Topic: "t"}).endpoint(5))
+}
