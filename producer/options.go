@@ -3,10 +3,10 @@ package producer
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"log/slog"
 	"math"
 	mathrand "math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/rocketry-go/rocketry/backoff"
@@ -79,8 +79,8 @@ type config struct {
 	dialOpts       []grpc.DialOption
 	failoverAlways bool // fail over after an unknown outcome too
 	classifier     Classifier
-	attemptsSet    bool // WithMaxAttempts was given
-	pacing         bool // pace endpoints that throttle without a hint
+	attemptsSet    bool        // WithMaxAttempts was given
+	pacing         bool        // pace endpoints that throttle without a hint
 	rmq            rmqSettings // apache.rocketmq.v2: see rocketmq_options.go
 
 	// Built by finish.

@@ -29,7 +29,7 @@ type Producer struct {
 	endpoints []string
 	owned     []*grpc.ClientConn
 	next      atomic.Uint32 // round robin over conns for first attempts
-	pacers    []pacer // one per conn; nil without pacing
+	pacers    []pacer       // one per conn; nil without pacing
 	ids       *idGen
 	spool     *Spool
 
