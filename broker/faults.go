@@ -14,7 +14,7 @@ import (
 )
 
 // Faults are failures the broker injects into SendMessage calls on purpose,
-// for tests. The zero Faults injects nothing. The rates are shares of calls
+// for tests, on both protocols (rocketry.v1 and apache.rocketmq.v2). The zero Faults injects nothing. The rates are shares of calls
 // in [0, 1]; one random draw per call picks at most one of blackhole, drop
 // and internal, so their sum must not be above 1. Which calls get a fault is
 // decided by the broker's random source (see WithSeed), so that it is the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
@@ -54,4 +55,53 @@ func FuzzSendMessage(f *testing.F) {
 		}
 		_ = status.Code(err)
 	})
+}
+
+// FuzzRocketMQSendMessage sends arbitrary apache.rocketmq.v2 requests to a
+// real broker: the broker never crashes, the call succeeds, every message
+// has an entry, and every status is OK, MULTIPLE_RESULTS or a 4xxxx.
+func FuzzRocketMQSendMessage(f *testing.F) {
+	tooBig := v2msg("t", "big")
+	tooBig.Body = make([]byte, 65)
+	for _, req := range []*rocketmqv2.SendMessageRequest{
+		{Messages: []*rocketmqv2.Message{v2msg("t", "a")}},
+		{Messages: []*rocketmqv2.Message{v2msg("t", "a"), v2msg("t", "a"), tooBig, v2msg("u", "b")}},
+		{Messages: []*rocketmqv2.Message{{Topic: &rocketmqv2.Resource{Name: "t"}}}},
+		{},
+	} {
+		data, err := proto.Marshal(req)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	b := brokertest.Start(f, broker.WithMaxBodyBytes(64), broker.WithMaxBatch(8), broker.WithQueues(2))
+	c := dialV2(f, b.Addr())
+	f.Fuzz(func(t *testing.T, data []byte) {
+		req := &rocketmqv2.SendMessageRequest{}
+		if proto.Unmarshal(data, req) != nil {
+			t.Skip("not a SendMessageRequest")
+		}
+		resp, err := c.SendMessage(ctx(t), req)
+		if err != nil {
+			t.Fatalf("SendMessage(%v) = %v; want a body status", req, err)
+		}
+		if n := len(req.Messages); n > 0 && len(resp.Entries) != n {
+			t.Fatalf("SendMessage(%v) = %d entries; want %d", req, len(resp.Entries), n)
+		}
+		for _, st := range append([]*rocketmqv2.Status{resp.Status}, entryStatuses(resp)...) {
+			c := st.GetCode()
+			if c != rocketmqv2.Code_OK && c != rocketmqv2.Code_MULTIPLE_RESULTS && (c < 40000 || c >= 50000) || st.GetMessage() == "" {
+				t.Fatalf("SendMessage(%v) status %v; want OK, MULTIPLE_RESULTS or a 4xxxx, with a message", req, st)
+			}
+		}
+	})
+}
+
+func entryStatuses(resp *rocketmqv2.SendMessageResponse) []*rocketmqv2.Status {
+	out := make([]*rocketmqv2.Status, len(resp.Entries))
+	for i, e := range resp.Entries {
+		out[i] = e.Status
+	}
+	return out
 }

@@ -146,9 +146,11 @@ func (s rocketmqServer) EndTransaction(ctx context.Context, req *rocketmqv2.EndT
 func (s rocketmqServer) Telemetry(stream grpc.BidiStreamingServer[rocketmqv2.TelemetryCommand, rocketmqv2.TelemetryCommand]) error {
 	b := s.b
 	ctx := stream.Context()
+	if !b.trackStream() {
+		return status.Error(codes.Unavailable, "broker: stopping")
+	}
 	cmds := make(chan *rocketmqv2.TelemetryCommand)
 	ended := make(chan error, 1)
-	b.streams.Add(1)
 	go func() { // the only reader: Recv has no select
 		defer b.streams.Done()
 		for {
@@ -188,6 +190,18 @@ func (s rocketmqServer) Telemetry(stream grpc.BidiStreamingServer[rocketmqv2.Tel
 			return status.Error(codes.Unavailable, "broker: stopping")
 		}
 	}
+}
+
+// trackStream counts a Telemetry reader that Stop waits for, unless the
+// broker is stopped: then Stop may be waiting already.
+func (b *Broker) trackStream() bool {
+	b.srvMu.Lock()
+	defer b.srvMu.Unlock()
+	if b.stopped {
+		return false
+	}
+	b.streams.Add(1)
+	return true
 }
 
 // settingsFor is the broker's answer to a client's Settings, made as the

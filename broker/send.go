@@ -90,6 +90,9 @@ func (b *Broker) send(ctx context.Context, req sendRequest) (*refusal, []entryRe
 	return whole, res
 }
 
+// decide is send's decision, without the observer. It counts the request,
+// and counts it once as a bad request when any message is invalid or its
+// topic is not found.
 func (b *Broker) decide(ctx context.Context, req sendRequest) (*refusal, []entryResult) {
 	b.sendRequests.Add(1)
 	if req.protocol == ProtocolRocketMQV2 {
