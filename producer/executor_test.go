@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// TestDecide pins the retry-decision table of DESIGN.md.
+// TestDecide pins the retry-decision table (the README's, in decide).
 func TestDecide(t *testing.T) {
 	conn := msSchedule(t)
 	cancelled, cancel := context.WithCancel(context.Background())
