@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -33,6 +34,18 @@ var GRPCClassifier Classifier = grpcClassifier{}
 type grpcClassifier struct{}
 
 func (grpcClassifier) Classify(_ any, err error) Outcome { return classifyError(err) }
+
+// autoClassifier is the interceptor's default: an apache.rocketmq.v2 reply
+// (one with a body Status) is read by RocketMQClassifier, anything else by
+// GRPCClassifier.
+type autoClassifier struct{}
+
+func (autoClassifier) Classify(reply any, err error) Outcome {
+	if _, ok := reply.(interface{ GetStatus() *rocketmqv2.Status }); ok {
+		return RocketMQClassifier.Classify(reply, err)
+	}
+	return classifyError(err)
+}
 
 // classifyError classifies a gRPC error; nil is Stored.
 func classifyError(err error) Outcome {

@@ -81,6 +81,7 @@ type config struct {
 	classifier     Classifier
 	attemptsSet    bool        // WithMaxAttempts was given
 	pacing         bool        // pace endpoints that throttle without a hint
+	protocol       Protocol
 	rmq            rmqSettings // apache.rocketmq.v2: see rocketmq_options.go
 
 	// Built by finish.
@@ -100,7 +101,7 @@ func defaultConfig() config {
 		maxInFlight:    DefaultMaxInFlight,
 		maxBody:        DefaultMaxBodyBytes,
 		logger:         discardLogger,
-		classifier:     GRPCClassifier,
+		classifier:     autoClassifier{},
 		pacing:         true,
 	}
 }
@@ -125,6 +126,9 @@ func build(sc scope, where string, opts []Option) (config, error) {
 		return config{}, &OptionError{Option: "WithSpool", Value: strconv.Quote(c.spoolPath), Where: where, Reason: "excludes WithFallback: set at most one dead-letter sink"}
 	}
 	c.settleAttempts()
+	if err := c.checkProtocol(where); err != nil {
+		return config{}, err
+	}
 	if c.rateLimit > 0 {
 		c.limiter = rate.NewLimiter(rate.Limit(c.rateLimit), c.rateBurst)
 	}

@@ -31,6 +31,7 @@ type Producer struct {
 	next      atomic.Uint32 // round robin over conns for first attempts
 	pacers    []pacer       // one per conn; nil without pacing
 	ids       *idGen
+	rmq       *rmqClient // RocketMQ5: the client, which makes the IDs
 	spool     *Spool
 
 	// sends counts the sends in flight, their fallbacks and callbacks
@@ -67,6 +68,9 @@ func New(target string, opts ...Option) (*Producer, error) {
 	addrs, err := splitTarget(target)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.protocol == RocketMQ5 {
+		return newRocketMQ(target, cfg, addrs)
 	}
 	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, cfg.dialOpts...)
 	conns := make([]grpc.ClientConnInterface, 0, len(addrs))
@@ -248,8 +252,15 @@ func (p *Producer) prepare(m *Message) error {
 	if err := m.validate(p.cfg.maxBody); err != nil {
 		return err
 	}
+	if p.rmq != nil && m.Transactional {
+		return fmt.Errorf("%w: transactional messages are not supported over %v yet", ErrInvalidMessage, RocketMQ5)
+	}
 	if m.ID == "" {
-		m.ID = p.ids.next()
+		if p.rmq != nil {
+			m.ID = p.rmq.ids.next()
+		} else {
+			m.ID = p.ids.next()
+		}
 	}
 	return nil
 }
@@ -267,6 +278,26 @@ func (p *Producer) send(ctx context.Context, m *Message) (*SendReceipt, *SendErr
 		cancel(nil)
 	}()
 
+	var r *SendReceipt
+	var se *SendError
+	if p.rmq != nil {
+		r, se = p.sendRocketMQ(sctx, m)
+	} else {
+		r, se = p.sendV1(sctx, m)
+	}
+	if se == nil {
+		return r, nil
+	}
+	if p.cfg.fallback != nil {
+		se.Spooled = true // handOff gives it to the fallback next
+	} else {
+		p.spoolOne(m, se)
+	}
+	return nil, se
+}
+
+// sendV1 runs the executor over rocketry.v1.
+func (p *Producer) sendV1(ctx context.Context, m *Message) (*SendReceipt, *SendError) {
 	c := &sendCall{p: p}
 	c.msg.MessageId = m.ID
 	c.msg.Topic = m.Topic
@@ -283,21 +314,28 @@ func (p *Producer) send(ctx context.Context, m *Message) (*SendReceipt, *SendErr
 	if len(p.conns) > 1 {
 		x.ep = int(p.next.Add(1))
 	}
-	se := x.run(sctx)
+	se := x.run(ctx)
 	// The receipt keeps c alive: drop the references to the caller's data.
 	c.msg.Keys, c.msg.Properties, c.msg.Body = nil, nil, nil
-	if se == nil {
-		r := c.resp.Results[0]
-		c.receipt = SendReceipt{MessageID: m.ID, QueueID: r.GetQueueId(), Offset: r.GetOffset(), Duplicate: r.GetDuplicate(), Attempts: x.attempts}
-		c.resp.Results = nil
-		return &c.receipt, nil
+	if se != nil {
+		return nil, se
 	}
-	if p.cfg.fallback != nil {
-		se.Spooled = true // handOff gives it to the fallback next
-	} else {
-		p.spoolOne(m, se)
+	r := c.resp.Results[0]
+	c.receipt = SendReceipt{MessageID: m.ID, QueueID: r.GetQueueId(), Offset: r.GetOffset(), Duplicate: r.GetDuplicate(), Attempts: x.attempts}
+	c.resp.Results = nil
+	return &c.receipt, nil
+}
+
+// sendRocketMQ runs the executor over apache.rocketmq.v2: first attempts go
+// round robin over the queues of the topic's route.
+func (p *Producer) sendRocketMQ(ctx context.Context, m *Message) (*SendReceipt, *SendError) {
+	c := p.rmq.newCall(m)
+	x := executor{cfg: &p.cfg, a: c, id: m.ID, ep: int(p.next.Add(1))}
+	if se := x.run(ctx); se != nil {
+		return nil, se
 	}
-	return nil, se
+	q, off, _, _ := c.result()
+	return &SendReceipt{MessageID: m.ID, QueueID: q, Offset: off, Attempts: x.attempts}, nil
 }
 
 func (c *sendCall) endpoint(ep int) string {
@@ -412,6 +450,14 @@ func (p *Producer) Close(ctx context.Context) error {
 		p.async.stop(false)
 	}
 	p.hardStop(ErrClosed)
+	if p.rmq != nil {
+		nctx, cancel := context.WithTimeout(context.Background(), p.cfg.attemptTimeout)
+		if ctx.Err() == nil {
+			nctx, cancel = context.WithTimeout(ctx, p.cfg.attemptTimeout)
+		}
+		p.rmq.close(nctx) // NotifyClientTermination, then every goroutine ends
+		cancel()
+	}
 	if cerr := p.closeConns(); cerr != nil && err == nil {
 		err = cerr
 	}

@@ -1,0 +1,115 @@
+package producer
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/rocketry-go/rocketry/backoff"
+)
+
+// Protocol is the wire protocol a Producer speaks (WithProtocol).
+type Protocol uint8
+
+const (
+	// RocketryV1 is rocketry's own protocol, rocketry.v1.MessagingService:
+	// the bundled test broker's contract, and the default.
+	RocketryV1 Protocol = iota
+	// RocketMQ5 is apache.rocketmq.v2.MessagingService, spoken by the
+	// proxies of Apache RocketMQ 5 and cloud RocketMQ services, and by the
+	// bundled broker. New's target lists the proxy's access points; the
+	// producer reads each topic's route from them (QueryRoute), keeps a
+	// Telemetry session (New waits for the server's Settings, within the
+	// attempt timeout), sends heartbeats, and tells the server on Close
+	// (NotifyClientTermination).
+	RocketMQ5
+)
+
+// String returns "rocketry.v1" or "apache.rocketmq.v2".
+func (p Protocol) String() string {
+	switch p {
+	case RocketryV1:
+		return "rocketry.v1"
+	case RocketMQ5:
+		return "apache.rocketmq.v2"
+	}
+	return "Protocol(" + strconv.Itoa(int(p)) + ")"
+}
+
+// WithProtocol sets the wire protocol, overriding the default of
+// RocketryV1. With RocketMQ5, WithCredentials, WithTLS, WithNamespace and
+// WithServerRetryPolicy apply, and transactional messages are refused
+// (RocketMQ 5 transactions, half messages committed by EndTransaction, are
+// not supported yet). Applies to New only.
+func WithProtocol(p Protocol) Option {
+	return option{"WithProtocol", scopeNew, func(c *config) error {
+		if p != RocketryV1 && p != RocketMQ5 {
+			return invalid(p.String(), "must be RocketryV1 or RocketMQ5")
+		}
+		c.protocol = p
+		return nil
+	}}
+}
+
+// checkProtocol refuses RocketMQ 5 options given to a rocketry.v1
+// producer, naming the first.
+func (c *config) checkProtocol(where string) error {
+	if c.protocol == RocketMQ5 {
+		return nil
+	}
+	name := ""
+	switch {
+	case c.rmq.accessKey != "":
+		name = "WithCredentials"
+	case c.rmq.tls != nil:
+		name = "WithTLS"
+	case c.rmq.namespace != "":
+		name = "WithNamespace"
+	case c.rmq.serverRetryPolicy:
+		name = "WithServerRetryPolicy"
+	}
+	if name != "" {
+		return &OptionError{Option: name, Where: where, Reason: "applies only with WithProtocol(RocketMQ5), not to"}
+	}
+	return nil
+}
+
+// newRocketMQ makes the Producer of a RocketMQ 5 target and starts its
+// client: it returns once a server has answered with its Settings.
+func newRocketMQ(target string, cfg config, addrs []string) (*Producer, error) {
+	c, err := newRMQClient(addrs, &cfg)
+	if err != nil {
+		return nil, fmt.Errorf("producer: New(%q): %w", target, err)
+	}
+	if cfg.rmq.serverRetryPolicy {
+		cfg.throttle = serverSchedule{c: c, fallback: cfg.throttle}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.attemptTimeout)
+	defer cancel()
+	if err := c.start(ctx); err != nil {
+		return nil, fmt.Errorf("producer: New(%q): %w", target, err)
+	}
+	p, err := newProducer(cfg, nil, addrs)
+	if err != nil {
+		c.close(context.Background())
+		return nil, err
+	}
+	p.rmq = c
+	return p, nil
+}
+
+// serverSchedule is the throttle schedule of WithServerRetryPolicy: the
+// waits of the server's latest backoff_policy, or fallback while the server
+// has sent none that can be read.
+type serverSchedule struct {
+	c        *rmqClient
+	fallback backoff.Schedule
+}
+
+func (s serverSchedule) Delay(n int, r backoff.Rand) (time.Duration, bool) {
+	if sch, ok := rmqThrottleSchedule(s.c.serverRetryPolicy()); ok {
+		return sch.Delay(n, r)
+	}
+	return s.fallback.Delay(n, r)
+}
