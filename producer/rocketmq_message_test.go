@@ -152,7 +152,7 @@ func TestRmqOptions(t *testing.T) {
 	}
 
 	tlsCfg := &tls.Config{ServerName: "proxy"}
-	cfg, err := build(scopeNew, "New", []Option{
+	cfg, err := build(scopeNew, "New", []Option{WithProtocol(RocketMQ5),
 		WithCredentials("ak", "sk", "tok"), WithTLS(tlsCfg), WithNamespace("MQ_INST_1|ns-a%b"), WithServerRetryPolicy(),
 	})
 	require.NoError(t, err)

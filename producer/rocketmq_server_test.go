@@ -248,7 +248,7 @@ func rmqServerSettings(maxBody int32) *rocketmqv2.Settings {
 // it is closed at the test's end.
 func newTestRMQClient(t *testing.T, addrs []string, opts ...Option) *rmqClient {
 	t.Helper()
-	cfg, err := build(scopeNew, "New", opts)
+	cfg, err := build(scopeNew, "New", append([]Option{WithProtocol(RocketMQ5)}, opts...))
 	require.NoError(t, err)
 	c, err := newRMQClient(addrs, &cfg)
 	require.NoError(t, err)
