@@ -28,6 +28,8 @@ type benchReport struct {
 	// Runs are the single runs the medians of Results come from (--rounds > 1).
 	Runs  []*bench.Result      `json:"runs,omitempty"`
 	Scale []*bench.ScaleResult `json:"scale,omitempty"`
+	// Hintless is --hintless's report.
+	Hintless *bench.HintlessReport `json:"hintless,omitempty"`
 }
 
 type benchMachine struct {
@@ -57,24 +59,37 @@ type benchScenario struct {
 }
 
 func runBench(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == hintlessServerArg {
+		return runHintlessServer(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: rocketry bench [--duration 10s] [--rounds N] [--contenders a,b,...] [--json] [--markdown]
+       rocketry bench --hintless [--duration 20s] [--senders 64] [--rate 2000] [--burst 200] [--rounds N] [--json]
        rocketry bench --scale [--scale-sizes 1000,10000,100000] [--json]
 
 Runs the throttling scenario of BENCHMARKS.md against each contender in turn
-(a fresh in-process broker each time) and prints one table, or, with --scale,
-measures goroutines and memory per queued async send.
+(a fresh in-process broker each time) and prints one table; with --hintless,
+throttling without hints: a server in its own process (this binary, started
+as "rocketry bench `+hintlessServerArg+`") stores --rate messages/s with a
+burst of --burst and refuses the rest RESOURCE_EXHAUSTED without RetryInfo,
+and every contender (rocketry, middleware, serviceconfig, raw) gets 5
+attempts on its own unscaled schedule; with --scale, measures goroutines and
+memory per queued async send.
 
 flags:
 `)
 		fs.PrintDefaults()
 	}
 	def := bench.DefaultScenario()
-	duration := fs.Duration("duration", def.Duration, "how long each contender sends (the warmup, a tenth of it, is left out of the rates)")
+	hdef := bench.DefaultHintless()
+	duration := fs.Duration("duration", def.Duration, "how long each contender sends (the warmup, a tenth of it, is left out of the rates); --hintless: default 20s, no warmup")
+	hintless := fs.Bool("hintless", false, "throttling without RetryInfo hints, against a server in its own process (see above)")
+	hRate := fs.Float64("rate", hdef.Rate, "--hintless: the server's capacity, messages per second")
+	hBurst := fs.Int("burst", hdef.Burst, "--hintless: the server's token-bucket burst, messages")
 	jsonOut := fs.Bool("json", false, "print JSON")
 	markdown := fs.Bool("markdown", true, "print Markdown tables (the default; off when --json is given alone)")
-	contenders := fs.String("contenders", strings.Join(bench.ScenarioContenders, ","), "contenders to run, in order; rocketry-nohint (rocketry without the broker's RetryInfo hints) is a diagnostic extra")
+	contenders := fs.String("contenders", strings.Join(bench.ScenarioContenders, ","), "contenders to run, in order; rocketry-nohint (rocketry without the broker's RetryInfo hints) is a diagnostic extra; --hintless: default "+strings.Join(bench.HintlessContenders, ","))
 	seed := fs.Uint64("seed", def.Seed, "seed of rocketry's jitter and the broker")
 	senders := fs.Int("senders", def.Senders, "concurrent senders")
 	drainRate := fs.Float64("drain-rate", def.DrainRate, "the consumer's rate, messages per second")
@@ -87,15 +102,61 @@ flags:
 	if code, ok := parseFlags("bench", fs, args, stdout, stderr); !ok {
 		return code
 	}
-	mdSet := false
-	fs.Visit(func(f *flag.Flag) { mdSet = mdSet || f.Name == "markdown" })
-	if *jsonOut && !mdSet {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *jsonOut && !set["markdown"] {
 		*markdown = false
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	rep := &benchReport{Machine: benchMachine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}}
+
+	if !*hintless && (set["rate"] || set["burst"]) {
+		fmt.Fprintln(stderr, "rocketry bench: --rate and --burst need --hintless")
+		return 2
+	}
+	if *hintless {
+		if *scale {
+			fmt.Fprintln(stderr, "rocketry bench: --hintless and --scale exclude each other")
+			return 2
+		}
+		h := hdef
+		if set["duration"] {
+			h.Duration = *duration
+		}
+		h.Senders, h.Rate, h.Burst = *senders, *hRate, *hBurst
+		argv, env, err := hintlessServerCommand()
+		if err != nil {
+			fmt.Fprintf(stderr, "rocketry bench: --hintless: the server command: %v\n", err)
+			return 1
+		}
+		h.Server, h.ServerEnv = argv, env
+		list := strings.Join(bench.HintlessContenders, ",")
+		if set["contenders"] {
+			list = *contenders
+		}
+		names, err := bench.ParseList(list, bench.HintlessContenders)
+		if err != nil {
+			fmt.Fprintf(stderr, "rocketry bench: --contenders: %v\n", err)
+			return 2
+		}
+		if *rounds < 1 {
+			fmt.Fprintf(stderr, "rocketry bench: --rounds %d: want >= 1\n", *rounds)
+			return 2
+		}
+		if err := h.Validate(); err != nil {
+			fmt.Fprintf(stderr, "rocketry bench: %v\n", err)
+			return 2
+		}
+		hr, err := bench.RunHintless(ctx, h, names, *rounds, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "rocketry bench: --hintless: %v\n", err)
+			return 1
+		}
+		rep.Hintless = hr
+		return printBench(rep, *markdown, *jsonOut, stdout, stderr)
+	}
 
 	if *scale {
 		sizes, err := parseSizes(*scaleSizes)
@@ -226,6 +287,9 @@ func writeBenchMarkdown(w io.Writer, rep *benchReport) {
 			}
 		}
 	}
+	if rep.Hintless != nil {
+		rep.Hintless.WriteMarkdown(w)
+	}
 	if len(rep.Scale) > 0 {
 		fmt.Fprintln(w, "| contender | queued sends | goroutines | goroutines/send | heap MiB | heap KiB/send | stacks MiB | stack KiB/send | queued in s |")
 		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -234,4 +298,42 @@ func writeBenchMarkdown(w io.Writer, rep *benchReport) {
 				float64(r.HeapBytes)/(1<<20), r.HeapBytesPerSend/1024, float64(r.StackBytes)/(1<<20), r.StackBytesPerSend/1024, r.QueueSeconds)
 		}
 	}
+}
+
+// hintlessServerArg is the hidden subcommand of bench that runs the server
+// of --hintless: "rocketry bench serve-hintless --listen ADDR --rate R
+// --burst B" writes "listening ADDR" on stdout, answers "stats" lines read
+// from stdin, and exits when stdin closes (bench.ServeHintless).
+const hintlessServerArg = "serve-hintless"
+
+// hintlessServerCommand returns the command, and the environment to add,
+// that --hintless starts its server with: this binary's hidden subcommand.
+// Tests replace it, since their binary is not rocketry.
+var hintlessServerCommand = func() (argv, env []string, err error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	return []string{exe, "bench", hintlessServerArg}, nil, nil
+}
+
+// benchStdin is what the hintless server reads its requests from.
+var benchStdin io.Reader = os.Stdin
+
+func runHintlessServer(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("bench " + hintlessServerArg)
+	def := bench.DefaultHintless()
+	listen := fs.String("listen", "127.0.0.1:0", "`address` to listen on")
+	perSecond := fs.Float64("rate", def.Rate, "messages per second stored")
+	burst := fs.Int("burst", def.Burst, "token-bucket burst, messages")
+	if code, ok := parseFlags("bench "+hintlessServerArg, fs, args, stdout, stderr); !ok {
+		return code
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	if err := bench.ServeHintless(ctx, *listen, *perSecond, *burst, benchStdin, stdout); err != nil {
+		fmt.Fprintf(stderr, "rocketry bench %s: %v\n", hintlessServerArg, err)
+		return 1
+	}
+	return 0
 }

@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -90,6 +93,12 @@ func TestBenchBadFlags(t *testing.T) {
 		{"--duration", "0s"},
 		{"--senders", "0"},
 		{"extra"},
+		{"--rate", "10"},
+		{"--hintless", "--scale"},
+		{"--hintless", "--contenders", "naive-sleep"},
+		{"--hintless", "--burst", "0"},
+		{"--hintless", "--duration", "0s"},
+		{hintlessServerArg, "--rate", "x"},
 	} {
 		var out, errb bytes.Buffer
 		if code := runBench(args, &out, &errb); code != 2 {
@@ -98,5 +107,68 @@ func TestBenchBadFlags(t *testing.T) {
 		if errb.Len() == 0 {
 			t.Errorf("runBench(%q) wrote nothing on stderr; want what is wrong", args)
 		}
+	}
+}
+
+// hintlessServerEnv makes this test binary the server of --hintless (see
+// TestBenchHintlessServerHelper).
+const hintlessServerEnv = "ROCKETRY_TEST_HINTLESS_SERVER"
+
+// TestBenchHintlessServerHelper is not a test: run as a child process with
+// hintlessServerEnv set, it is "rocketry bench serve-hintless" with the
+// arguments after "--".
+func TestBenchHintlessServerHelper(t *testing.T) {
+	if os.Getenv(hintlessServerEnv) != "1" {
+		t.Skip("the server process of TestBenchHintless")
+	}
+	i := slices.Index(os.Args, "--")
+	os.Exit(runBench(append([]string{hintlessServerArg}, os.Args[i+1:]...), os.Stdout, os.Stderr))
+}
+
+// TestBenchHintless runs --hintless for 300 ms per contender, one round,
+// with 4 senders against a server of 300 msg/s (burst 30) in a child
+// process: it checks that the mode runs, counts and reports, not how
+// well anyone does.
+func TestBenchHintless(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	orig := hintlessServerCommand
+	t.Cleanup(func() { hintlessServerCommand = orig })
+	hintlessServerCommand = func() ([]string, []string, error) {
+		// GORACE: a -race binary sleeps 1 s when it exits, unless told not to.
+		return []string{os.Args[0], "-test.run=^TestBenchHintlessServerHelper$", "--"}, []string{hintlessServerEnv + "=1", "GORACE=atexit_sleep_ms=0"}, nil
+	}
+	var out, errb bytes.Buffer
+	args := []string{"--hintless", "--json", "--markdown", "--duration", "300ms", "--senders", "4", "--rate", "300", "--burst", "30"}
+	start := time.Now()
+	if code := runBench(args, &out, &errb); code != 0 {
+		t.Fatalf("runBench(%q) = %d; want 0 (stderr %q)", args, code, errb.String())
+	}
+	t.Logf("took %v", time.Since(start))
+	text := out.String()
+	for _, want := range []string{"| contender | stored msg/s | stored/capacity |", "| rocketry |", "| raw |"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("runBench(%q) printed %q; want it to contain %q", args, text, want)
+		}
+	}
+	var rep benchReport
+	if err := json.Unmarshal([]byte(text[strings.Index(text, "{\n"):]), &rep); err != nil {
+		t.Fatalf("runBench(%q) printed %q: %v; want Markdown then JSON", args, text, err)
+	}
+	h := rep.Hintless
+	if h == nil || len(h.Summary) != 4 || len(h.Runs) != 4 || h.Settings.Rate != 300 || h.Settings.Burst != 30 || h.Settings.MaxAttempts != 5 {
+		t.Fatalf("hintless = %+v; want 4 contenders, 1 run each, rate 300, burst 30, 5 attempts", h)
+	}
+	for i, name := range []string{"rocketry", "middleware", "serviceconfig", "raw"} {
+		r := h.Runs[i]
+		if r.Contender != name || r.Round != 1 {
+			t.Errorf("run %d = %s round %d; want %s round 1", i, r.Contender, r.Round, name)
+		}
+		if r.Sent == 0 || r.Stored == 0 || r.Attempts < r.Stored || r.Attempts != r.Stored+r.Refused || r.StoredPerSecond <= 0 {
+			t.Errorf("%s: sent %d, stored %d, attempts %d, refused %d, stored/s %v; want stored > 0 and attempts = stored + refused",
+				r.Contender, r.Sent, r.Stored, r.Attempts, r.Refused, r.StoredPerSecond)
+		}
+	}
+	if raw := h.Runs[3]; raw.Failed != raw.Refused {
+		t.Errorf("raw: failed %d, refused %d; want every refusal to fail a send (no retry)", raw.Failed, raw.Refused)
 	}
 }

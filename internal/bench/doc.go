@@ -24,6 +24,12 @@
 //     that retry every error at once, or after a fixed sleep, until the
 //     send's deadline.
 //
+// The hintless mode (hintless.go, `rocketry bench --hintless`) is
+// throttling without RetryInfo hints: a server in a child process
+// (hintless_server.go) with a token bucket and no hint in its refusals, and
+// rocketry, middleware, serviceconfig and raw, each allowed 5 attempts on
+// its own unscaled schedule.
+//
 // This package is internal: its API serves the benchmarks and the command,
 // and may change at any time.
 package bench
