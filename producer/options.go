@@ -79,8 +79,8 @@ type config struct {
 	dialOpts       []grpc.DialOption
 	failoverAlways bool // fail over after an unknown outcome too
 	classifier     Classifier
-	attemptsSet    bool        // WithMaxAttempts was given
-	pacing         bool        // pace endpoints that throttle without a hint
+	attemptsSet    bool // WithMaxAttempts was given
+	pacing         bool // pace endpoints that throttle without a hint
 	protocol       Protocol
 	rmq            rmqSettings // apache.rocketmq.v2: see rocketmq_options.go
 
