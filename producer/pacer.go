@@ -199,24 +199,20 @@ func (p *pacer) stepLocked(now time.Time) {
 	if p.slowStart {
 		step, factor = pacerSlowStep, 2
 	}
-	if k := now.Sub(p.stepAt) / step; k > 0 {
-		if !p.binding.Swap(false) {
-			// Nobody waited: the rate is not what holds the sends
-			// back, and raising it would only let the next burst
-			// through unmeasured.
-			p.stepAt = now
-			return
-		}
-		k = 1 // one step per step of demand
-		r := p.r
-		for range min(k, 64) {
-			r *= factor
-		}
-		p.r = r
-		p.stepAt = p.stepAt.Add(k * step)
-		p.lim.SetLimitAt(now, rate.Limit(r))
-		p.lim.SetBurstAt(now, burstFor(r))
+	if now.Sub(p.stepAt) < step {
+		return
 	}
+	// One raise per step, and only for a step in which an attempt had to
+	// wait: a rate that holds nobody back is not raised, and a pause (all
+	// senders waiting out their own schedules) is not made up for with a
+	// run of raises.
+	p.stepAt = now
+	if !p.binding.Swap(false) {
+		return
+	}
+	p.r *= factor
+	p.lim.SetLimitAt(now, rate.Limit(p.r))
+	p.lim.SetBurstAt(now, burstFor(p.r))
 }
 
 // rateNow is the episode's rate, 0 when none is open (for tests and
