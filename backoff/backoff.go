@@ -2,8 +2,6 @@ package backoff
 
 import (
 	"math"
-	"math/rand/v2"
-	"sync"
 	"time"
 )
 
@@ -133,24 +131,4 @@ func jitter(d time.Duration, j float64, r Rand) time.Duration {
 		return d
 	}
 	return seconds(d.Seconds() * (1 + j*(2*r.Float64()-1)))
-}
-
-// LockedRand is a math/rand/v2 PCG generator behind a mutex: a Rand that
-// concurrent sends can share. The same seeds give the same numbers.
-type LockedRand struct {
-	mu sync.Mutex
-	r  *rand.Rand
-}
-
-// NewLockedRand returns a LockedRand seeded with the PCG seeds seed1 and
-// seed2.
-func NewLockedRand(seed1, seed2 uint64) *LockedRand {
-	return &LockedRand{r: rand.New(rand.NewPCG(seed1, seed2))}
-}
-
-// Float64 returns a uniform number in [0, 1).
-func (l *LockedRand) Float64() float64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.r.Float64()
 }

@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -173,22 +172,4 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%+v.Validate() = %v; want nil", cfg, err)
 		}
 	}
-}
-
-func TestLockedRandRepeatsItsSeedsAndSharesSafely(t *testing.T) {
-	a, b := NewLockedRand(7, 9), NewLockedRand(7, 9)
-	for i := range 100 {
-		if x, y := a.Float64(), b.Float64(); x != y || x < 0 || x >= 1 {
-			t.Fatalf("draw %d: %v and %v from the same seeds; want equal, in [0, 1)", i, x, y)
-		}
-	}
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for range 1000 {
-				_ = a.Float64()
-			}
-		})
-	}
-	wg.Wait()
 }

@@ -16,9 +16,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
-	"github.com/rocketry-go/rocketry/backoff"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/internal/xrand"
 )
 
 // Broker is an in-memory message broker serving the rocketry gRPC services
@@ -30,7 +30,7 @@ type Broker struct {
 	cfg config
 	log *slog.Logger
 	now func() time.Time
-	rng *backoff.LockedRand
+	rng *xrand.Locked
 
 	faults   atomic.Pointer[Faults]
 	throttle *throttler
@@ -83,7 +83,7 @@ func New(opts ...Option) (*Broker, error) {
 	if !cfg.seeded {
 		seed = rand.Uint64()
 	}
-	b.rng = backoff.NewLockedRand(seed, 0x726f636b65747279)
+	b.rng = xrand.New(seed, 0x726f636b65747279)
 	f := cfg.faults
 	b.faults.Store(&f)
 	for _, name := range cfg.topics {

@@ -9,8 +9,8 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	"github.com/rocketry-go/rocketry/backoff"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/internal/xrand"
 )
 
 // Faults are failures the broker injects into SendMessage calls on purpose,
@@ -91,7 +91,7 @@ var faultNames = [numFaultKinds]string{
 }
 
 // pick draws which random fault, if any, a call gets.
-func (f *Faults) pick(r *backoff.LockedRand) faultKind {
+func (f *Faults) pick(r *xrand.Locked) faultKind {
 	if !f.random() {
 		return faultNone
 	}

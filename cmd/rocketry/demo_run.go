@@ -18,6 +18,7 @@ import (
 	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/broker"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/internal/xrand"
 	"github.com/rocketry-go/rocketry/producer"
 )
 
@@ -217,7 +218,7 @@ func (r *demoRun) newProducer(withSpool bool) (*producer.Producer, error) {
 		producer.WithThrottleSchedule(r.throttleSchedule()),
 		producer.WithFailureSchedule(failure),
 		producer.WithMaxInFlight(c.maxInFlight),
-		producer.WithRand(backoff.NewLockedRand(c.seed, c.seed^0x9e3779b97f4a7c15)),
+		producer.WithRand(xrand.New(c.seed, c.seed^0x9e3779b97f4a7c15)),
 		producer.WithDialOptions(r.connectParams()),
 	}
 	if withSpool {

@@ -14,9 +14,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/broker"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/internal/xrand"
 	"github.com/rocketry-go/rocketry/producer"
 )
 
@@ -204,7 +204,7 @@ func (s Scenario) Run(ctx context.Context, name string) (*Result, error) {
 	var timing *timingRecorder
 	set := Settings{Topic: scenarioTopic, Scaled: true, Scale: s.Scale, MaxAttempts: s.MaxAttempts, NaiveSleep: s.NaiveSleep}
 	if name == Rocketry || name == RocketryNoHint {
-		set.Rand = backoff.NewLockedRand(s.Seed, s.Seed^0x9e3779b97f4a7c15)
+		set.Rand = xrand.New(s.Seed, s.Seed^0x9e3779b97f4a7c15)
 		timing = newTimingRecorder()
 		set.Observer = timing.observe
 	}

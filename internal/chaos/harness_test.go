@@ -21,6 +21,7 @@ import (
 	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/broker"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/internal/xrand"
 	"github.com/rocketry-go/rocketry/producer"
 )
 
@@ -309,7 +310,7 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 		producer.WithThrottleSchedule(throttle),
 		producer.WithFailureSchedule(backoff.Constant(3 * time.Millisecond)),
 		producer.WithMaxInFlight(sc.maxInFlight),
-		producer.WithRand(backoff.NewLockedRand(sc.seed, 0x6a177e5)),
+		producer.WithRand(xrand.New(sc.seed, 0x6a177e5)),
 		producer.WithObserver(func(e producer.Event) {
 			if e.Kind == producer.EventRetry && e.Why == producer.Throttled {
 				for {
