@@ -28,9 +28,10 @@ import (
 // 50 ms. A broker that throttles has no tokens left at that instant, so
 // between two throttles (both with an empty bucket) it stored exactly its
 // capacity times the time between them, whatever its burst: that count over
-// that time is the estimate, and the rate is set just under it. Then the
-// rate probes upwards, slowly (+0.3% every 100 ms in which an attempt had
-// to wait for it), until the next throttle measures again. A throttle less than 50 ms after the last counted one
+// that time is the estimate, and the rate is set just under it. Then the rate probes upwards,
+// slowly (+0.3% every 100 ms in which an attempt had to wait for it; +5%
+// while under 90% of the last estimates), until the next throttle measures
+// again. A throttle less than 50 ms after the last counted one
 // only halves the rate (too short to measure). The episode ends after
 // pacerQuiet without a throttle.
 //
@@ -42,21 +43,26 @@ import (
 // add per stored message while no episode is open.
 
 const (
-	pacerSample   = 100 * time.Millisecond // history of stores, one sample per
-	pacerHistory  = 10                     // samples kept: a second
-	pacerMinGap   = 50 * time.Millisecond  // least time between two estimates
-	pacerSlowStep = 50 * time.Millisecond  // slow start doubles the rate this often
-	pacerProbe    = 100 * time.Millisecond // probing raises the rate this often
-	pacerRaise    = 1.003                  // by this factor
-	pacerMargin   = 0.97                   // the rate after an estimate: just under it
-	pacerQuiet    = 30 * time.Second       // an episode ends after this without a throttle
-	pacerMinRate  = 1.0                    // attempts per second, at least
+	pacerSample    = 100 * time.Millisecond // history of stores, one sample per
+	pacerHistory   = 10                     // samples kept: a second
+	pacerMinGap    = 50 * time.Millisecond  // least time between two estimates
+	pacerSlowStep  = 50 * time.Millisecond  // slow start doubles the rate this often
+	pacerProbe     = 100 * time.Millisecond // probing raises the rate this often
+	pacerRaise     = 1.003                  // by this factor
+	pacerRecover   = 1.05                   // or this one, while far under the last peak
+	pacerFar       = 0.9                    // far: under this share of the peak
+	pacerPeakDecay = 0.9                    // the peak fades by this at each estimate
+	pacerRecent    = 250 * time.Millisecond // the window of the recent store rate
+	pacerMargin    = 0.97                   // the rate after an estimate: just under it
+	pacerQuiet     = 30 * time.Second       // an episode ends after this without a throttle
+	pacerMinRate   = 1.0                    // attempts per second, at least
 )
 
 // pacer is one endpoint's throttle state; its zero value has no episode.
 // It is safe for concurrent use.
 type pacer struct {
 	on         atomic.Bool  // an episode is open: attempts wait for lim
+	epoch      atomic.Int64 // counts the rate's cuts: a wait that spans one is made again
 	binding    atomic.Bool  // an attempt waited for lim since the last raise
 	stores     atomic.Int64 // attempts stored through this endpoint
 	nextSample atomic.Int64 // unix ns of the next history sample
@@ -64,6 +70,7 @@ type pacer struct {
 	mu        sync.Mutex
 	lim       *rate.Limiter
 	r         float64   // lim's rate
+	peak      float64   // the highest recent estimate, fading
 	slowStart bool      // doubling until the first estimate
 	lastAt    time.Time // the last throttle counted
 	lastN     int64     // stores then
@@ -96,14 +103,14 @@ func (p *pacer) sample(now time.Time) {
 	p.nextSample.Store(now.Add(pacerSample).UnixNano())
 }
 
-// recentRate is the store rate over the last second of history, counting
+// recentRate is the store rate over the last window of history, counting
 // at least pacerSample of time (so a first burst does not read as a rate).
 // Called with mu held.
-func (p *pacer) recentRate(now time.Time, n int64) float64 {
+func (p *pacer) recentRate(now time.Time, n int64, window time.Duration) float64 {
 	oldest := sample{at: now, n: n}
 	for i := 0; i < min(p.nhist, pacerHistory); i++ {
 		s := p.hist[i]
-		if now.Sub(s.at) <= time.Second && s.at.Before(oldest.at) {
+		if now.Sub(s.at) <= window && s.at.Before(oldest.at) {
 			oldest = s
 		}
 	}
@@ -118,7 +125,7 @@ func (p *pacer) throttled(now time.Time) {
 	defer p.mu.Unlock()
 	n := p.stores.Load()
 	if !p.on.Load() {
-		p.r = max(p.recentRate(now, n)/2, pacerMinRate)
+		p.r = max(p.recentRate(now, n, time.Second)/2, pacerMinRate)
 		p.slowStart = true
 		p.lim = rate.NewLimiter(rate.Limit(p.r), burstFor(p.r))
 		p.lastAt, p.lastN, p.stepAt = now, n, now
@@ -130,59 +137,72 @@ func (p *pacer) throttled(now time.Time) {
 		// The same overload: every attempt in flight then is refused.
 		return
 	}
+	// Between two throttles the broker stored its capacity, unless its
+	// bucket overflowed meanwhile (demand fell short of it for a while):
+	// that reads low, so one throttle cuts the rate by half at most, and
+	// the rate climbs back fast towards the recent peak.
 	est := float64(n-p.lastN) / dt.Seconds()
 	p.slowStart = false
 	p.lastAt, p.lastN = now, n
-	// Between two throttles the broker stored its capacity, unless demand
-	// fell short of it for a while; a rate cut in half at most keeps such
-	// an underestimate from collapsing the rate.
+	p.peak = max(p.peak*pacerPeakDecay, est)
 	p.setRate(now, max(pacerMargin*est, p.r/2))
 }
 
 func (p *pacer) setRate(now time.Time, r float64) {
+	if r < p.r {
+		p.epoch.Add(1)
+	}
 	p.r = max(r, pacerMinRate)
 	p.stepAt = now
 	p.lim.SetLimitAt(now, rate.Limit(p.r))
 	p.lim.SetBurstAt(now, burstFor(p.r))
 }
 
-// burstFor is the limiter's burst at rate r: 20 ms of it, at least 1.
+// burstFor is the limiter's burst at rate r: 2 ms of it, at least 1.
 func burstFor(r float64) int {
-	return max(1, int(r/50))
+	return max(1, int(r/500))
 }
 
 // wait makes an attempt that is about to start wait its turn while an
 // episode is open: false when the wait would end at or after ctx's deadline
-// (nothing is waited then) or ctx ended during it.
+// (nothing is waited then) or ctx ended during it. A wait across a cut of
+// the rate (a throttle) is made again at the new rate: turns handed out at
+// the old rate would otherwise all go to a broker that has just refused.
 func (p *pacer) wait(ctx context.Context) (ok bool, deadline bool) {
-	if p == nil || !p.on.Load() {
+	if p == nil {
 		return true, false
 	}
-	now := time.Now()
-	p.mu.Lock()
-	if !p.on.Load() {
+	for p.on.Load() {
+		epoch := p.epoch.Load()
+		now := time.Now()
+		p.mu.Lock()
+		if !p.on.Load() {
+			p.mu.Unlock()
+			break
+		}
+		p.stepLocked(now)
+		if !p.on.Load() {
+			p.mu.Unlock()
+			break
+		}
+		r := p.lim.ReserveN(now, 1)
 		p.mu.Unlock()
-		return true, false
-	}
-	p.stepLocked(now)
-	if !p.on.Load() {
-		p.mu.Unlock()
-		return true, false
-	}
-	r := p.lim.ReserveN(now, 1)
-	p.mu.Unlock()
-	d := r.DelayFrom(now)
-	if d <= 0 {
-		return true, false
-	}
-	p.binding.Store(true)
-	if dl, ok := ctx.Deadline(); ok && !now.Add(d).Before(dl) {
-		r.CancelAt(now)
-		return false, true
-	}
-	if !sleep(ctx, d) {
-		r.Cancel()
-		return false, false
+		d := r.DelayFrom(now)
+		if d <= 0 {
+			return true, false
+		}
+		p.binding.Store(true)
+		if dl, ok := ctx.Deadline(); ok && !now.Add(d).Before(dl) {
+			r.CancelAt(now)
+			return false, true
+		}
+		if !sleep(ctx, d) {
+			r.Cancel()
+			return false, false
+		}
+		if p.epoch.Load() == epoch {
+			return true, false
+		}
 	}
 	return true, false
 }
@@ -196,8 +216,11 @@ func (p *pacer) stepLocked(now time.Time) {
 		return
 	}
 	step, factor := pacerProbe, pacerRaise
-	if p.slowStart {
+	switch {
+	case p.slowStart:
 		step, factor = pacerSlowStep, 2
+	case p.r < pacerFar*p.peak:
+		factor = pacerRecover
 	}
 	if now.Sub(p.stepAt) < step {
 		return

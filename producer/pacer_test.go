@@ -44,9 +44,13 @@ func TestPacerEstimate(t *testing.T) {
 	assert.InDelta(t, pacerMargin*1500, p.rateNow(), 1)
 	assert.False(t, p.slowStart)
 
-	// Demand short of capacity reads low: the rate is cut by half at most.
+	// Demand short of capacity reads low: the rate is cut by half at most,
+	// and the cut starts a new epoch: waits that span it are made again at
+	// the new rate.
+	epoch := p.epoch.Load()
 	p.throttled(t0.Add(400 * time.Millisecond))
 	assert.InDelta(t, pacerMargin*1500/2, p.rateNow(), 1)
+	assert.Equal(t, epoch+1, p.epoch.Load())
 	for range 150 {
 		p.stored(t0.Add(450 * time.Millisecond))
 	}
