@@ -1,0 +1,582 @@
+package interop_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/rocketry-go/rocketry/broker"
+	"github.com/rocketry-go/rocketry/broker/brokertest"
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/producer"
+)
+
+// compareEnv gates TestCompareUnderThrottling, which takes about half a
+// minute: ROCKETRY_COMPARE=1 runs it; ROCKETRY_COMPARE_ROUNDS=N runs it N
+// times (default 1), alternating which contender goes first.
+const (
+	compareEnv       = "ROCKETRY_COMPARE"
+	compareRoundsEnv = "ROCKETRY_COMPARE_ROUNDS"
+)
+
+// The contenders of the comparison.
+const (
+	contenderRocketry = "rocketry"
+	contenderNode     = "rocketmq-client-nodejs"
+)
+
+const (
+	compareTopic   = "compare"
+	compareGroup   = "drain"
+	archiveTopic   = "archive"
+	archiveGroup   = "audit"
+	nodeMaxAttempt = 3 // the Node client's default maxAttempts, passed as is
+)
+
+// compareScenario is the throttling scenario both contenders run, each on a
+// fresh broker configured the same: Messages messages sent Concurrency at
+// a time over apache.rocketmq.v2, a topic throttled for BACKLOG above
+// MaxBacklog until LowWater, one consumer group draining it at DrainRate
+// through the rocketry.v1 ConsumerService, injected faults and, when
+// EpisodeReads > 0, a storage-load episode: EpisodeAfter the broker's
+// first SendMessage of the topic, a group of the archive topic (filled
+// with ArchiveMessages before the run) is reset to offset 0 and re-reads
+// EpisodeReads old messages at EpisodeReadRate, above MaxStorageLoad, so
+// that every send is refused STORAGE_LOAD for a while.
+type compareScenario struct {
+	Messages    int
+	Concurrency int
+
+	MaxBacklog, LowWater  int64
+	DrainRate             float64 // messages per second
+	DrainTick, DrainBurst time.Duration
+
+	Faults broker.Faults
+
+	ArchiveMessages int
+	EpisodeAfter    time.Duration
+	EpisodeReads    int
+	EpisodeReadRate float64
+	MaxStorageLoad  float64
+
+	Seed int64
+}
+
+// fullCompareScenario is the scenario BENCHMARKS.md reports.
+func fullCompareScenario() compareScenario {
+	return compareScenario{
+		Messages:        5000,
+		Concurrency:     16,
+		MaxBacklog:      500,
+		LowWater:        400,
+		DrainRate:       1000,
+		DrainTick:       5 * time.Millisecond,
+		DrainBurst:      25 * time.Millisecond,
+		Faults:          broker.Faults{InternalRate: 0.02, DropRate: 0.01},
+		ArchiveMessages: 20000,
+		EpisodeAfter:    2 * time.Second,
+		EpisodeReads:    8000,
+		EpisodeReadRate: 8000,
+		MaxStorageLoad:  5000,
+		Seed:            1,
+	}
+}
+
+// tinyCompareScenario is the full one shrunk to about a second per
+// contender, without the storage-load episode.
+func tinyCompareScenario() compareScenario {
+	s := fullCompareScenario()
+	s.Messages, s.Concurrency = 200, 8
+	s.MaxBacklog, s.LowWater = 40, 30
+	s.DrainRate = 400
+	s.ArchiveMessages, s.EpisodeReads = 0, 0
+	return s
+}
+
+func (s compareScenario) String() string {
+	ep := "no storage-load episode"
+	if s.EpisodeReads > 0 {
+		ep = fmt.Sprintf("storage-load episode %v after the first send: %d of %d archived messages re-read at %.0f/s over MaxStorageLoad %.0f/s",
+			s.EpisodeAfter, s.EpisodeReads, s.ArchiveMessages, s.EpisodeReadRate, s.MaxStorageLoad)
+	}
+	return fmt.Sprintf("%d messages, %d in flight; MaxBacklog %d, low water %d; drain %.0f msg/s (tick %v, burst %v); faults InternalRate %v, DropRate %v; %s; seed %d",
+		s.Messages, s.Concurrency, s.MaxBacklog, s.LowWater, s.DrainRate, s.DrainTick, s.DrainBurst,
+		s.Faults.InternalRate, s.Faults.DropRate, ep, s.Seed)
+}
+
+// sendOutcome is what a contender told its caller about one message.
+type sendOutcome struct {
+	ID  string
+	OK  bool
+	Err string // why it failed, for the log; "" when OK
+}
+
+// compareRow is one contender's figures in one run.
+type compareRow struct {
+	Contender string
+	Messages  int // messages given to the contender to send
+	Sent      int // reported sent to the caller
+	Failed    int // reported failed to the caller
+	Stored    int // distinct ids of the contender's in broker.Messages
+	Attempts  int // SendMessage entries of the topic the broker saw
+	// Lost: reported sent, not stored. StoredTwice: ids the broker
+	// stored more than once. FailedButStored: reported failed, yet stored.
+	Lost, StoredTwice, FailedButStored int
+	// Gaps between consecutive attempts at one message, at the broker.
+	Gaps           []time.Duration
+	GapsAfter429   []time.Duration // after a throttled attempt (42900)
+	Results        map[string]int  // the broker's results, by result and reason
+	FailedBy       map[string]int  // the errors reported to the caller
+	Drained        int             // messages the consumer took
+	Elapsed        time.Duration   // first to last SendMessage at the broker
+	Unexpected     []string        // stored ids the contender never sent, ids without a message
+	AttemptsPerMsg map[int]int     // messages by attempts the broker saw
+}
+
+// TestCompareUnderThrottling runs rocketry's producer over
+// apache.rocketmq.v2 and the official RocketMQ Node.js client through the
+// same throttling scenario (fullCompareScenario) and logs a markdown
+// table of what each told its caller against what the broker stored and
+// saw. It is gated by ROCKETRY_COMPARE=1; BENCHMARKS.md reports it.
+func TestCompareUnderThrottling(t *testing.T) {
+	if os.Getenv(compareEnv) != "1" {
+		t.Skipf("set %s=1 to run the comparison (about 30 s per round)", compareEnv)
+	}
+	rounds := 1
+	if v := os.Getenv(compareRoundsEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err, compareRoundsEnv)
+		require.Positive(t, n, compareRoundsEnv)
+		rounds = n
+	}
+	nodeModules := installClient(t)
+	sc := fullCompareScenario()
+	t.Logf("scenario: %s", sc)
+	var all []compareRow
+	for r := range rounds {
+		order := []string{contenderRocketry, contenderNode}
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		var rows []compareRow
+		for _, name := range order {
+			row := runContender(t, sc, name, nodeModules)
+			logDetails(t, row)
+			rows = append(rows, row)
+		}
+		slices.SortFunc(rows, func(a, b compareRow) int { return strings.Compare(b.Contender, a.Contender) })
+		t.Logf("round %d of %d (%s first):\n%s", r+1, rounds, order[0], compareTable(rows))
+		all = append(all, rows...)
+	}
+	for _, row := range all {
+		assert.Zero(t, row.Lost, "%s: messages reported sent, not stored", row.Contender)
+		assert.Zero(t, row.StoredTwice, "%s: messages stored twice", row.Contender)
+		assert.Empty(t, row.Unexpected, "%s: stored messages the contender did not send", row.Contender)
+	}
+}
+
+// TestCompareUnderThrottlingTiny is TestCompareUnderThrottling shrunk to
+// 200 messages, run always: neither contender loses a message it reported
+// sent, and the broker stores no message twice.
+func TestCompareUnderThrottlingTiny(t *testing.T) {
+	nodeModules := installClient(t)
+	sc := tinyCompareScenario()
+	var rows []compareRow
+	for _, name := range []string{contenderRocketry, contenderNode} {
+		row := runContender(t, sc, name, nodeModules)
+		assert.Equal(t, sc.Messages, row.Sent+row.Failed, "%s: messages reported sent + failed", row.Contender)
+		assert.Zero(t, row.Lost, "%s: messages reported sent, not stored", row.Contender)
+		assert.Zero(t, row.StoredTwice, "%s: messages stored twice", row.Contender)
+		assert.Empty(t, row.Unexpected, "%s: stored messages the contender did not send", row.Contender)
+		rows = append(rows, row)
+	}
+	t.Logf("scenario: %s\n%s", sc, compareTable(rows))
+}
+
+// runContender runs sc against name on a fresh broker and returns its row.
+func runContender(t *testing.T, sc compareScenario, name, nodeModules string) compareRow {
+	t.Helper()
+	withObserver, observed := observer()
+	b := brokertest.Start(t,
+		broker.WithSeed(sc.Seed),
+		broker.WithTopics(compareTopic),
+		broker.WithThrottle(broker.Throttle{MaxBacklog: sc.MaxBacklog, BacklogLowWater: sc.LowWater, MaxStorageLoad: sc.MaxStorageLoad}),
+		withObserver,
+	)
+	cc, err := grpc.NewClient(b.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer cc.Close()
+	consumer := rocketryv1.NewConsumerServiceClient(cc)
+	ctx := t.Context()
+	require.NoError(t, prepareCompare(ctx, sc, cc, consumer), "preparing the broker")
+	// The faults come after the archive is filled, so that it is whole.
+	require.NoError(t, b.SetFaults(sc.Faults))
+
+	bg, stop := context.WithCancel(ctx)
+	var (
+		wg       sync.WaitGroup
+		consumed atomic.Int64
+		bgErr    = make(chan error, 2)
+	)
+	wg.Go(func() {
+		if err := drainCompare(bg, sc, consumer, &consumed); err != nil {
+			bgErr <- err
+		}
+	})
+	wg.Go(func() {
+		if err := episode(bg, sc, b, consumer); err != nil {
+			bgErr <- err
+		}
+	})
+
+	var outcomes []sendOutcome
+	switch name {
+	case contenderRocketry:
+		outcomes = sendRocketry(t, sc, b.Addr())
+	case contenderNode:
+		outcomes = sendNode(t, sc, b.Addr(), nodeModules)
+	default:
+		t.Fatalf("unknown contender %q", name)
+	}
+	stop()
+	wg.Wait()
+	close(bgErr)
+	for err := range bgErr {
+		t.Errorf("%s: background consumer: %v", name, err)
+	}
+	row := tally(name, outcomes, b.Messages(compareTopic), observed())
+	row.Drained = int(consumed.Load())
+	return row
+}
+
+// sendRocketry sends sc.Messages with rocketry's producer over
+// apache.rocketmq.v2, its defaults otherwise, from sc.Concurrency
+// goroutines; each message is the one produce.js sends.
+func sendRocketry(t *testing.T, sc compareScenario, addr string) []sendOutcome {
+	t.Helper()
+	p, err := producer.New(addr, producer.WithProtocol(producer.RocketMQ5))
+	require.NoError(t, err)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		assert.NoError(t, p.Close(ctx), "Close")
+	}()
+	out := make([]sendOutcome, sc.Messages)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range sc.Concurrency {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= sc.Messages {
+					return
+				}
+				m := &producer.Message{
+					Topic: compareTopic,
+					Tag:   "interop",
+					Keys:  []string{"interop-" + strconv.Itoa(i)},
+					Body:  []byte(`{"index":` + strconv.Itoa(i) + `}`),
+				}
+				_, err := p.Send(t.Context(), m)
+				out[i] = sendOutcome{ID: m.ID, OK: err == nil}
+				if err != nil {
+					out[i].Err = rocketryFailure(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// rocketryFailure names a failed send by why it ended and its last code.
+func rocketryFailure(err error) string {
+	var se *producer.SendError
+	if !errors.As(err, &se) {
+		return err.Error()
+	}
+	why := "other"
+	for _, k := range []struct {
+		err  error
+		name string
+	}{
+		{producer.ErrAttemptsExhausted, "attempts exhausted"},
+		{producer.ErrNotRetryable, "not retryable"},
+		{producer.ErrRetryBudget, "retry budget"},
+		{producer.ErrDeadlineTooShort, "deadline too short"},
+	} {
+		if errors.Is(err, k.err) {
+			why = k.name
+			break
+		}
+	}
+	if se.WireCode != 0 {
+		return fmt.Sprintf("%s, last %d", why, se.WireCode)
+	}
+	return fmt.Sprintf("%s, last %v", why, se.Last)
+}
+
+// sendNode sends sc.Messages with the official Node.js client (its
+// defaults: maxAttempts 3) through produce.js.
+func sendNode(t *testing.T, sc compareScenario, addr, nodeModules string) []sendOutcome {
+	t.Helper()
+	s, stderr := runProduce(t, nodeModules,
+		"--endpoint", addr, "--topic", compareTopic, "--count", strconv.Itoa(sc.Messages),
+		"--concurrency", strconv.Itoa(sc.Concurrency), "--max-attempts", strconv.Itoa(nodeMaxAttempt))
+	require.Len(t, s.Messages, sc.Messages, "messages in produce.js's summary")
+	waits := map[string]int{}
+	for _, m := range resendAfter.FindAllStringSubmatch(stderr, -1) {
+		waits[m[1]+" ms"]++
+	}
+	t.Logf("%s: the client's stated waits before re-sending after 42900: %s; Settings it took: %d", contenderNode, formatStrCounts(waits), len(s.Settings))
+	out := make([]sendOutcome, len(s.Messages))
+	for i, m := range s.Messages {
+		out[i] = sendOutcome{ID: m.MessageID, OK: m.OK}
+		if !m.OK && m.Error != nil {
+			out[i].Err = m.Error.String()
+		}
+	}
+	return out
+}
+
+// tally compares what a contender reported with what the broker stored
+// and saw.
+func tally(name string, outcomes []sendOutcome, stored []*rocketryv1.ReceivedMessage, records []broker.SendRecord) compareRow {
+	row := compareRow{Contender: name, Messages: len(outcomes), Results: map[string]int{}, FailedBy: map[string]int{}, AttemptsPerMsg: map[int]int{}}
+	times := map[string]int{}
+	for _, m := range stored {
+		times[m.GetMessage().GetMessageId()]++
+	}
+	mine := map[string]bool{}
+	for _, o := range outcomes {
+		if o.ID == "" {
+			row.Unexpected = append(row.Unexpected, "a message without an id (no attempt carried it)")
+			continue
+		}
+		mine[o.ID] = true
+		n := times[o.ID]
+		if o.OK {
+			row.Sent++
+			if n == 0 {
+				row.Lost++
+			}
+			continue
+		}
+		row.Failed++
+		row.FailedBy[o.Err]++
+		if n > 0 {
+			row.FailedButStored++
+		}
+	}
+	for id, n := range times {
+		row.Stored++
+		if n > 1 {
+			row.StoredTwice++
+		}
+		if !mine[id] {
+			row.Unexpected = append(row.Unexpected, "stored "+id)
+		}
+	}
+
+	byID := map[string][]broker.SendRecord{}
+	var first, last time.Time
+	for _, r := range records {
+		if r.Topic != compareTopic || r.Protocol != broker.ProtocolRocketMQV2 {
+			continue
+		}
+		row.Attempts++
+		row.Results[strings.TrimSuffix(r.Result+" "+r.Reason, " ")]++
+		byID[r.MessageID] = append(byID[r.MessageID], r)
+		if first.IsZero() || r.Time.Before(first) {
+			first = r.Time
+		}
+		if r.Time.After(last) {
+			last = r.Time
+		}
+	}
+	row.Elapsed = last.Sub(first)
+	for _, rs := range byID {
+		row.AttemptsPerMsg[len(rs)]++
+		slices.SortFunc(rs, func(a, b broker.SendRecord) int { return a.Time.Compare(b.Time) })
+		for i := 1; i < len(rs); i++ {
+			g := rs[i].Time.Sub(rs[i-1].Time)
+			row.Gaps = append(row.Gaps, g)
+			if rs[i-1].Result == broker.SendThrottled {
+				row.GapsAfter429 = append(row.GapsAfter429, g)
+			}
+		}
+	}
+	slices.Sort(row.Gaps)
+	slices.Sort(row.GapsAfter429)
+	return row
+}
+
+// compareTable is rows as a markdown table.
+func compareTable(rows []compareRow) string {
+	var b strings.Builder
+	b.WriteString("| contender | messages | reported sent | stored | attempts/stored | failed | lost | stored twice | failed but stored | refused 42900 (backlog+storage) | retries | gap p50 | gap p99 | gap after 42900 p50 | gap after 42900 p99 |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		aps := "-"
+		if r.Stored > 0 {
+			aps = fmt.Sprintf("%.2f", float64(r.Attempts)/float64(r.Stored))
+		}
+		backlog, storage := r.Results[broker.SendThrottled+" BACKLOG"], r.Results[broker.SendThrottled+" STORAGE_LOAD"]
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %s | %d | %d | %d | %d | %d (%d+%d) | %d | %s | %s | %s | %s |\n",
+			r.Contender, r.Messages, r.Sent, r.Stored, aps, r.Failed, r.Lost, r.StoredTwice, r.FailedButStored,
+			backlog+storage, backlog, storage,
+			len(r.Gaps), quantile(r.Gaps, 0.50), quantile(r.Gaps, 0.99), quantile(r.GapsAfter429, 0.50), quantile(r.GapsAfter429, 0.99))
+	}
+	return b.String()
+}
+
+// logDetails logs how a contender's run went, beyond the table.
+func logDetails(t *testing.T, r compareRow) {
+	t.Helper()
+	t.Logf("%s: %d SendMessage entries in %v at the broker; consumer drained %d; the broker's results: %s",
+		r.Contender, r.Attempts, r.Elapsed.Round(time.Millisecond), r.Drained, formatStrCounts(r.Results))
+	t.Logf("%s: messages by attempts the broker saw: %s; failures reported: %s",
+		r.Contender, formatCounts(r.AttemptsPerMsg), formatStrCounts(r.FailedBy))
+}
+
+// quantile is the q-quantile of sorted d (nearest rank), rounded for the
+// table; "-" for none.
+func quantile(d []time.Duration, q float64) string {
+	if len(d) == 0 {
+		return "-"
+	}
+	v := d[int(q*float64(len(d)-1))]
+	switch {
+	case v < time.Millisecond:
+		return v.Round(time.Microsecond).String()
+	case v < time.Second:
+		return v.Round(100 * time.Microsecond).String()
+	}
+	return v.Round(time.Millisecond).String()
+}
+
+// prepareCompare creates the drain group, so that the backlog counts from
+// the first message, and fills the archive topic the episode re-reads.
+func prepareCompare(ctx context.Context, sc compareScenario, cc grpc.ClientConnInterface, consumer rocketryv1.ConsumerServiceClient) error {
+	if _, err := consumer.ReceiveMessages(ctx, &rocketryv1.ReceiveMessagesRequest{Topic: compareTopic, Group: compareGroup, MaxMessages: 1, AutoCommit: true}); err != nil {
+		return err
+	}
+	client := rocketryv1.NewMessagingServiceClient(cc)
+	body := make([]byte, 100)
+	for sent := 0; sent < sc.ArchiveMessages; {
+		n := min(sc.ArchiveMessages-sent, broker.DefaultMaxBatch)
+		req := &rocketryv1.SendMessageRequest{Messages: make([]*rocketryv1.Message, n)}
+		for i := range req.Messages {
+			req.Messages[i] = &rocketryv1.Message{MessageId: "archive-" + strconv.Itoa(sent+i), Topic: archiveTopic, Body: body}
+		}
+		if _, err := client.SendMessage(ctx, req); err != nil {
+			return err
+		}
+		sent += n
+	}
+	return nil
+}
+
+// drainCompare consumes the topic at sc.DrainRate: a token bucket with a
+// burst of sc.DrainBurst, so that time with nothing to consume is lost,
+// not saved up.
+func drainCompare(ctx context.Context, sc compareScenario, consumer rocketryv1.ConsumerServiceClient, consumed *atomic.Int64) error {
+	tick := time.NewTicker(sc.DrainTick)
+	defer tick.Stop()
+	burst := sc.DrainRate * sc.DrainBurst.Seconds()
+	tokens, last := 0.0, time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-tick.C:
+			tokens = min(tokens+sc.DrainRate*now.Sub(last).Seconds(), burst)
+			last = now
+			n := int32(tokens)
+			if n < 1 {
+				continue
+			}
+			resp, err := consumer.ReceiveMessages(ctx, &rocketryv1.ReceiveMessagesRequest{Topic: compareTopic, Group: compareGroup, MaxMessages: n, AutoCommit: true})
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("drain: %w", err)
+			}
+			tokens -= float64(len(resp.GetMessages()))
+			consumed.Add(int64(len(resp.GetMessages())))
+		}
+	}
+}
+
+// episode waits for b's first apache.rocketmq.v2 SendMessage (the Node
+// client starts up before it sends), then sc.EpisodeAfter, resets the
+// archive group to offset 0 and re-reads sc.EpisodeReads messages at
+// sc.EpisodeReadRate.
+func episode(ctx context.Context, sc compareScenario, b *broker.Broker, consumer rocketryv1.ConsumerServiceClient) error {
+	if sc.EpisodeReads <= 0 || sc.EpisodeReadRate <= 0 {
+		return nil
+	}
+	poll := time.NewTicker(time.Millisecond)
+	for b.SendRequests(broker.ProtocolRocketMQV2) == 0 {
+		select {
+		case <-poll.C:
+		case <-ctx.Done():
+			poll.Stop()
+			return nil
+		}
+	}
+	poll.Stop()
+	t := time.NewTimer(sc.EpisodeAfter)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+		return nil
+	}
+	if _, err := consumer.ResetOffset(ctx, &rocketryv1.ResetOffsetRequest{Topic: archiveTopic, Group: archiveGroup, Offset: 0}); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("episode: %w", err)
+	}
+	tick := time.NewTicker(sc.DrainTick)
+	defer tick.Stop()
+	t0 := time.Now()
+	for read := 0; read < sc.EpisodeReads; {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-tick.C:
+			want := min(int(sc.EpisodeReadRate*now.Sub(t0).Seconds()), sc.EpisodeReads) - read
+			if want < 1 {
+				continue
+			}
+			resp, err := consumer.ReceiveMessages(ctx, &rocketryv1.ReceiveMessagesRequest{Topic: archiveTopic, Group: archiveGroup, MaxMessages: int32(want), AutoCommit: true})
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("episode: %w", err)
+			}
+			if len(resp.GetMessages()) == 0 {
+				return nil
+			}
+			read += len(resp.GetMessages())
+		}
+	}
+	return nil
+}
