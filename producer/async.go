@@ -20,6 +20,11 @@ import (
 // send was refused and cb never runs: ErrClosed, an error wrapping
 // ErrInvalidMessage, or ctx's error when ctx had ended or ended before there
 // was room. ctx also bounds the send itself, as Send's does.
+//
+// The first attempt of an async send may share one SendMessage call with
+// other async sends to the same endpoint and topic (WithBatching, on by
+// default); the message keeps its own outcome, retries and callback, and
+// its retries go alone.
 func (p *Producer) SendAsync(ctx context.Context, m *Message, cb func(*SendReceipt, error)) error {
 	return p.sendAsync(ctx, m, cb, true)
 }
@@ -67,7 +72,7 @@ func (p *Producer) sendAsync(ctx context.Context, m *Message, cb func(*SendRecei
 
 // runAsync runs one async send on a worker; it holds a slot.
 func (p *Producer) runAsync(j asyncJob) {
-	r, se := p.send(j.ctx, j.m)
+	r, se := p.send(j.ctx, j.m, p.async.batch)
 	p.core.leave()
 	if se != nil {
 		p.handOff(j.m, se)
@@ -104,6 +109,7 @@ type asyncPool struct {
 	workers atomic.Int64
 	wg      sync.WaitGroup
 	once    sync.Once
+	batch   *batcher // first attempts join batches (WithBatching); nil: none
 }
 
 func (a *asyncPool) init(maxInFlight int) {
@@ -153,6 +159,9 @@ func (a *asyncPool) work(p *Producer, j asyncJob) {
 // to end (Close does, unless its context ended first).
 func (a *asyncPool) stop(wait bool) {
 	a.once.Do(func() { close(a.quit) })
+	if a.batch != nil {
+		a.batch.close() // every send has ended: this waits for no RPC but the last ones'
+	}
 	if wait {
 		a.wg.Wait()
 	}

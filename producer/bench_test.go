@@ -2,11 +2,16 @@ package producer
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/retry"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -202,4 +207,147 @@ func BenchmarkOverhead(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkAsyncBatchPaired is SendAsync with batching (the default
+// WithBatching) against the raw generated client sending one message per
+// RPC, at equal concurrency (MaxInFlight = the raw client's goroutines),
+// with 1 KiB bodies, against the bundled broker in this process. The two
+// run in alternating rounds of 4096 messages, so that both see the same
+// machine; x-raw is the median of the rounds' throughput ratios. A send's
+// latency is from the SendAsync call to its callback (a wait for a free
+// slot included), and from the call to its return for the raw client.
+// rpcs/msg is the broker's SendMessage requests per async message.
+//
+//	go test -run '^$' -bench AsyncBatchPaired -benchtime 200000x ./producer/
+func BenchmarkAsyncBatchPaired(b *testing.B) {
+	for _, proto := range []Protocol{RocketryV1, RocketMQ5} {
+		for _, conc := range []int{64, 1024} {
+			b.Run(fmt.Sprintf("proto=%v/conc=%d", proto, conc), func(b *testing.B) {
+				benchAsyncBatchPaired(b, proto, conc)
+			})
+		}
+	}
+}
+
+func benchAsyncBatchPaired(b *testing.B, proto Protocol, conc int) {
+	br := brokertest.Start(b)
+	p, err := New(br.Addr(), WithProtocol(proto), WithMaxInFlight(conc))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	cc := benchConn(b, br.Addr())
+	body := make([]byte, 1024)
+	ids := newIDGen()
+	var raw func(ctx context.Context) error
+	switch proto {
+	case RocketryV1:
+		client := rocketryv1.NewMessagingServiceClient(cc)
+		raw = func(ctx context.Context) error {
+			_, err := client.SendMessage(ctx, &rocketryv1.SendMessageRequest{Messages: []*rocketryv1.Message{{MessageId: ids.next(), Topic: "bench", Body: body}}})
+			return err
+		}
+	default:
+		client := rocketmqv2.NewMessagingServiceClient(cc)
+		raw = func(ctx context.Context) error {
+			r, err := client.SendMessage(ctx, &rocketmqv2.SendMessageRequest{Messages: []*rocketmqv2.Message{{
+				Topic:            &rocketmqv2.Resource{Name: "bench"},
+				SystemProperties: &rocketmqv2.SystemProperties{MessageId: ids.next(), BodyEncoding: rocketmqv2.Encoding_IDENTITY, MessageType: rocketmqv2.MessageType_NORMAL},
+				Body:             body,
+			}}})
+			if err == nil && r.GetStatus().GetCode() != rocketmqv2.Code_OK {
+				err = fmt.Errorf("raw: %v", r.GetStatus())
+			}
+			return err
+		}
+	}
+	ctx := context.Background()
+	var failed atomic.Int64
+	async := func(lat []time.Duration) time.Duration {
+		var wg sync.WaitGroup
+		wg.Add(len(lat))
+		start := time.Now()
+		for i := range lat {
+			t0 := time.Now()
+			if err := p.SendAsync(ctx, &Message{Topic: "bench", Body: body}, func(_ *SendReceipt, err error) {
+				lat[i] = time.Since(t0)
+				if err != nil {
+					failed.Add(1)
+				}
+				wg.Done()
+			}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		wg.Wait()
+		return time.Since(start)
+	}
+	rawRound := func(lat []time.Duration) time.Duration {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		start := time.Now()
+		for range min(conc, len(lat)) {
+			wg.Go(func() {
+				for {
+					i := next.Add(1) - 1
+					if i >= int64(len(lat)) {
+						return
+					}
+					t0 := time.Now()
+					if err := raw(ctx); err != nil {
+						b.Error(err)
+						return
+					}
+					lat[i] = time.Since(t0)
+				}
+			})
+		}
+		wg.Wait()
+		return time.Since(start)
+	}
+	warm := make([]time.Duration, conc)
+	async(warm)
+	rawRound(warm)
+
+	const round = 4096
+	latA := make([]time.Duration, b.N)
+	latR := make([]time.Duration, b.N)
+	var tA, tR time.Duration
+	var ratios []float64
+	req0 := br.Stats().GetSendRequests()
+	var rawReqs int64
+	b.ResetTimer()
+	for done, i := 0, 0; done < b.N; done, i = done+round, i+1 {
+		n := min(round, b.N-done)
+		var a, r time.Duration
+		if i%2 == 0 {
+			before := br.Stats().GetSendRequests()
+			r = rawRound(latR[done : done+n])
+			rawReqs += br.Stats().GetSendRequests() - before
+			a = async(latA[done : done+n])
+		} else {
+			a = async(latA[done : done+n])
+			before := br.Stats().GetSendRequests()
+			r = rawRound(latR[done : done+n])
+			rawReqs += br.Stats().GetSendRequests() - before
+		}
+		tA, tR = tA+a, tR+r
+		ratios = append(ratios, float64(r)/float64(a))
+	}
+	b.StopTimer()
+	asyncReqs := br.Stats().GetSendRequests() - req0 - rawReqs
+	slices.Sort(ratios)
+	slices.Sort(latA)
+	slices.Sort(latR)
+	p99 := func(l []time.Duration) float64 { return float64(l[len(l)*99/100]) / float64(time.Millisecond) }
+	b.ReportMetric(float64(b.N)/tA.Seconds(), "msgs/s")
+	b.ReportMetric(float64(b.N)/tR.Seconds(), "raw-msgs/s")
+	b.ReportMetric(ratios[len(ratios)/2], "x-raw")
+	b.ReportMetric(p99(latA), "p99-ms")
+	b.ReportMetric(p99(latR), "raw-p99-ms")
+	b.ReportMetric(float64(asyncReqs)/float64(b.N), "rpcs/msg")
+	if n := failed.Load(); n > 0 {
+		b.Fatalf("%d async sends failed", n)
+	}
 }

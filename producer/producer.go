@@ -131,6 +131,7 @@ func newProducer(cfg config, conns []grpc.ClientConnInterface, endpoints []strin
 	p.core.init()
 	p.async.init(cfg.maxInFlight)
 	p.hardCtx, p.hardStop = context.WithCancelCause(context.Background())
+	p.async.batch = newBatcher(cfg.batch, p.async.slots, p.hardCtx)
 	if cfg.spoolPath != "" {
 		s, err := OpenSpool(cfg.spoolPath)
 		if err != nil {
@@ -201,7 +202,7 @@ func (p *Producer) Send(ctx context.Context, m *Message) (*SendReceipt, error) {
 	if !p.enter() {
 		return nil, ErrClosed
 	}
-	r, se := p.send(ctx, m)
+	r, se := p.send(ctx, m, nil)
 	p.core.leave()
 	defer p.sends.leave()
 	if se != nil {
@@ -238,6 +239,8 @@ type sendCall struct {
 	resp    rocketryv1.SendMessageResponse
 	peer    peer.Peer // filled by gRPC when the request left the client
 	opts    [numCallOpts]grpc.CallOption
+	bat     *batcher   // the first attempt joins a batch of it; nil: alone
+	be      batchEntry // the message in its batch
 }
 
 // The call options of an attempt: grpc.Peer(&peer), then wait-for-ready
@@ -267,8 +270,9 @@ func (p *Producer) prepare(m *Message) error {
 
 // send runs one prepared send through the executor. It ends with the
 // spool written, when the send failed and the spool is the dead-letter
-// sink; the fallback is the caller's (handOff), after core.leave.
-func (p *Producer) send(ctx context.Context, m *Message) (*SendReceipt, *SendError) {
+// sink; the fallback is the caller's (handOff), after core.leave. With bt,
+// the send's first attempt joins a batch (batch.go).
+func (p *Producer) send(ctx context.Context, m *Message, bt *batcher) (*SendReceipt, *SendError) {
 	// One cancellation path: the send's context ends with the caller's,
 	// or with ErrClosed when Close gives up waiting.
 	sctx, cancel := context.WithCancelCause(ctx)
@@ -281,9 +285,9 @@ func (p *Producer) send(ctx context.Context, m *Message) (*SendReceipt, *SendErr
 	var r *SendReceipt
 	var se *SendError
 	if p.rmq != nil {
-		r, se = p.sendRocketMQ(sctx, m)
+		r, se = p.sendRocketMQ(sctx, m, bt)
 	} else {
-		r, se = p.sendV1(sctx, m)
+		r, se = p.sendV1(sctx, m, bt)
 	}
 	if se == nil {
 		return r, nil
@@ -297,8 +301,8 @@ func (p *Producer) send(ctx context.Context, m *Message) (*SendReceipt, *SendErr
 }
 
 // sendV1 runs the executor over rocketry.v1.
-func (p *Producer) sendV1(ctx context.Context, m *Message) (*SendReceipt, *SendError) {
-	c := &sendCall{p: p}
+func (p *Producer) sendV1(ctx context.Context, m *Message, bt *batcher) (*SendReceipt, *SendError) {
+	c := &sendCall{p: p, bat: bt}
 	c.msg.MessageId = m.ID
 	c.msg.Topic = m.Topic
 	c.msg.Tag = m.Tag
@@ -328,8 +332,9 @@ func (p *Producer) sendV1(ctx context.Context, m *Message) (*SendReceipt, *SendE
 
 // sendRocketMQ runs the executor over apache.rocketmq.v2: first attempts go
 // round robin over the queues of the topic's route.
-func (p *Producer) sendRocketMQ(ctx context.Context, m *Message) (*SendReceipt, *SendError) {
+func (p *Producer) sendRocketMQ(ctx context.Context, m *Message, bt *batcher) (*SendReceipt, *SendError) {
 	c := p.rmq.newCall(m)
+	c.bat = bt
 	x := executor{cfg: &p.cfg, a: c, id: m.ID, ep: int(p.next.Add(1))}
 	if se := x.run(ctx); se != nil {
 		return nil, se
@@ -353,6 +358,12 @@ func (c *sendCall) pacer(ep int) *pacer {
 // request left on a transport: an attempt that fails with c.peer empty was
 // never sent, so its message is known not stored.
 func (c *sendCall) attempt(ctx context.Context, ep int, wait bool) (Outcome, bool) {
+	if bt := c.bat; bt != nil {
+		c.bat = nil // only the first attempt joins a batch
+		if o, unsent, ok := c.attemptBatched(ctx, ep, bt); ok {
+			return o, unsent
+		}
+	}
 	conns := c.p.conns
 	cc := conns[0]
 	if len(conns) > 1 {

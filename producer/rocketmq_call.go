@@ -26,6 +26,9 @@ type rmqCall struct {
 	peer  peer.Peer // filled by gRPC when the request left the client
 	last  rmqQueue  // the queue of the last attempt
 	resp  *rocketmqv2.SendMessageResponse
+	res   *rocketmqv2.SendResultEntry // the message's entry in resp, or in its batch's answer
+	bat   *batcher                    // the first attempt joins a batch of it; nil: alone
+	be    batchEntry                  // the message in its batch
 }
 
 // newCall returns the attempter of m, which must be validated and have its
@@ -59,6 +62,12 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool) (Outco
 	if err != nil {
 		return Outcome{Kind: FailedNotStored, Err: err}, true
 	}
+	if bt := a.bat; bt != nil {
+		a.bat = nil // only the first attempt (never a wait-for-ready one) joins a batch
+		if o, unsent, ok := a.attemptBatched(ctx, q, cn, bt); ok {
+			return o, unsent
+		}
+	}
 	a.last = q
 	a.msg.SystemProperties.QueueId = q.id
 	a.peer = peer.Peer{}
@@ -67,7 +76,10 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool) (Outco
 		opts = append(opts, grpc.WaitForReady(true))
 	}
 	resp, err := cn.stub.SendMessage(a.c.outgoing(ctx), &a.req, opts...)
-	a.resp = resp
+	a.resp, a.res = resp, nil
+	if es := resp.GetEntries(); len(es) > 0 {
+		a.res = es[0]
+	}
 	return RocketMQClassifier.Classify(resp, err), err != nil && a.peer.Addr == nil
 }
 
@@ -115,9 +127,8 @@ func (a *rmqCall) cachedRoute() bool {
 // offset and, for a transactional message, the transaction id that
 // EndTransaction needs. ok is false before a stored answer.
 func (a *rmqCall) result() (queueID int32, offset int64, transactionID string, ok bool) {
-	es := a.resp.GetEntries()
-	if len(es) == 0 {
+	if a.res == nil {
 		return 0, 0, "", false
 	}
-	return a.last.id, es[0].GetOffset(), es[0].GetTransactionId(), true
+	return a.last.id, a.res.GetOffset(), a.res.GetTransactionId(), true
 }
