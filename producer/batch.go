@@ -161,6 +161,7 @@ func (b *batch) markEncoded() { b.once.Do(func() { close(b.encoded) }) }
 type batchEntry struct {
 	size     int
 	deadline time.Time
+	id       string // the message's ID
 	b        *batch
 
 	v1 *rocketryv1.Message
@@ -405,8 +406,8 @@ func (s v1Batch) sendBatch(ctx context.Context, b *batch) {
 		}
 		for i, e := range b.entries {
 			r := resp.Results[i]
-			if id := r.GetMessageId(); id != "" && id != e.v1.GetMessageId() {
-				e.o = Outcome{Kind: FailedUnknown, Err: fmt.Errorf("producer: broker answered result %d for message %q, sent as %q", i, id, e.v1.GetMessageId())}
+			if id := r.GetMessageId(); id != "" && id != e.id {
+				e.o = Outcome{Kind: FailedUnknown, Err: fmt.Errorf("producer: broker answered result %d for message %q, sent as %q", i, id, e.id)}
 				continue
 			}
 			e.o, e.v1res[0] = Outcome{Kind: Stored}, r
@@ -435,7 +436,7 @@ func (c *sendCall) attemptBatched(ctx context.Context, ep int, bt *batcher) (o O
 		idx = ep % len(conns)
 	}
 	e := &c.be
-	e.v1 = &c.msg
+	e.v1, e.id = &c.msg, c.msg.MessageId
 	e.size = entrySize(c.msg.MessageId, c.msg.Topic, c.msg.Tag, c.msg.Keys, c.msg.Properties, c.msg.Body)
 	e.deadline, _ = ctx.Deadline()
 	if !bt.join(batchKey{conn: idx, topic: c.msg.Topic}, v1Batch{conns[idx]}, e) {
@@ -489,6 +490,10 @@ func (s *rmqBatch) sendBatch(ctx context.Context, b *batch) {
 		return
 	}
 	outs := classifyEntries(resp, n)
+	if n > 1 && refusedWhole(resp, outs) {
+		splitAll(b)
+		return
+	}
 	entries := resp.GetEntries()
 	for i, e := range b.entries {
 		e.o = outs[i]
@@ -505,6 +510,26 @@ func (s *rmqBatch) sendBatch(ctx context.Context, b *batch) {
 	}
 }
 
+// refusedWhole reports whether an apache.rocketmq.v2 answer refuses a
+// request of several messages as a whole with a 4xxxx: its top status
+// and every entry's outcome are the same Permanent code (as a broker
+// answers a request over its batch limit, copying the status to each
+// entry). It may also be every message bad alike; sent alone, each gets
+// its own answer. A batch has one topic, so TOPIC_NOT_FOUND is true of
+// every message and is not a whole refusal.
+func refusedWhole(resp *rocketmqv2.SendMessageResponse, outs []Outcome) bool {
+	top := resp.GetStatus().GetCode()
+	if top == rocketmqv2.Code_TOPIC_NOT_FOUND || classifyStatus(resp.GetStatus()).Kind != Permanent {
+		return false
+	}
+	for _, o := range outs {
+		if o.Kind != Permanent || o.WireCode != int32(top) {
+			return false
+		}
+	}
+	return true
+}
+
 // attemptBatched is the first attempt of an async send over
 // apache.rocketmq.v2, to queue q's broker on cn: the message joins the
 // batch of that broker and its topic. ok is false when the message goes
@@ -513,6 +538,7 @@ func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, b
 	e := &a.be
 	e.v2 = a.msg
 	sp := a.msg.GetSystemProperties()
+	e.id = sp.GetMessageId()
 	e.size = entrySize(sp.GetMessageId(), a.topic, sp.GetTag(), sp.GetKeys(), a.msg.GetUserProperties(), a.msg.GetBody())
 	e.deadline, _ = ctx.Deadline()
 	if !bt.join(batchKey{addr: q.addr, topic: a.topic}, &rmqBatch{c: a.c, cn: cn, queue: q.id}, e) {

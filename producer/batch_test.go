@@ -443,3 +443,25 @@ func TestBatchingCapsBatchByMaxInFlight(t *testing.T) {
 	p = newTestProducer(t, "127.0.0.1:1")
 	assert.Equal(t, DefaultBatchMessages, p.async.batch.cfg.maxMessages)
 }
+
+// TestBatchingOverBrokerLimitSplits: a batch over the broker's limit of one
+// request (broker.WithMaxBatch) is refused whole, on both protocols; every
+// message is then sent alone within its first attempt and stored.
+func TestBatchingOverBrokerLimitSplits(t *testing.T) {
+	for _, proto := range []Protocol{RocketryV1, RocketMQ5} {
+		t.Run(proto.String(), func(t *testing.T) {
+			b := brokertest.Start(t, broker.WithMaxBatch(2))
+			p := newTestProducer(t, b.Addr(), WithProtocol(proto), WithBatching(time.Second, 4, 1<<20))
+			holdSlot(t, p)
+			before := b.Stats().GetSendRequests()
+			res, wait := sendAllAsync(t, p, msgs(4, "t"))
+			wait()
+			for i, r := range res {
+				require.NoError(t, r.err, "message %d", i)
+				assert.Equal(t, 1, r.r.Attempts)
+			}
+			assert.Len(t, b.Messages("t"), 4)
+			assert.Equal(t, int64(5), b.Stats().GetSendRequests()-before, "the batch, then each message alone")
+		})
+	}
+}
