@@ -159,6 +159,7 @@ func (b *batch) markEncoded() { b.once.Do(func() { close(b.encoded) }) }
 // batchEntry is one message in a batch. The owner writes the message before
 // join; the batch writes the answer before done closes.
 type batchEntry struct {
+	bt       *batcher // to join at the first attempt; nil after it
 	size     int
 	deadline time.Time
 	id       string // the message's ID
@@ -429,13 +430,14 @@ func (s v1Batch) sendBatch(ctx context.Context, b *batch) {
 // its message joins the batch of its connection and topic. ok is false
 // when the message goes alone instead: it could not join, or the batch's
 // answer said nothing of it.
-func (c *sendCall) attemptBatched(ctx context.Context, ep int, bt *batcher) (o Outcome, unsent, ok bool) {
+func (c *sendCall) attemptBatched(ctx context.Context, ep int, e *batchEntry) (o Outcome, unsent, ok bool) {
+	bt := e.bt
+	e.bt = nil // only the first attempt joins a batch
 	conns := c.p.conns
 	idx := 0
 	if len(conns) > 1 {
 		idx = ep % len(conns)
 	}
-	e := &c.be
 	e.v1, e.id = &c.msg, c.msg.MessageId
 	e.size = entrySize(c.msg.MessageId, c.msg.Topic, c.msg.Tag, c.msg.Keys, c.msg.Properties, c.msg.Body)
 	e.deadline, _ = ctx.Deadline()
@@ -534,8 +536,9 @@ func refusedWhole(resp *rocketmqv2.SendMessageResponse, outs []Outcome) bool {
 // apache.rocketmq.v2, to queue q's broker on cn: the message joins the
 // batch of that broker and its topic. ok is false when the message goes
 // alone instead.
-func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, bt *batcher) (o Outcome, unsent, ok bool) {
-	e := &a.be
+func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, e *batchEntry) (o Outcome, unsent, ok bool) {
+	bt := e.bt
+	e.bt = nil // only the first attempt (never a wait-for-ready one) joins a batch
 	e.v2 = a.msg
 	sp := a.msg.GetSystemProperties()
 	e.id = sp.GetMessageId()
@@ -554,6 +557,5 @@ func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, b
 	}
 	q.id = e.queue
 	a.last = q
-	a.res = e.v2res
 	return e.o, e.unsent, true
 }

@@ -239,8 +239,7 @@ type sendCall struct {
 	resp    rocketryv1.SendMessageResponse
 	peer    peer.Peer // filled by gRPC when the request left the client
 	opts    [numCallOpts]grpc.CallOption
-	bat     *batcher   // the first attempt joins a batch of it; nil: alone
-	be      batchEntry // the message in its batch
+	be      *batchEntry // the message in a batch (async sends); nil: alone
 }
 
 // The call options of an attempt: grpc.Peer(&peer), then wait-for-ready
@@ -302,7 +301,10 @@ func (p *Producer) send(ctx context.Context, m *Message, bt *batcher) (*SendRece
 
 // sendV1 runs the executor over rocketry.v1.
 func (p *Producer) sendV1(ctx context.Context, m *Message, bt *batcher) (*SendReceipt, *SendError) {
-	c := &sendCall{p: p, bat: bt}
+	c := &sendCall{p: p}
+	if bt != nil {
+		c.be = &batchEntry{bt: bt}
+	}
 	c.msg.MessageId = m.ID
 	c.msg.Topic = m.Topic
 	c.msg.Tag = m.Tag
@@ -334,7 +336,9 @@ func (p *Producer) sendV1(ctx context.Context, m *Message, bt *batcher) (*SendRe
 // round robin over the queues of the topic's route.
 func (p *Producer) sendRocketMQ(ctx context.Context, m *Message, bt *batcher) (*SendReceipt, *SendError) {
 	c := p.rmq.newCall(m)
-	c.bat = bt
+	if bt != nil {
+		c.be = &batchEntry{bt: bt}
+	}
 	x := executor{cfg: &p.cfg, a: c, id: m.ID, ep: int(p.next.Add(1))}
 	if se := x.run(ctx); se != nil {
 		return nil, se
@@ -358,9 +362,8 @@ func (c *sendCall) pacer(ep int) *pacer {
 // request left on a transport: an attempt that fails with c.peer empty was
 // never sent, so its message is known not stored.
 func (c *sendCall) attempt(ctx context.Context, ep int, wait bool) (Outcome, bool) {
-	if bt := c.bat; bt != nil {
-		c.bat = nil // only the first attempt joins a batch
-		if o, unsent, ok := c.attemptBatched(ctx, ep, bt); ok {
+	if e := c.be; e != nil && e.bt != nil {
+		if o, unsent, ok := c.attemptBatched(ctx, ep, e); ok {
 			return o, unsent
 		}
 	}

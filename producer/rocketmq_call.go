@@ -26,9 +26,7 @@ type rmqCall struct {
 	peer  peer.Peer // filled by gRPC when the request left the client
 	last  rmqQueue  // the queue of the last attempt
 	resp  *rocketmqv2.SendMessageResponse
-	res   *rocketmqv2.SendResultEntry // the message's entry in resp, or in its batch's answer
-	bat   *batcher                    // the first attempt joins a batch of it; nil: alone
-	be    batchEntry                  // the message in its batch
+	be    *batchEntry // the message in a batch (async sends); nil: alone
 }
 
 // newCall returns the attempter of m, which must be validated and have its
@@ -62,9 +60,8 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool) (Outco
 	if err != nil {
 		return Outcome{Kind: FailedNotStored, Err: err}, true
 	}
-	if bt := a.bat; bt != nil {
-		a.bat = nil // only the first attempt (never a wait-for-ready one) joins a batch
-		if o, unsent, ok := a.attemptBatched(ctx, q, cn, bt); ok {
+	if e := a.be; e != nil && e.bt != nil {
+		if o, unsent, ok := a.attemptBatched(ctx, q, cn, e); ok {
 			return o, unsent
 		}
 	}
@@ -76,10 +73,7 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool) (Outco
 		opts = append(opts, grpc.WaitForReady(true))
 	}
 	resp, err := cn.stub.SendMessage(a.c.outgoing(ctx), &a.req, opts...)
-	a.resp, a.res = resp, nil
-	if es := resp.GetEntries(); len(es) > 0 {
-		a.res = es[0]
-	}
+	a.resp = resp
 	return RocketMQClassifier.Classify(resp, err), err != nil && a.peer.Addr == nil
 }
 
@@ -127,8 +121,15 @@ func (a *rmqCall) cachedRoute() bool {
 // offset and, for a transactional message, the transaction id that
 // EndTransaction needs. ok is false before a stored answer.
 func (a *rmqCall) result() (queueID int32, offset int64, transactionID string, ok bool) {
-	if a.res == nil {
+	var e *rocketmqv2.SendResultEntry
+	switch es := a.resp.GetEntries(); {
+	case len(es) > 0:
+		e = es[0]
+	case a.resp == nil && a.be != nil:
+		e = a.be.v2res // stored in its batch
+	}
+	if e == nil {
 		return 0, 0, "", false
 	}
-	return a.last.id, a.res.GetOffset(), a.res.GetTransactionId(), true
+	return a.last.id, e.GetOffset(), e.GetTransactionId(), true
 }
