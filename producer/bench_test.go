@@ -218,21 +218,31 @@ func BenchmarkOverhead(b *testing.B) {
 // latency is from the SendAsync call to its callback (a wait for a free
 // slot included), and from the call to its return for the raw client.
 // rpcs/msg is the broker's SendMessage requests per async message.
+// batching=off is the same SendAsync with WithBatching(0, 0, 0), for
+// comparison.
 //
 //	go test -run '^$' -bench AsyncBatchPaired -benchtime 200000x ./producer/
 func BenchmarkAsyncBatchPaired(b *testing.B) {
 	for _, proto := range []Protocol{RocketryV1, RocketMQ5} {
 		for _, conc := range []int{64, 1024} {
-			b.Run(fmt.Sprintf("proto=%v/conc=%d", proto, conc), func(b *testing.B) {
-				benchAsyncBatchPaired(b, proto, conc)
-			})
+			for _, on := range []bool{true, false} {
+				name := fmt.Sprintf("proto=%v/conc=%d/batching=on", proto, conc)
+				var opts []Option
+				if !on {
+					name = fmt.Sprintf("proto=%v/conc=%d/batching=off", proto, conc)
+					opts = append(opts, WithBatching(0, 0, 0))
+				}
+				b.Run(name, func(b *testing.B) {
+					benchAsyncBatchPaired(b, proto, conc, opts...)
+				})
+			}
 		}
 	}
 }
 
-func benchAsyncBatchPaired(b *testing.B, proto Protocol, conc int) {
+func benchAsyncBatchPaired(b *testing.B, proto Protocol, conc int, opts ...Option) {
 	br := brokertest.Start(b)
-	p, err := New(br.Addr(), WithProtocol(proto), WithMaxInFlight(conc))
+	p, err := New(br.Addr(), append([]Option{WithProtocol(proto), WithMaxInFlight(conc)}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
