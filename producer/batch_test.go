@@ -442,6 +442,8 @@ func TestBatchingCapsBatchByMaxInFlight(t *testing.T) {
 	assert.Nil(t, p.async.batch)
 	p = newTestProducer(t, "127.0.0.1:1")
 	assert.Equal(t, DefaultBatchMessages, p.async.batch.cfg.maxMessages)
+	assert.LessOrEqual(t, DefaultBatchMessages, broker.DefaultMaxBatch, "a default batch is one request the bundled broker takes")
+	assert.Less(t, DefaultBatchBytes, 4<<20, "under gRPC's default limit of a request")
 }
 
 // TestBatchingOverBrokerLimitSplits: a batch over the broker's limit of one
