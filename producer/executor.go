@@ -127,6 +127,8 @@ func (x *executor) run(ctx context.Context) *SendError {
 				pc.stored(start)
 			case o.Kind == Throttled && o.Hint == 0:
 				pc.throttled(time.Now())
+			case o.Kind == Throttled:
+				pc.hinted()
 			}
 		}
 		if o.Kind == Stored {

@@ -35,9 +35,10 @@ import (
 // only halves the rate (too short to measure). The episode ends after
 // pacerQuiet without a throttle.
 //
-// Throttles that carry the broker's own hint (google.rpc.RetryInfo) do not
-// move the pacer: the broker says when to come back, and each send already
-// waits for that.
+// A throttle that carries the broker's own hint (google.rpc.RetryInfo) ends
+// the episode: the broker says when to come back, each send already waits
+// for that, and pacing on top would put the senders it released behind new
+// sends.
 //
 // The pacer costs the fast path one atomic load per attempt and one atomic
 // add per stored message while no episode is open.
@@ -141,6 +142,14 @@ func (p *pacer) throttled(now time.Time) {
 	// bucket overflowed meanwhile (demand fell short of it for a while):
 	// that reads low, so one throttle cuts the rate by half at most, and
 	// the rate climbs back fast towards the recent peak.
+	if n == p.lastN {
+		// Nothing stored between two throttles: the broker refuses
+		// everything for a spell (a backlog, a storage load), which no
+		// rate would get through; each refused message waits out its own
+		// schedule, and the rate is left as it was.
+		p.lastAt = now
+		return
+	}
 	est := float64(n-p.lastN) / dt.Seconds()
 	p.slowStart = false
 	p.lastAt, p.lastN = now, n
@@ -205,6 +214,18 @@ func (p *pacer) wait(ctx context.Context) (ok bool, deadline bool) {
 		}
 	}
 	return true, false
+}
+
+// hinted records a throttle with the broker's hint: a broker that says when
+// to come back is followed, not paced, so an episode ends.
+func (p *pacer) hinted() {
+	if !p.on.Load() {
+		return
+	}
+	p.mu.Lock()
+	p.on.Store(false)
+	p.lim = nil
+	p.mu.Unlock()
 }
 
 // stepLocked raises the rate as time passes in an episode, and ends the

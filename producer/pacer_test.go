@@ -44,15 +44,21 @@ func TestPacerEstimate(t *testing.T) {
 	assert.InDelta(t, pacerMargin*1500, p.rateNow(), 1)
 	assert.False(t, p.slowStart)
 
+	// Nothing stored between two throttles: a spell, not a rate; the rate
+	// stays.
+	p.throttled(t0.Add(400 * time.Millisecond))
+	assert.InDelta(t, pacerMargin*1500, p.rateNow(), 1)
+
 	// Demand short of capacity reads low: the rate is cut by half at most,
 	// and the cut starts a new epoch: waits that span it are made again at
 	// the new rate.
 	epoch := p.epoch.Load()
-	p.throttled(t0.Add(400 * time.Millisecond))
+	p.stored(t0.Add(420 * time.Millisecond))
+	p.throttled(t0.Add(450 * time.Millisecond))
 	assert.InDelta(t, pacerMargin*1500/2, p.rateNow(), 1)
 	assert.Equal(t, epoch+1, p.epoch.Load())
-	for range 150 {
-		p.stored(t0.Add(450 * time.Millisecond))
+	for range 75 {
+		p.stored(t0.Add(480 * time.Millisecond))
 	}
 	p.throttled(t0.Add(500 * time.Millisecond))
 	assert.InDelta(t, pacerMargin*1500, p.rateNow(), 1)
@@ -166,4 +172,19 @@ func scaledConnection(t testing.TB) *backoff.Connection {
 	c, err := backoff.NewConnection(backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 1200 * time.Millisecond, MinConnectTimeout: 200 * time.Millisecond})
 	require.NoError(t, err)
 	return c
+}
+
+// TestPacerHintEndsEpisode: a throttle with the broker's hint ends an
+// episode: that broker says when to come back.
+func TestPacerHintEndsEpisode(t *testing.T) {
+	var p pacer
+	now := time.Unix(1000, 0)
+	p.hinted() // no episode: nothing happens
+	p.throttled(now)
+	require.True(t, p.on.Load())
+	p.hinted()
+	assert.False(t, p.on.Load())
+	ok, late := p.wait(context.Background())
+	assert.True(t, ok)
+	assert.False(t, late)
 }

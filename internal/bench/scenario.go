@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"google.golang.org/grpc/status"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/rocketry-go/rocketry/broker"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/internal/xrand"
+	"github.com/rocketry-go/rocketry/producer"
 )
 
 // Scenario is the throttling scenario: a broker whose topic accepts at most
@@ -151,6 +154,8 @@ type Result struct {
 	Failed          int64 `json:"failed"`
 	Lost            int64 `json:"lost"`
 	StoredButFailed int64 `json:"stored_but_failed"`
+	// Why the failed sends failed: the error's kind, counted.
+	FailedBy map[string]int64 `json:"failed_by,omitempty"`
 	// Latency of sends (retries included), milliseconds.
 	P50ms float64 `json:"p50_ms"`
 	P99ms float64 `json:"p99_ms"`
@@ -275,6 +280,8 @@ func (s Scenario) Run(ctx context.Context, name string) (*Result, error) {
 	lat := make([][]time.Duration, s.Senders)
 	okIDs := make([][]string, s.Senders)
 	failedIDs := make([][]string, s.Senders)
+	var whyMu sync.Mutex
+	why := map[string]int64{}
 	var sendWG sync.WaitGroup
 	for i := range s.Senders {
 		sendWG.Go(func() {
@@ -289,6 +296,9 @@ func (s Scenario) Run(ctx context.Context, name string) (*Result, error) {
 				if err != nil {
 					failed.Add(1)
 					failedIDs[i] = append(failedIDs[i], id)
+					whyMu.Lock()
+					why[failureKind(err)]++
+					whyMu.Unlock()
 					continue
 				}
 				okIDs[i] = append(okIDs[i], id)
@@ -319,6 +329,9 @@ func (s Scenario) Run(ctx context.Context, name string) (*Result, error) {
 	res.RefusedStorage = after.GetThrottled()["STORAGE_LOAD"] - before.GetThrottled()["STORAGE_LOAD"]
 	res.Refused = res.RefusedBacklog + res.RefusedStorage + after.GetThrottled()["SEND_RATE"] - before.GetThrottled()["SEND_RATE"]
 	res.Sent, res.Failed = sent.Load(), failed.Load()
+	if len(why) > 0 {
+		res.FailedBy = why
+	}
 
 	stored := map[string]bool{}
 	for _, m := range b.Messages(scenarioTopic) {
@@ -578,5 +591,24 @@ func medianTiming(rs []*Result, get func(*Result) *Timing) *Timing {
 
 // String is a one-line summary, for logs.
 func (r *Result) String() string {
-	return r.Contender + ": goodput " + strconv.FormatFloat(r.Goodput, 'f', 0, 64) + "/s, amplification " + strconv.FormatFloat(r.Amplification, 'f', 2, 64)
+	s := r.Contender + ": goodput " + strconv.FormatFloat(r.Goodput, 'f', 0, 64) + "/s, amplification " + strconv.FormatFloat(r.Amplification, 'f', 2, 64)
+	if len(r.FailedBy) > 0 {
+		s += fmt.Sprintf(", failed %v", r.FailedBy)
+	}
+	return s
+}
+
+// failureKind names why a send failed: the reason a *producer.SendError
+// gives, with the last outcome, or the gRPC code of another error.
+func failureKind(err error) string {
+	var se *producer.SendError
+	if errors.As(err, &se) {
+		for _, k := range []error{producer.ErrAttemptsExhausted, producer.ErrDeadlineTooShort, producer.ErrNotRetryable, producer.ErrRetryBudget, producer.ErrClosed, context.DeadlineExceeded, context.Canceled} {
+			if errors.Is(err, k) {
+				return strings.TrimPrefix(k.Error(), "producer: ") + " after " + se.Last.String()
+			}
+		}
+		return se.Last.String()
+	}
+	return status.Code(err).String()
 }
