@@ -46,9 +46,12 @@ import (
 //     call succeeded, or the call's classified status when it failed, the
 //     same for every entry.
 //   - Except one case: a Permanent answer (4xx) to a whole request of
-//     several messages, on rocketry.v1 (which refuses a request whole when
-//     one message is invalid) or as a gRPC status (a request over the
-//     server's size limit), says nothing about which message was bad. Each
+//     several messages says nothing about which message was bad: on
+//     rocketry.v1 (which refuses a request whole when one message is
+//     invalid), as a gRPC status (a request over the server's size limit),
+//     or on apache.rocketmq.v2 as a request status that no entry has of its
+//     own, or that every entry repeats (a request over the broker's batch
+//     limit; see refusedWhole). Each
 //     entry is then sent again alone, within the same attempt, its answer
 //     the attempt's outcome; as Kafka's producer splits a batch refused as
 //     too large without counting a retry. The send's attempts, failure
@@ -61,7 +64,9 @@ import (
 //     unknown outcome, and the batch goes on for the others: before the
 //     batch is sent its message is taken out (known not stored); once sent,
 //     it leaves as soon as the request is encoded, so that the caller may
-//     change its Message once its send is over.
+//     change its Message once its send is over. (The encoding is seen
+//     through batchCodec, the proto codec given with grpc.ForceCodecV2,
+//     an API gRPC marks experimental.)
 //
 // The batcher costs a sync Send nothing: Send never batches.
 
