@@ -273,13 +273,19 @@ func (p *Producer) prepare(m *Message) error {
 // the send's first attempt joins a batch (batch.go).
 func (p *Producer) send(ctx context.Context, m *Message, bt *batcher) (*SendReceipt, *SendError) {
 	// One cancellation path: the send's context ends with the caller's,
-	// or with ErrClosed when Close gives up waiting.
-	sctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(p.hardCtx, func() { cancel(ErrClosed) })
-	defer func() {
-		stop()
-		cancel(nil)
-	}()
+	// or with ErrClosed when Close gives up waiting. A caller's
+	// context.Background() can never end and carries nothing: the send
+	// then runs on the hard-stop context itself, which costs nothing.
+	sctx := p.hardCtx
+	if ctx != context.Background() {
+		c, cancel := context.WithCancelCause(ctx)
+		stop := context.AfterFunc(p.hardCtx, func() { cancel(ErrClosed) })
+		defer func() {
+			stop()
+			cancel(nil)
+		}()
+		sctx = c
+	}
 
 	var r *SendReceipt
 	var se *SendError
