@@ -435,7 +435,7 @@ func (s v1Batch) sendBatch(ctx context.Context, b *batch) {
 // its message joins the batch of its connection and topic. ok is false
 // when the message goes alone instead: it could not join, or the batch's
 // answer said nothing of it.
-func (c *sendCall) attemptBatched(ctx context.Context, ep int, e *batchEntry) (o Outcome, unsent, ok bool) {
+func (c *sendCall) attemptBatched(ctx context.Context, ep int, e *batchEntry, deadline time.Time) (o Outcome, unsent, ok bool) {
 	bt := e.bt
 	e.bt = nil // only the first attempt joins a batch
 	conns := c.p.conns
@@ -445,7 +445,10 @@ func (c *sendCall) attemptBatched(ctx context.Context, ep int, e *batchEntry) (o
 	}
 	e.v1, e.id = &c.msg, c.msg.MessageId
 	e.size = entrySize(c.msg.MessageId, c.msg.Topic, c.msg.Tag, c.msg.Keys, c.msg.Properties, c.msg.Body)
-	e.deadline, _ = ctx.Deadline()
+	e.deadline = deadline // the batch's call ends by then, and so does the wait for it
+	if e.deadline.IsZero() {
+		e.deadline, _ = ctx.Deadline()
+	}
 	if !bt.join(batchKey{conn: idx, topic: c.msg.Topic}, v1Batch{conns[idx]}, e) {
 		return Outcome{}, false, false
 	}
@@ -541,14 +544,17 @@ func refusedWhole(resp *rocketmqv2.SendMessageResponse, outs []Outcome) bool {
 // apache.rocketmq.v2, to queue q's broker on cn: the message joins the
 // batch of that broker and its topic. ok is false when the message goes
 // alone instead.
-func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, e *batchEntry) (o Outcome, unsent, ok bool) {
+func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, e *batchEntry, deadline time.Time) (o Outcome, unsent, ok bool) {
 	bt := e.bt
 	e.bt = nil // only the first attempt (never a wait-for-ready one) joins a batch
 	e.v2 = a.msg
 	sp := a.msg.GetSystemProperties()
 	e.id = sp.GetMessageId()
 	e.size = entrySize(sp.GetMessageId(), a.topic, sp.GetTag(), sp.GetKeys(), a.msg.GetUserProperties(), a.msg.GetBody())
-	e.deadline, _ = ctx.Deadline()
+	e.deadline = deadline // the batch's call ends by then, and so does the wait for it
+	if e.deadline.IsZero() {
+		e.deadline, _ = ctx.Deadline()
+	}
 	if !bt.join(batchKey{addr: q.addr, topic: a.topic}, &rmqBatch{c: a.c, cn: cn, queue: q.id}, e) {
 		return Outcome{}, false, false
 	}

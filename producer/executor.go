@@ -89,8 +89,9 @@ type executor struct {
 // same endpoint waits for its connection (gRPC wait-for-ready) instead of
 // failing fast, so it rides out a broker restart within its timeout.
 //
-// Each attempt runs on a context with the attempt's timeout (sent to the
-// server as grpc-timeout), unless ctx's deadline comes first; ctx ending
+// Each attempt's call runs on a context with the attempt's timeout (sent to
+// the server as grpc-timeout), unless ctx's deadline comes first; a batched
+// first attempt gives it to its batch instead; ctx ending
 // stops the send wherever it is, with ctx's cause (ErrClosed when the
 // Producer's Close gave up waiting).
 func (x *executor) run(ctx context.Context) *SendError {
@@ -113,14 +114,11 @@ func (x *executor) run(ctx context.Context) *SendError {
 			c.observer(Event{Kind: EventAttempt, MessageID: x.id, Attempt: x.attempts, Endpoint: x.a.endpoint(x.ep)})
 		}
 		start := time.Now()
-		actx, cancel := ctx, context.CancelFunc(nil)
+		var adl time.Time // the attempt's deadline, when sooner than ctx's
 		if dl, ok := ctx.Deadline(); !ok || dl.Sub(start) > timeout {
-			actx, cancel = context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
+			adl = start.Add(timeout)
 		}
-		o, unsent := x.a.attempt(actx, x.ep, wait)
-		if cancel != nil {
-			cancel()
-		}
+		o, unsent := x.a.attempt(ctx, x.ep, wait, adl)
 		if pc != nil {
 			switch {
 			case o.Kind == Stored:

@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"sync"
+	"time"
 
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"google.golang.org/grpc"
@@ -119,7 +120,9 @@ func (c *interceptCall) endpoint(int) string {
 	return c.cc.Target()
 }
 
-func (c *interceptCall) attempt(ctx context.Context, _ int, wait bool) (Outcome, bool) {
+func (c *interceptCall) attempt(ctx context.Context, _ int, wait bool, deadline time.Time) (Outcome, bool) {
+	ctx, cancel := attemptContext(ctx, deadline)
+	defer cancel()
 	c.peer = peer.Peer{}
 	opts := c.opts
 	if wait {

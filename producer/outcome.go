@@ -78,6 +78,15 @@ type Classifier interface {
 	Classify(reply any, err error) Outcome
 }
 
+// attemptContext is ctx with the attempt's deadline, when it has one; its
+// expiry reads as the attempt's timeout.
+func attemptContext(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	if deadline.IsZero() {
+		return ctx, func() {}
+	}
+	return context.WithDeadlineCause(ctx, deadline, errAttemptTimeout)
+}
+
 // attempter makes the attempts of one send over one wire protocol. The
 // executor owns every decision (what follows, where and when); an attempter
 // only carries an attempt to endpoint ep and back.
@@ -85,10 +94,12 @@ type attempter interface {
 	// attempt makes one attempt on endpoint ep (an index the attempter
 	// takes modulo its endpoints; ep+1 is the next one, on another broker
 	// where there is one), waiting for the connection within ctx when
-	// waitForReady is set. It returns the attempt's outcome and whether
-	// the request never left the client (so the message is known not
-	// stored).
-	attempt(ctx context.Context, ep int, waitForReady bool) (o Outcome, unsent bool)
+	// waitForReady is set. deadline, when not zero, is the attempt's own
+	// deadline, sooner than ctx's: the attempter makes it the deadline of
+	// its call (attemptContext), or of the batch the message joins. It
+	// returns the attempt's outcome and whether the request never left
+	// the client (so the message is known not stored).
+	attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (o Outcome, unsent bool)
 	// endpoint names endpoint ep for events and logs; two indexes with the
 	// same name are the same broker.
 	endpoint(ep int) string

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"google.golang.org/grpc"
@@ -367,12 +368,14 @@ func (c *sendCall) pacer(ep int) *pacer {
 // attempt makes one attempt on endpoint ep. gRPC fills c.peer only when the
 // request left on a transport: an attempt that fails with c.peer empty was
 // never sent, so its message is known not stored.
-func (c *sendCall) attempt(ctx context.Context, ep int, wait bool) (Outcome, bool) {
+func (c *sendCall) attempt(ctx context.Context, ep int, wait bool, deadline time.Time) (Outcome, bool) {
 	if e := c.be; e != nil && e.bt != nil {
-		if o, unsent, ok := c.attemptBatched(ctx, ep, e); ok {
+		if o, unsent, ok := c.attemptBatched(ctx, ep, e, deadline); ok {
 			return o, unsent
 		}
 	}
+	ctx, cancel := attemptContext(ctx, deadline)
+	defer cancel()
 	conns := c.p.conns
 	cc := conns[0]
 	if len(conns) > 1 {

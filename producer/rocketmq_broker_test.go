@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
@@ -20,7 +21,7 @@ func TestRmqAgainstBundledBroker(t *testing.T) {
 
 	m := &Message{ID: c.ids.next(), Topic: "orders", Tag: "t", Keys: []string{"k"}, Body: []byte("hello")}
 	call := c.newCall(m)
-	o, unsent := call.attempt(context.Background(), 1, true)
+	o, unsent := call.attempt(context.Background(), 1, true, time.Time{})
 	require.Equal(t, Stored, o.Kind, "%v", o.Err)
 	assert.False(t, unsent)
 	assert.Equal(t, "broker-a", call.endpoint(1))
@@ -33,7 +34,7 @@ func TestRmqAgainstBundledBroker(t *testing.T) {
 	assert.Equal(t, []byte("hello"), got[0].GetMessage().GetBody())
 
 	require.NoError(t, b.SetFaults(broker.Faults{InternalRate: 1}))
-	o, unsent = c.newCall(&Message{ID: c.ids.next(), Topic: "orders", Body: []byte("x")}).attempt(context.Background(), 0, true)
+	o, unsent = c.newCall(&Message{ID: c.ids.next(), Topic: "orders", Body: []byte("x")}).attempt(context.Background(), 0, true, time.Time{})
 	assert.Equal(t, FailedUnknown, o.Kind, "50001 says nothing of storage: %v", o.Err)
 	assert.Equal(t, int32(50001), o.WireCode)
 	assert.False(t, unsent)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
@@ -43,13 +44,15 @@ func (c *rmqClient) newCall(m *Message) *rmqCall {
 // request never left the client: the body is over the server's
 // max_body_size (Permanent, MESSAGE_TOO_LARGE), the route could not be
 // read, or gRPC failed the call before it reached a transport (no peer).
-func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool) (Outcome, bool) {
+func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (Outcome, bool) {
 	if n := a.c.maxBodySize(); n > 0 && len(a.msg.Body) > n {
 		err := fmt.Errorf("%w: body is %d bytes, over the server's max_body_size of %d", ErrInvalidMessage, len(a.msg.Body), n)
 		return Outcome{Kind: Permanent, Code: rocketryv1.Code_CODE_MESSAGE_TOO_LARGE, Err: err}, true
 	}
-	if a.route == nil {
-		r, err := a.c.route(ctx, a.topic)
+	if !a.cachedRoute() {
+		rctx, cancel := attemptContext(ctx, deadline)
+		r, err := a.c.route(rctx, a.topic)
+		cancel()
 		if err != nil {
 			return routeOutcome(err), true
 		}
@@ -61,10 +64,12 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool) (Outco
 		return Outcome{Kind: FailedNotStored, Err: err}, true
 	}
 	if e := a.be; e != nil && e.bt != nil {
-		if o, unsent, ok := a.attemptBatched(ctx, q, cn, e); ok {
+		if o, unsent, ok := a.attemptBatched(ctx, q, cn, e, deadline); ok {
 			return o, unsent
 		}
 	}
+	ctx, cancel := attemptContext(ctx, deadline)
+	defer cancel()
 	a.last = q
 	a.msg.SystemProperties.QueueId = q.id
 	a.peer = peer.Peer{}

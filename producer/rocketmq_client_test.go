@@ -45,7 +45,7 @@ func TestRmqMetadataOnEveryCall(t *testing.T) {
 	require.NoError(t, c.start(context.Background()))
 
 	m := &Message{ID: c.ids.next(), Topic: "orders", Body: []byte("x")}
-	o, unsent := c.newCall(m).attempt(context.Background(), 0, false)
+	o, unsent := c.newCall(m).attempt(context.Background(), 0, false, time.Time{})
 	require.Equal(t, Stored, o.Kind, "%v", o.Err)
 	require.False(t, unsent)
 	require.Eventually(t, func() bool {
@@ -139,7 +139,7 @@ func TestRmqRouteThroughAttempts(t *testing.T) {
 
 	call := c.newCall(&Message{ID: c.ids.next(), Topic: "t", Body: []byte("b")})
 	for ep, want := range []string{"broker-a", "broker-b", "broker-a"} {
-		o, _ := call.attempt(context.Background(), ep, false)
+		o, _ := call.attempt(context.Background(), ep, false, time.Time{})
 		require.Equal(t, Stored, o.Kind, "ep %d: %v", ep, o.Err)
 		assert.Equal(t, want, call.endpoint(ep), "ep %d", ep)
 	}
@@ -177,7 +177,7 @@ func TestRmqRouteErrors(t *testing.T) {
 	require.NoError(t, c.start(context.Background()))
 
 	// TOPIC_NOT_FOUND: permanent, and nothing was sent.
-	o, unsent := c.newCall(&Message{ID: "1", Topic: "nope"}).attempt(context.Background(), 0, false)
+	o, unsent := c.newCall(&Message{ID: "1", Topic: "nope"}).attempt(context.Background(), 0, false, time.Time{})
 	assert.Equal(t, Permanent, o.Kind)
 	assert.Equal(t, int32(rocketmqv2.Code_TOPIC_NOT_FOUND), o.WireCode)
 	assert.True(t, unsent)
@@ -186,7 +186,7 @@ func TestRmqRouteErrors(t *testing.T) {
 	ro := rmqQueueOn(t, srv, "ro", "broker-a", 0)
 	ro.Permission = rocketmqv2.Permission_READ
 	srv.setRoute("ro", ro)
-	o, unsent = c.newCall(&Message{ID: "2", Topic: "ro"}).attempt(context.Background(), 0, false)
+	o, unsent = c.newCall(&Message{ID: "2", Topic: "ro"}).attempt(context.Background(), 0, false, time.Time{})
 	assert.Equal(t, FailedNotStored, o.Kind)
 	assert.True(t, errors.Is(o.Err, errNoWritableQueue), "%v", o.Err)
 	assert.True(t, unsent)
@@ -205,7 +205,7 @@ func TestRmqSendUnreachable(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	o, unsent := c.newCall(&Message{ID: "1", Topic: "t"}).attempt(ctx, 0, false)
+	o, unsent := c.newCall(&Message{ID: "1", Topic: "t"}).attempt(ctx, 0, false, time.Time{})
 	assert.Equal(t, FailedUnknown, o.Kind, "UNAVAILABLE reads as GRPCClassifier reads it")
 	assert.True(t, unsent, "the request never left: %v", o.Err)
 }

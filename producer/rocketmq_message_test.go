@@ -97,7 +97,7 @@ func TestRmqSendAttempt(t *testing.T) {
 
 	m := &Message{ID: c.ids.next(), Topic: "orders", Tag: "t", Body: []byte("hello"), Transactional: true}
 	call := c.newCall(m)
-	o, unsent := call.attempt(context.Background(), 0, true)
+	o, unsent := call.attempt(context.Background(), 0, true, time.Time{})
 	require.Equal(t, Stored, o.Kind, "%v", o.Err)
 	assert.False(t, unsent)
 	q, off, _, ok := call.result()
@@ -119,7 +119,7 @@ func TestRmqSendAttempt(t *testing.T) {
 	srv.setAnswer(func(*rocketmqv2.SendMessageRequest) *rocketmqv2.SendMessageResponse {
 		return &rocketmqv2.SendMessageResponse{Status: &rocketmqv2.Status{Code: rocketmqv2.Code_TOO_MANY_REQUESTS, Message: "STORAGE_LOAD"}}
 	})
-	o, unsent = call.attempt(context.Background(), 0, false)
+	o, unsent = call.attempt(context.Background(), 0, false, time.Time{})
 	assert.Equal(t, Throttled, o.Kind)
 	assert.False(t, unsent)
 	var se *RocketMQStatusError

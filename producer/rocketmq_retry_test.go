@@ -66,12 +66,12 @@ func TestRmqMaxBodySize(t *testing.T) {
 	require.NoError(t, c.start(context.Background()))
 	require.Equal(t, 4, c.maxBodySize())
 
-	o, unsent := c.newCall(&Message{ID: "1", Topic: "t", Body: []byte("12345")}).attempt(context.Background(), 0, false)
+	o, unsent := c.newCall(&Message{ID: "1", Topic: "t", Body: []byte("12345")}).attempt(context.Background(), 0, false, time.Time{})
 	assert.Equal(t, Permanent, o.Kind)
 	assert.Equal(t, rocketryv1.Code_CODE_MESSAGE_TOO_LARGE, o.Code)
 	assert.True(t, errors.Is(o.Err, ErrInvalidMessage))
 	assert.True(t, unsent)
-	o, _ = c.newCall(&Message{ID: "2", Topic: "t", Body: []byte("1234")}).attempt(context.Background(), 0, false)
+	o, _ = c.newCall(&Message{ID: "2", Topic: "t", Body: []byte("1234")}).attempt(context.Background(), 0, false, time.Time{})
 	assert.Equal(t, Stored, o.Kind, "%v", o.Err)
 	srv.seen(func(s *rmqServer) { assert.Len(t, s.sends, 1) })
 }
@@ -90,7 +90,7 @@ func TestRmqPacerPerBroker(t *testing.T) {
 
 	first := c.newCall(&Message{ID: "1", Topic: "t"})
 	assert.Nil(t, first.pacer(0), "route not known yet")
-	o, _ := first.attempt(context.Background(), 0, false)
+	o, _ := first.attempt(context.Background(), 0, false, time.Time{})
 	require.Equal(t, Stored, o.Kind, "%v", o.Err)
 	// Queues interleave a0 b0 a1: ep 0 and 2 are broker-a.
 	require.NotNil(t, first.pacer(0))
@@ -113,7 +113,7 @@ func TestRmqEndpointName(t *testing.T) {
 	require.NoError(t, c.start(context.Background()))
 	first := c.newCall(&Message{ID: "1", Topic: "t"})
 	assert.Equal(t, "rocketmq:t", first.endpoint(0))
-	o, _ := first.attempt(context.Background(), 0, false)
+	o, _ := first.attempt(context.Background(), 0, false, time.Time{})
 	require.Equal(t, Stored, o.Kind, "%v", o.Err)
 	assert.Equal(t, "broker-a", first.endpoint(0))
 	assert.Equal(t, "broker-a", c.newCall(&Message{ID: "2", Topic: "t"}).endpoint(5))
