@@ -72,6 +72,10 @@ func TestBadInput(t *testing.T) {
 		{[]string{"produce", "--addr", dead, "--topic", "t", "--count", "1", "--spool", notSpool}, "--spool"},
 		{[]string{"produce", "--addr", dead, "--topic", "t", "--count", "1", "--bogus"}, "-bogus"},
 		{[]string{"produce", "--addr", dead, "--topic", "t", "--count", "1", "extra"}, `"extra"`},
+		{[]string{"produce", "--addr", dead, "--topic", "t", "--count", "1", "--protocol", "amqp"}, "--protocol"},
+		{[]string{"produce", "--addr", dead, "--topic", "t", "--count", "1", "--namespace", "ns"}, "--namespace"},
+		{[]string{"produce", "--addr", dead, "--topic", "t", "--count", "1", "--protocol", "rocketmq", "--namespace", "n s"}, "--namespace"},
+		{[]string{"produce", "--addr", dead, "--topic", "t", "--count", "1", "--protocol", "rocketmq", "--access-key", ""}, "--access-key"},
 
 		// replay
 		{[]string{"replay", "--addr", dead}, "--spool"},
@@ -81,6 +85,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"replay", "--spool", notSpool, "--addr", dead, "--timeout", "-1s"}, "--timeout"},
 		{[]string{"replay", "--spool", notSpool, "--addr", "nohost"}, "nohost"},
 		{[]string{"replay", "--spool", notSpool, "--addr", dead, "x"}, `"x"`},
+		{[]string{"replay", "--spool", notSpool, "--addr", dead, "--protocol", "amqp"}, "--protocol"},
+		{[]string{"replay", "--spool", notSpool, "--addr", dead, "--access-key", "ak"}, "--access-key"},
 
 		// consume
 		{[]string{"consume", "--addr", dead}, "--topic"},
@@ -121,6 +127,9 @@ func TestBadInput(t *testing.T) {
 		{[]string{"broker", "--listen", dead, "--stats-interval", "-1s"}, "--stats-interval"},
 		{[]string{"broker", "--listen", dead, "--seed", "x"}, "-seed"},
 		{[]string{"broker", "--listen", dead, "now"}, `"now"`},
+		{[]string{"broker", "--listen", dead, "--peers", "broker-1"}, "--peers"},
+		{[]string{"broker", "--listen", dead, "--peers", "broker-1=nohost"}, "--peers"},
+		{[]string{"broker", "--listen", dead, "--name", ""}, "--name"},
 
 		// schedule
 		{[]string{"schedule", "--retries", "5"}, "give exactly one of"},
@@ -149,6 +158,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"demo", "--time-scale", "0"}, "--time-scale"},
 		{[]string{"demo", "--timeout", "0s"}, "--timeout"},
 		{[]string{"demo", "--restart-at", "2"}, "--restart-at"},
+		{[]string{"demo", "--protocol", "grpc"}, "--protocol"},
 	}
 	for _, tt := range tests {
 		if _, ok := commands[tt.args[0]]; !ok && tt.args[0] != "nope" && !strings.HasPrefix(tt.args[0], "-") {

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -40,6 +43,8 @@ type brokerConfig struct {
 	topics        string
 	statsInterval time.Duration
 	logLevel      string
+	name          string
+	peers         string
 }
 
 func brokerFlags(c *brokerConfig) *flag.FlagSet {
@@ -66,13 +71,67 @@ func brokerFlags(c *brokerConfig) *flag.FlagSet {
 	fs.StringVar(&c.topics, "topics", "", "comma-separated `topics` to create at start")
 	fs.DurationVar(&c.statsInterval, "stats-interval", 10*time.Second, "log a stats line this often; 0 = never")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&c.name, "name", "broker-0", "broker `name` of this broker's queues in apache.rocketmq.v2 routes")
+	fs.StringVar(&c.peers, "peers", "",
+		"other brokers listed in this broker's apache.rocketmq.v2 routes, as `NAME=HOST:PORT,...` (e.g. broker-1=127.0.0.1:7778): "+
+			"run one process per broker, each with its own --name and the others as --peers, and RocketMQ 5 clients spread "+
+			"their sends over all of them (each broker stores its own messages; give every one the same --queues)")
 	return fs
+}
+
+// checkBrokerName checks a broker name (--name, or a peer's) as the
+// broker does: 1 to 255 bytes, no space or control character.
+func checkBrokerName(name string) error {
+	if name == "" || len(name) > 255 {
+		return errors.New("must be 1 to 255 bytes")
+	}
+	for _, r := range name {
+		if r <= ' ' || r == 0x7f {
+			return errors.New("must have no space or control character")
+		}
+	}
+	return nil
+}
+
+// parsePeers reads --peers: NAME=HOST:PORT entries, separated by commas,
+// with names and addresses each used once and no name equal to self's.
+func parsePeers(s, self string) ([]broker.Peer, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var peers []broker.Peer
+	names, addrs := map[string]bool{self: true}, map[string]bool{}
+	for _, entry := range strings.Split(s, ",") {
+		name, addr, ok := strings.Cut(strings.TrimSpace(entry), "=")
+		if !ok || name == "" || addr == "" {
+			return nil, fmt.Errorf("--peers %q: entry %q is not NAME=HOST:PORT", s, entry)
+		}
+		if err := checkBrokerName(name); err != nil {
+			return nil, fmt.Errorf("--peers %q: name %q %v", s, name, err)
+		}
+		host, port, err := net.SplitHostPort(addr)
+		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("--peers %q: address %q of %s is not HOST:PORT", s, addr, name)
+		}
+		switch {
+		case name == self:
+			return nil, fmt.Errorf("--peers %q: %s is this broker's --name; give the other brokers", s, name)
+		case names[name]:
+			return nil, fmt.Errorf("--peers %q: name %s given twice", s, name)
+		case addrs[addr]:
+			return nil, fmt.Errorf("--peers %q: address %s given twice", s, addr)
+		}
+		names[name], addrs[addr] = true, true
+		peers = append(peers, broker.Peer{Name: name, Addr: addr})
+	}
+	return peers, nil
 }
 
 // options turns the flags into broker options; seeded says whether --seed
 // was given.
-func (c *brokerConfig) options(logger *slog.Logger, seeded bool) []broker.Option {
+func (c *brokerConfig) options(logger *slog.Logger, seeded bool, peers []broker.Peer) []broker.Option {
 	opts := []broker.Option{
+		broker.WithBrokerName(c.name),
 		broker.WithQueues(c.queues),
 		broker.WithThrottle(c.throttle),
 		broker.WithFaults(c.faults),
@@ -87,6 +146,9 @@ func (c *brokerConfig) options(logger *slog.Logger, seeded bool) []broker.Option
 	}
 	if c.topics != "" {
 		opts = append(opts, broker.WithTopics(strings.Split(c.topics, ",")...))
+	}
+	if len(peers) > 0 {
+		opts = append(opts, broker.WithRoutePeers(func() []broker.Peer { return peers }))
 	}
 	return opts
 }
@@ -109,9 +171,18 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rocketry broker: --stats-interval %v is negative\n", c.statsInterval)
 		return 2
 	}
-	b, err := broker.New(c.options(logger, seeded)...)
+	if err := checkBrokerName(c.name); err != nil {
+		fmt.Fprintf(stderr, "rocketry broker: --name %q: %v\n", c.name, err)
+		return 2
+	}
+	peers, err := parsePeers(c.peers, c.name)
 	if err != nil {
 		fmt.Fprintf(stderr, "rocketry broker: %v\n", err)
+		return 2
+	}
+	b, err := broker.New(c.options(logger, seeded, peers)...)
+	if err != nil {
+		fmt.Fprintf(stderr, "rocketry broker: %s\n", oneLine(err.Error()))
 		return 2
 	}
 	ctx, stop := signalContext()
@@ -122,6 +193,13 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "rocketry broker: listening on %s\n", b.Addr())
 	fmt.Fprintf(stdout, "rocketry broker: apache.rocketmq.v2 endpoint for RocketMQ 5 clients: %s\n", b.Addr())
+	if len(peers) > 0 {
+		route := []string{c.name + " (this one)"}
+		for _, p := range peers {
+			route = append(route, p.Name+" at "+p.Addr)
+		}
+		fmt.Fprintf(stdout, "rocketry broker: apache.rocketmq.v2 routes list %s\n", strings.Join(route, ", "))
+	}
 	logger.Info("broker: listening", "addr", b.Addr(), "queues", c.queues)
 
 	var tick <-chan time.Time

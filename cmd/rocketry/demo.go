@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rocketry-go/rocketry/backoff"
+	"github.com/rocketry-go/rocketry/producer"
 )
 
 // The demo: an in-process broker with small throttling thresholds and a few
@@ -35,6 +36,8 @@ type demoConfig struct {
 	attemptLimit time.Duration
 	timeScale    float64
 	failure      string // "immediate" or "backoff"
+	protocol     string // protoRocketMQ or protoRocketry
+	pacing       bool   // producer.WithPacing
 
 	queues           int
 	maxBacklog       int64
@@ -56,6 +59,11 @@ type demoConfig struct {
 // demoFlags binds the demo's flags to c, which holds the defaults.
 func demoFlags(c *demoConfig) *flag.FlagSet {
 	fs := newFlagSet("demo")
+	fs.StringVar(&c.protocol, "protocol", protoRocketry,
+		`wire protocol of the producer: "rocketry" (rocketry.v1) or "rocketmq" (apache.rocketmq.v2, what RocketMQ 5 proxies speak, `+
+			`and what our users run in production); the in-process broker serves both. rocketmq needs --pacing=false for now: `+
+			`its throttles carry no hint the producer reads, and the pacer then slows the sends to about 100/s`)
+	fs.BoolVar(&c.pacing, "pacing", true, "pace an endpoint that throttles without a hint (producer.WithPacing; on by default, as in the producer)")
 	fs.IntVar(&c.messages, "messages", 20_000, "number of messages to send")
 	fs.IntVar(&c.bodyBytes, "body-bytes", 64, "size of each message body in bytes")
 	fs.IntVar(&c.syncWorkers, "sync-workers", 8, "goroutines sending with Send")
@@ -94,6 +102,9 @@ func (c *demoConfig) validate() error {
 			return fmt.Errorf("--%s %v: must be > 0", name, v)
 		}
 		return nil
+	}
+	if _, err := parseProtocol(c.protocol); err != nil {
+		return err
 	}
 	switch {
 	case c.messages < 1:
@@ -158,6 +169,24 @@ func (c *demoConfig) throttleConfig() backoff.Config {
 	d.MaxDelay = scale(d.MaxDelay)
 	d.MinConnectTimeout = scale(d.MinConnectTimeout)
 	return d
+}
+
+// wireProtocol is the producer's protocol, from --protocol (validated).
+func (c *demoConfig) wireProtocol() producer.Protocol {
+	p, err := parseProtocol(c.protocol)
+	if err != nil {
+		panic(err) // validated with the flags
+	}
+	return p
+}
+
+// throttleCode is how the protocol spells a throttle: 530 on rocketry.v1,
+// 42900 on apache.rocketmq.v2.
+func throttleCode(protocol string) string {
+	if protocol == producer.RocketMQ5.String() {
+		return "42900"
+	}
+	return "530"
 }
 
 // asyncCount is how many of the messages are sent with SendAsync.

@@ -1,18 +1,20 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unicode"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/producer"
 )
@@ -28,7 +30,8 @@ type demoCounters struct {
 	throttled        [maxReason]atomic.Int64 // by rocketryv1.ThrottleReason
 	retryThrottled   atomic.Int64            // retries scheduled after a 530
 	retryFailure     atomic.Int64            // retries scheduled after a failure or timeout
-	failureCodes     [17]atomic.Int64        // retries after a failure, by gRPC code
+	retryNotStored   atomic.Int64            // of retryFailure: Why FailedNotStored
+	retryUnknown     atomic.Int64            // of retryFailure: Why FailedUnknown
 	retryAttempts    atomic.Int64            // attempts after the first
 	deadLettered     atomic.Int64
 	exhausted        atomic.Int64
@@ -42,11 +45,12 @@ type demoCounters struct {
 
 	mu        sync.Mutex
 	latencies []time.Duration
-	errs      map[string]int // ended sends by error text, for the report
+	errs      map[string]int   // ended sends by error text, for the report
+	failures  map[string]int64 // retries after a failure, by the answer's code (failureLabel)
 }
 
 func newDemoCounters(n int) *demoCounters {
-	return &demoCounters{latencies: make([]time.Duration, 0, n), errs: map[string]int{}}
+	return &demoCounters{latencies: make([]time.Duration, 0, n), errs: map[string]int{}, failures: map[string]int64{}}
 }
 
 func (c *demoCounters) observe(e producer.Event) {
@@ -69,16 +73,21 @@ func (c *demoCounters) observe(e producer.Event) {
 		}
 		c.throttled[r].Add(1)
 	case producer.EventRetry:
-		if e.Why == producer.Throttled {
+		switch e.Why {
+		case producer.Throttled:
 			c.retryThrottled.Add(1)
 			c.lastBackoff.Store(int64(e.Delay))
-		} else {
+		default: // FailedNotStored or FailedUnknown
 			c.retryFailure.Add(1)
-			code := status.Code(e.Err)
-			if int(code) >= len(c.failureCodes) {
-				code = codes.Unknown
+			if e.Why == producer.FailedNotStored {
+				c.retryNotStored.Add(1)
+			} else {
+				c.retryUnknown.Add(1)
 			}
-			c.failureCodes[code].Add(1)
+			label := failureLabel(e.Err)
+			c.mu.Lock() // failures are few: a lock is cheap enough here
+			c.failures[label]++
+			c.mu.Unlock()
 		}
 	case producer.EventExhausted:
 		c.exhausted.Add(1)
@@ -87,16 +96,31 @@ func (c *demoCounters) observe(e producer.Event) {
 	}
 }
 
-// failuresByCode returns the retries after a failure by gRPC code name
-// (INTERNAL, UNAVAILABLE, DEADLINE_EXCEEDED, ...).
-func (c *demoCounters) failuresByCode() map[string]int64 {
-	out := map[string]int64{}
-	for code := range c.failureCodes {
-		if n := c.failureCodes[code].Load(); n > 0 {
-			out[strings.ToUpper(toSnake(codes.Code(code).String()))] = n
-		}
+// failureLabel names what a failed attempt answered, as its protocol
+// spelt it: an apache.rocketmq.v2 body status (INTERNAL_SERVER_ERROR, ...),
+// else the gRPC code (INTERNAL, UNAVAILABLE, DEADLINE_EXCEEDED, ...).
+func failureLabel(err error) string {
+	var rs *producer.RocketMQStatusError
+	if errors.As(err, &rs) {
+		return rocketmqv2.Code(rs.Code).String()
 	}
-	return out
+	return strings.ToUpper(toSnake(status.Code(err).String()))
+}
+
+// failuresByCode returns the retries after a failure by failureLabel.
+func (c *demoCounters) failuresByCode() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.failures)
+}
+
+// failuresByKind returns the retries after a failure by the kind of the
+// attempt's outcome (producer.OutcomeKind's names).
+func (c *demoCounters) failuresByKind() map[string]int64 {
+	return map[string]int64{
+		producer.FailedNotStored.String(): c.retryNotStored.Load(),
+		producer.FailedUnknown.String():   c.retryUnknown.Load(),
+	}
 }
 
 // toSnake turns a gRPC code's Go name (DeadlineExceeded) into its
@@ -170,19 +194,41 @@ func (c *demoCounters) latencyQuantiles() (p50, p99, top time.Duration) {
 	return q(0.50), q(0.99), l[len(l)-1]
 }
 
-// sendErrorKind is an ended send's error without what is particular to
-// one message (its ID, the text of the last gRPC status), so that errors
-// can be counted by kind.
+// sendErrorKind is what an ended send's error says, without what is
+// particular to one message, so that errors can be counted by kind: why
+// the send ended, after how many attempts, and the last attempt's answer
+// (failureLabel), read from the *producer.SendError's fields.
 func sendErrorKind(err error) string {
-	s := err.Error()
 	var se *producer.SendError
-	if errors.As(err, &se) && se.MessageID != "" {
-		s = strings.Replace(s, " of message "+strconv.Quote(se.MessageID), "", 1)
+	if !errors.As(err, &se) {
+		return shortError(err)
 	}
-	if i := strings.Index(s, " desc = "); i >= 0 {
-		s = s[:i]
+	why := "failed"
+	for _, w := range []struct {
+		err  error
+		name string
+	}{
+		{producer.ErrAttemptsExhausted, "attempts exhausted"},
+		{producer.ErrDeadlineTooShort, "deadline too short for the next attempt"},
+		{producer.ErrNotRetryable, "not retryable"},
+		{producer.ErrRetryBudget, "retry budget spent"},
+		{producer.ErrClosed, "producer closed"},
+		{context.DeadlineExceeded, "the run's deadline"},
+		{context.Canceled, "cancelled"},
+	} {
+		if errors.Is(se, w.err) {
+			why = w.name
+			break
+		}
 	}
-	return shortError(errors.New(s))
+	s := fmt.Sprintf("%s after %d attempt(s)", why, se.Attempts)
+	if se.Cause != nil {
+		s += ", the last " + se.Last.String() + " (" + failureLabel(se.Cause) + ")"
+	}
+	if se.Spooled {
+		s += ", spooled"
+	}
+	return s
 }
 
 // shortError keeps the first line of an error, at most 160 bytes.

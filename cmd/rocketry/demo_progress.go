@@ -92,11 +92,12 @@ func (p *demoProgress) status() string {
 	long := fmt.Sprintf("  sent %s · stored %s · throttled BACKLOG %s, STORAGE_LOAD %s (now: %s) · retrying %d, backoff %v · dead-lettered %d",
 		fmtCount(sent), fmtCount(k.stored.Load()), fmtCount(th["BACKLOG"]), fmtCount(th["STORAGE_LOAD"]), strings.Join(now, ", "),
 		k.retryingNow(), backoff, k.deadLettered.Load())
-	short := fmt.Sprintf("  sent %s · stored %s · 530 BACKLOG %s, STORAGE_LOAD %s · retrying %d @%v · dead-lettered %d",
-		fmtCount(sent), fmtCount(k.stored.Load()), fmtCount(th["BACKLOG"]), fmtCount(th["STORAGE_LOAD"]),
+	code := throttleCode(p.r.c.wireProtocol().String())
+	short := fmt.Sprintf("  sent %s · stored %s · %s BACKLOG %s, STORAGE_LOAD %s · retrying %d @%v · dead-lettered %d",
+		fmtCount(sent), fmtCount(k.stored.Load()), code, fmtCount(th["BACKLOG"]), fmtCount(th["STORAGE_LOAD"]),
 		k.retryingNow(), backoff, k.deadLettered.Load())
-	narrow := fmt.Sprintf("  sent %s stored %s | 530 BL %s SL %s | retry %d @%v | DL %d",
-		fmtCount(sent), fmtCount(k.stored.Load()), fmtCount(th["BACKLOG"]), fmtCount(th["STORAGE_LOAD"]),
+	narrow := fmt.Sprintf("  sent %s stored %s | %s BL %s SL %s | retry %d @%v | DL %d",
+		fmtCount(sent), fmtCount(k.stored.Load()), code, fmtCount(th["BACKLOG"]), fmtCount(th["STORAGE_LOAD"]),
 		k.retryingNow(), backoff, k.deadLettered.Load())
 	room := p.width - 1
 	for _, s := range []string{long, short, narrow} {

@@ -44,6 +44,7 @@ type demoSummary struct {
 	RetriesAfterThrottle      int64            `json:"retries_after_throttle"`
 	RetriesAfterFailure       int64            `json:"retries_after_failure"`
 	RetriesAfterFailureByCode map[string]int64 `json:"retries_after_failure_by_code"`
+	RetriesAfterFailureByKind map[string]int64 `json:"retries_after_failure_by_kind"`
 	Faults                    map[string]int64 `json:"faults"`
 	LatencyMS                 demoLatency      `json:"latency_ms"`
 
@@ -76,6 +77,8 @@ type demoReplay struct {
 
 // demoConfigJSON is the configuration as the JSON summary reports it.
 type demoConfigJSON struct {
+	Protocol         string  `json:"protocol"`
+	Pacing           bool    `json:"pacing"`
 	Messages         int     `json:"messages"`
 	SyncWorkers      int     `json:"sync_workers"`
 	MaxInFlight      int     `json:"max_in_flight"`
@@ -149,6 +152,7 @@ func (r *demoRun) verify() *demoSummary {
 	s.RetriesAfterThrottle = k.retryThrottled.Load()
 	s.RetriesAfterFailure = k.retryFailure.Load()
 	s.RetriesAfterFailureByCode = k.failuresByCode()
+	s.RetriesAfterFailureByKind = k.failuresByKind()
 	p50, p99, top := k.latencyQuantiles()
 	s.LatencyMS = demoLatency{P50: ms(p50), P99: ms(p99), Max: ms(top)}
 
@@ -217,7 +221,7 @@ func (s *demoSummary) writeText(w io.Writer) {
 		if n, ok := s.ThrottlePeriods[r]; ok {
 			note = "started and lifted " + times(n)
 		}
-		row("throttled (530) "+r, fmtCount(s.Throttled[r]), note)
+		row("throttled ("+throttleCode(s.Config.Protocol)+") "+r, fmtCount(s.Throttled[r]), note)
 	}
 	row("retries after throttling", fmtCount(s.RetriesAfterThrottle), "after the scaled connection backoff")
 	row("retries after failures", fmtCount(s.RetriesAfterFailure), s.failureNote())
@@ -268,14 +272,16 @@ func (s *demoSummary) writeText(w io.Writer) {
 	}
 }
 
-// failureNote says what the failed attempts answered: "INTERNAL 612,
-// UNAVAILABLE 40".
+// failureNote says what the failed attempts answered and what that told
+// of their messages: "INTERNAL 612, UNAVAILABLE 40; 612 not stored, 40
+// unknown".
 func (s *demoSummary) failureNote() string {
-	note := joinCounts(s.RetriesAfterFailureByCode)
 	if len(s.RetriesAfterFailureByCode) == 0 {
-		note = "no failed attempt"
+		return "no failed attempt"
 	}
-	return note
+	return fmt.Sprintf("%s; %s not stored, %s unknown", joinCounts(s.RetriesAfterFailureByCode),
+		fmtCount(s.RetriesAfterFailureByKind[producer.FailedNotStored.String()]),
+		fmtCount(s.RetriesAfterFailureByKind[producer.FailedUnknown.String()]))
 }
 
 // joinCounts writes a map of counts sorted by key: "a 1, b 2".
@@ -317,11 +323,16 @@ func (r *demoRun) writeConfig(w io.Writer) {
 	} else {
 		line("", "group %q follows at up to %s msg/s, never reset", backtrackGroup, fmtCount(int64(c.rereadRate)))
 	}
-	line("producer", "%s by Send on %d goroutines", fmtCount(int64(c.messages-c.asyncCount())), c.syncWorkers)
+	pacing := "paces an endpoint that throttles without a hint"
+	if !c.pacing {
+		pacing = "no pacing"
+	}
+	line("producer", "speaks %s to the broker (--protocol %s), %s", c.wireProtocol(), c.protocol, pacing)
+	line("", "%s by Send on %d goroutines", fmtCount(int64(c.messages-c.asyncCount())), c.syncWorkers)
 	line("", "%s by SendAsync, %d in flight", fmtCount(int64(c.asyncCount())), c.maxInFlight)
 	line("", "at most %d attempts a message (the first + %d retries)", c.maxAttempts, c.maxAttempts-1)
 	line("", "attempt timeout %v", c.attemptLimit)
-	line("after 530", "gRPC connection backoff, times x%g:", c.timeScale)
+	line("after "+throttleCode(c.wireProtocol().String()), "gRPC connection backoff, times x%g:", c.timeScale)
 	line("", "%v, x%g, jitter %g, max %v, min connect %v", tc.BaseDelay, tc.Multiplier, tc.Jitter, tc.MaxDelay, tc.MinConnectTimeout)
 	if c.failure == "backoff" {
 		line("after failure", "the same scaled connection backoff")
@@ -335,6 +346,8 @@ func (r *demoRun) writeConfig(w io.Writer) {
 func (c *demoConfig) json() demoConfigJSON {
 	tc := c.throttleConfig()
 	return demoConfigJSON{
+		Protocol:         c.wireProtocol().String(),
+		Pacing:           c.pacing,
 		Messages:         c.messages,
 		SyncWorkers:      c.syncWorkers,
 		MaxInFlight:      c.maxInFlight,

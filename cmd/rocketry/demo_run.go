@@ -213,6 +213,8 @@ func (r *demoRun) newProducer(withSpool bool) (*producer.Producer, error) {
 		failure = r.throttleSchedule()
 	}
 	opts := []producer.Option{
+		producer.WithProtocol(c.wireProtocol()),
+		producer.WithPacing(c.pacing),
 		producer.WithMaxAttempts(c.maxAttempts),
 		producer.WithAttemptTimeout(c.attemptLimit),
 		producer.WithThrottleSchedule(r.throttleSchedule()),

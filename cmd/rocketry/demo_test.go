@@ -2,12 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rocketry-go/rocketry/producer"
 )
 
 // smallDemo is a demo small and fast enough for a test that still goes
@@ -28,62 +35,77 @@ var smallDemo = []string{
 	"--timeout", "60s",
 }
 
+// TestDemoJSON runs the small demo on each protocol: nothing lost, nothing
+// stored twice, and the summary counts what happened. RocketMQ 5 runs
+// without pacing: its throttles carry no hint the producer reads, and the
+// pacer then slows the sends far below the broker's drain rate (see
+// --protocol's help).
 func TestDemoJSON(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	var out, errb bytes.Buffer
-	args := append([]string{"demo", "--json"}, smallDemo...)
-	code := run(args, &out, &errb)
-	if code != 0 {
-		t.Errorf("run(demo --json ...) = %d; want 0\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
-	}
-	if errb.Len() != 0 {
-		t.Errorf("run(demo --json ...) wrote to stderr, which is not a terminal: %q; want nothing", errb.String())
-	}
-	var got struct {
-		Sent                int                `json:"sent"`
-		Stored              int                `json:"stored"`
-		DeadLettered        int                `json:"dead_lettered"`
-		Lost                *int               `json:"lost"`
-		DuplicatesStored    *int               `json:"duplicates_stored"`
-		Attempts            int64              `json:"attempts"`
-		Throttled           map[string]int64   `json:"throttled"`
-		RetriesAfterFailure int64              `json:"retries_after_failure"`
-		LatencyMS           map[string]float64 `json:"latency_ms"`
-		ElapsedSeconds      float64            `json:"elapsed_seconds"`
-	}
-	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
-		t.Fatalf("json.Unmarshal(demo --json output) = %v; want one JSON object\n%s", err, out.String())
-	}
-	checks := []struct {
-		name string
-		ok   bool
-		got  any
-		want string
+	for _, tc := range []struct {
+		protocol string
+		extra    []string
+		wire     string
+		failure  string // a failure code the fault injection produces
 	}{
-		{"sent", got.Sent == 2000, got.Sent, "2000"},
-		{"stored+dead_lettered", got.Stored+got.DeadLettered >= 2000, got.Stored + got.DeadLettered, ">= 2000"},
-		{"lost", got.Lost != nil && *got.Lost == 0, deref(got.Lost), "0"},
-		{"duplicates_stored", got.DuplicatesStored != nil && *got.DuplicatesStored == 0, deref(got.DuplicatesStored), "0"},
-		{"attempts", got.Attempts >= 2000, got.Attempts, ">= 2000"},
-		{"throttled.BACKLOG", got.Throttled["BACKLOG"] > 0, got.Throttled["BACKLOG"], "> 0"},
-		{"throttled.STORAGE_LOAD", got.Throttled["STORAGE_LOAD"] > 0, got.Throttled["STORAGE_LOAD"], "> 0"},
-		{"retries_after_failure", got.RetriesAfterFailure > 0, got.RetriesAfterFailure, "> 0"},
-		{"latency_ms.p50 <= p99 <= max", got.LatencyMS["p50"] <= got.LatencyMS["p99"] && got.LatencyMS["p99"] <= got.LatencyMS["max"] && got.LatencyMS["max"] > 0, got.LatencyMS, "ordered, max > 0"},
-		{"elapsed_seconds", got.ElapsedSeconds > 0, got.ElapsedSeconds, "> 0"},
-	}
-	for _, c := range checks {
-		if !c.ok {
-			t.Errorf("demo --json: %s = %v; want %s", c.name, c.got, c.want)
-		}
-	}
-	if t.Failed() {
-		t.Logf("output:\n%s", out.String())
+		{"rocketry", nil, "rocketry.v1", "INTERNAL"},
+		{"rocketmq", []string{"--pacing=false"}, "apache.rocketmq.v2", "INTERNAL_SERVER_ERROR"},
+	} {
+		t.Run(tc.protocol, func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			var out, errb bytes.Buffer
+			args := append(append([]string{"demo", "--json", "--protocol", tc.protocol}, smallDemo...), tc.extra...)
+			code := run(args, &out, &errb)
+			assert.Equal(t, 0, code, "run(%v)\nstdout:\n%s\nstderr:\n%s", args, out.String(), errb.String())
+			assert.Empty(t, errb.String(), "stderr is not a terminal: nothing on it")
+			var got struct {
+				Sent                      int                `json:"sent"`
+				Stored                    int                `json:"stored"`
+				DeadLettered              int                `json:"dead_lettered"`
+				Lost                      *int               `json:"lost"`
+				DuplicatesStored          *int               `json:"duplicates_stored"`
+				Attempts                  int64              `json:"attempts"`
+				Throttled                 map[string]int64   `json:"throttled"`
+				RetriesAfterThrottle      int64              `json:"retries_after_throttle"`
+				RetriesAfterFailure       int64              `json:"retries_after_failure"`
+				RetriesAfterFailureByCode map[string]int64   `json:"retries_after_failure_by_code"`
+				RetriesAfterFailureByKind map[string]int64   `json:"retries_after_failure_by_kind"`
+				LatencyMS                 map[string]float64 `json:"latency_ms"`
+				ElapsedSeconds            float64            `json:"elapsed_seconds"`
+				Config                    struct {
+					Protocol string `json:"protocol"`
+				} `json:"config"`
+			}
+			require.NoError(t, json.Unmarshal(out.Bytes(), &got), "demo --json output:\n%s", out.String())
+			defer func() {
+				if t.Failed() {
+					t.Logf("output:\n%s", out.String())
+				}
+			}()
+			assert.Equal(t, 2000, got.Sent, "sent")
+			assert.GreaterOrEqual(t, got.Stored+got.DeadLettered, 2000, "stored+dead_lettered")
+			assert.Equal(t, 0, deref(got.Lost), "lost")
+			assert.Equal(t, 0, deref(got.DuplicatesStored), "duplicates_stored")
+			assert.GreaterOrEqual(t, got.Attempts, int64(2000), "attempts")
+			assert.Positive(t, got.Throttled["BACKLOG"], "throttled.BACKLOG")
+			assert.Positive(t, got.Throttled["STORAGE_LOAD"], "throttled.STORAGE_LOAD")
+			assert.Positive(t, got.RetriesAfterThrottle, "retries_after_throttle")
+			assert.Positive(t, got.RetriesAfterFailure, "retries_after_failure")
+			assert.Positive(t, got.RetriesAfterFailureByCode[tc.failure], "retries_after_failure_by_code[%s]", tc.failure)
+			assert.Equal(t, got.RetriesAfterFailure,
+				got.RetriesAfterFailureByKind["failed-not-stored"]+got.RetriesAfterFailureByKind["failed-unknown"],
+				"retries_after_failure_by_kind adds up")
+			assert.True(t, got.LatencyMS["p50"] <= got.LatencyMS["p99"] && got.LatencyMS["p99"] <= got.LatencyMS["max"] && got.LatencyMS["max"] > 0,
+				"latency_ms = %v; want ordered, max > 0", got.LatencyMS)
+			assert.Positive(t, got.ElapsedSeconds, "elapsed_seconds")
+			assert.Equal(t, tc.wire, got.Config.Protocol, "config.protocol")
+		})
 	}
 }
 
-func deref(p *int) any {
+// deref is *p, or -1 when the field was missing.
+func deref(p *int) int {
 	if p == nil {
-		return "missing"
+		return -1
 	}
 	return *p
 }
@@ -97,7 +119,7 @@ func TestDemoText(t *testing.T) {
 		t.Fatalf("run(demo --messages 300 ...) = %d; want 0\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
 	}
 	for _, want := range []string{
-		"rocketry demo: 300 messages", "after 530", "dead letters",
+		"rocketry demo: 300 messages", "speaks rocketry.v1 to the broker (--protocol rocketry)", "after 530", "dead letters",
 		"messages sent", "stored", "dead-lettered", "lost", "duplicates stored",
 		"attempts per message", "throttled (530) BACKLOG", "throttled (530) STORAGE_LOAD",
 		"retries after failures", "latency p50", "latency p99", "latency max", "elapsed",
@@ -130,6 +152,8 @@ func TestDemoBadFlags(t *testing.T) {
 		{[]string{"--failure-backoff", "sometimes"}, "--failure-backoff"},
 		{[]string{"--restart-at", "2"}, "--restart-at"},
 		{[]string{"--queues", "0"}, "--queues"},
+		{[]string{"--protocol", "kafka"}, "--protocol"},
+		{[]string{"--pacing=maybe"}, "pacing"},
 		{[]string{"extra"}, "extra"},
 	}
 	for _, tt := range tests {
@@ -158,7 +182,8 @@ func TestDemoHelp(t *testing.T) {
 	if code := run([]string{"demo", "-h"}, &out, &errb); code != 0 {
 		t.Errorf("run(demo -h) = %d; want 0", code)
 	}
-	for _, want := range []string{"-messages", "-json", "-seed", "-time-scale", "-internal-rate", "-max-backlog"} {
+	for _, want := range []string{"-messages", "-json", "-seed", "-time-scale", "-internal-rate", "-max-backlog",
+		"-protocol", "RocketMQ 5", "production", "-pacing"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("run(demo -h) output lacks %q:\n%s", want, out.String())
 		}
@@ -197,4 +222,32 @@ func TestDemoFmtCount(t *testing.T) {
 			t.Errorf("fmtCount(%d) = %q; want %q", tt.n, got, tt.want)
 		}
 	}
+}
+
+func TestDemoFailureLabel(t *testing.T) {
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{&producer.RocketMQStatusError{Code: 50001, Message: "injected"}, "INTERNAL_SERVER_ERROR"},
+		{&producer.RocketMQStatusError{Code: 42900}, "TOO_MANY_REQUESTS"},
+		{status.Error(codes.Internal, "boom"), "INTERNAL"},
+		{status.Error(codes.Unavailable, "restart"), "UNAVAILABLE"},
+		{status.Error(codes.DeadlineExceeded, "slow"), "DEADLINE_EXCEEDED"},
+		{&producer.SendError{Cause: &producer.RocketMQStatusError{Code: 50001}}, "INTERNAL_SERVER_ERROR"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, failureLabel(tt.err), "failureLabel(%v)", tt.err)
+	}
+}
+
+func TestDemoSendErrorKind(t *testing.T) {
+	// The kind leaves out the message ID, so that sends count together.
+	a := &producer.SendError{MessageID: "demo-1", Attempts: 3, Last: producer.FailedUnknown, Spooled: true,
+		Cause: &producer.RocketMQStatusError{Code: 50001, Message: "injected"}}
+	b := &producer.SendError{MessageID: "demo-2", Attempts: 3, Last: producer.FailedUnknown, Spooled: true,
+		Cause: &producer.RocketMQStatusError{Code: 50001, Message: "other text"}}
+	assert.Equal(t, sendErrorKind(a), sendErrorKind(b))
+	assert.Equal(t, "failed after 3 attempt(s), the last failed-unknown (INTERNAL_SERVER_ERROR), spooled", sendErrorKind(a))
+	assert.Equal(t, "context deadline exceeded", sendErrorKind(context.DeadlineExceeded))
 }

@@ -52,6 +52,7 @@ type produceConfig struct {
 	spool          string
 	timeout        time.Duration
 	jsonOut        bool
+	proto          protocolFlags
 
 	set map[string]bool // flags given on the command line
 }
@@ -66,7 +67,8 @@ func produceFlags(c *produceConfig) *flag.FlagSet {
 	fs.Float64Var(&c.rate, "rate", 0, "messages per second to send at (0 = as fast as possible)")
 	fs.BoolVar(&c.async, "async", false, "send with SendAsync instead of Send")
 	fs.IntVar(&c.inFlight, "in-flight", 1024, "most async sends in flight (with --async)")
-	fs.IntVar(&c.maxAttempts, "max-attempts", 3, "attempts per message, the first one included")
+	fs.IntVar(&c.maxAttempts, "max-attempts", producer.DefaultMaxAttempts,
+		"attempts per message, the first one included; with a delivery policy of N retries (--throttle-policy) the default is N+1")
 	fs.DurationVar(&c.attemptTimeout, "attempt-timeout", 3*time.Second, "time limit of one attempt")
 	fs.StringVar(&c.throttlePolicy, "throttle-policy", connectionBackoff,
 		fmt.Sprintf("wait after throttling (530): %s, a preset (%s), or a file holding an SNS delivery policy in JSON",
@@ -74,13 +76,18 @@ func produceFlags(c *produceConfig) *flag.FlagSet {
 	fs.StringVar(&c.spool, "spool", "", "dead-letter spool file for messages whose attempts are spent (rocketry replay resends it)")
 	fs.DurationVar(&c.timeout, "timeout", 0, "stop sending after this long (0 = no limit)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the summary as one JSON object")
+	c.proto.bind(fs)
 	return fs
 }
 
 func (c *produceConfig) validate() error {
+	if err := checkAddr(c.addr); err != nil {
+		return err
+	}
+	if err := c.proto.validate(c.set); err != nil {
+		return err
+	}
 	switch {
-	case c.addr == "":
-		return errors.New("--addr is required")
 	case c.topic == "":
 		return errors.New("--topic is required")
 	case c.count < 0:
@@ -107,9 +114,9 @@ func (c *produceConfig) validate() error {
 	return nil
 }
 
-// throttleOption turns --throttle-policy into a producer option; nil for
-// the producer's default, the connection backoff.
-func (c *produceConfig) throttleOption() (producer.Option, error) {
+// deliveryPolicy reads --throttle-policy: nil for the producer's default,
+// the connection backoff, else the preset or the policy file.
+func (c *produceConfig) deliveryPolicy() (*backoff.DeliveryPolicy, error) {
 	name := c.throttlePolicy
 	switch {
 	case name == connectionBackoff:
@@ -123,7 +130,7 @@ func (c *produceConfig) throttleOption() (producer.Option, error) {
 			if err != nil {
 				return nil, fmt.Errorf("--throttle-policy %q: %v", name, err)
 			}
-			return producer.WithDeliveryPolicy(policy), nil
+			return policy, nil
 		}
 	}
 	data, err := os.ReadFile(name)
@@ -135,14 +142,60 @@ func (c *produceConfig) throttleOption() (producer.Option, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--throttle-policy %q: %s", name, oneLine(err.Error()))
 	}
-	return producer.WithDeliveryPolicy(policy), nil
+	return policy, nil
+}
+
+// policyNotice says what a delivery policy of policy.Retries() retries
+// does to the attempts of a message (producer.WithMaxAttempts): without
+// --max-attempts the policy sets them to its retries + 1; with it, the
+// smaller of the two ends a throttled message's sends.
+func (c *produceConfig) policyNotice(policy *backoff.DeliveryPolicy) string {
+	n := int64(policy.Retries())
+	s := fmt.Sprintf("throttle schedule %s: %s retries", c.throttlePolicy, fmtCount(n))
+	switch max := int64(c.maxAttempts); {
+	case !c.set["max-attempts"]:
+		s += fmt.Sprintf(", so up to %s attempts per message (set --max-attempts to cap it)", fmtCount(n+1))
+	case max-1 < n:
+		unreached := "last retry is"
+		if n-(max-1) > 1 {
+			unreached = "last " + fmtCount(n-(max-1)) + " retries are"
+		}
+		s += fmt.Sprintf(", but --max-attempts %s allows %s: the policy's %s not reached", fmtCount(max), fmtCount(max-1), unreached)
+	default:
+		s += fmt.Sprintf(" after throttling, within --max-attempts %s (which also counts the retries after failures)", fmtCount(max))
+	}
+	if r := policy.MaxReceivesPerSecond(); r > 0 {
+		s += fmt.Sprintf("; attempts limited to %g per second (its maxReceivesPerSecond)", r)
+	}
+	return s
+}
+
+// optionFlags maps the producer options the command gives to the flags
+// (with their values) that set them, for newProducerError.
+func (c *produceConfig) optionFlags() map[string]string {
+	m := map[string]string{
+		"WithMaxAttempts":    fmt.Sprintf("--max-attempts %d", c.maxAttempts),
+		"WithAttemptTimeout": fmt.Sprintf("--attempt-timeout %v", c.attemptTimeout),
+		"WithMaxInFlight":    fmt.Sprintf("--in-flight %d", c.inFlight),
+		"WithDeliveryPolicy": "--throttle-policy " + c.throttlePolicy,
+		"WithRateLimit":      "--throttle-policy " + c.throttlePolicy,
+		"WithSpool":          "--spool " + c.spool,
+	}
+	c.proto.flagsOf(m)
+	return m
+}
+
+// wireProtocol is the producer's protocol, from --protocol (validated).
+func (c *produceConfig) wireProtocol() producer.Protocol {
+	p, _ := parseProtocol(c.proto.protocol)
+	return p
 }
 
 // produceSummary is what the produce command prints.
 type produceSummary struct {
 	Sent       int64   `json:"sent"`       // handed to the producer
 	Stored     int64   `json:"stored"`     // stored by the broker (duplicates included)
-	Duplicates int64   `json:"duplicates"` // of Stored: the broker already held the ID
+	Duplicates int64   `json:"duplicates"` // of Stored: the broker already held the ID (rocketry.v1 only: RocketMQ 5 answers them OK)
 	Failed     int64   `json:"failed"`     // not stored
 	Spooled    int64   `json:"spooled"`    // of Failed: written to --spool
 	Attempts   int64   `json:"attempts"`   // over all messages, first ones included
@@ -200,30 +253,34 @@ func runProduce(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rocketry produce: %v\n", err)
 		return 2
 	}
-	opts := []producer.Option{
-		producer.WithMaxAttempts(c.maxAttempts),
-		producer.WithAttemptTimeout(c.attemptTimeout),
-		producer.WithMaxInFlight(c.inFlight),
-	}
-	throttle, err := c.throttleOption()
+	policy, err := c.deliveryPolicy()
 	if err != nil {
 		fmt.Fprintf(stderr, "rocketry produce: %v\n", err)
 		return 2
 	}
-	if throttle != nil {
-		opts = append(opts, throttle)
+	opts := append(c.proto.options(),
+		producer.WithAttemptTimeout(c.attemptTimeout),
+		producer.WithMaxInFlight(c.inFlight),
+	)
+	// A policy of N retries sets the attempts to N+1 unless --max-attempts
+	// is given.
+	if policy == nil || c.set["max-attempts"] {
+		opts = append(opts, producer.WithMaxAttempts(c.maxAttempts))
+	}
+	if policy != nil {
+		opts = append(opts, producer.WithDeliveryPolicy(policy))
 	}
 	if c.spool != "" {
 		opts = append(opts, producer.WithSpool(c.spool))
 	}
 	p, err := producer.New(c.addr, opts...)
 	if err != nil {
-		flagName := "--addr " + c.addr
-		if strings.Contains(err.Error(), "WithSpool") {
-			flagName = "--spool " + c.spool
-		}
-		fmt.Fprintf(stderr, "rocketry produce: %s: %s\n", flagName, oneLine(err.Error()))
-		return 2
+		msg, code := newProducerError(err, c.optionFlags(), c.addr, c.wireProtocol())
+		fmt.Fprintf(stderr, "rocketry produce: %s\n", msg)
+		return code
+	}
+	if policy != nil {
+		fmt.Fprintf(stderr, "rocketry produce: %s\n", c.policyNotice(policy))
 	}
 
 	ctx := context.Background()

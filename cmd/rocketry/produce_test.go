@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
 )
@@ -42,24 +46,34 @@ func TestProduce(t *testing.T) {
 		"throttlePolicy": {"maxReceivesPerSecond": 10000}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	oldGetenv := getenv
+	getenv = func(k string) string { return map[string]string{secretKeyEnv: "s3cret"}[k] }
+	t.Cleanup(func() { getenv = oldGetenv })
 	tests := []struct {
-		name  string
-		args  []string
-		count int
+		name   string
+		args   []string
+		count  int
+		stderr string // the one line a delivery policy prints
 	}{
-		{"sync", []string{"--count", "50", "--size", "16"}, 50},
-		{"async", []string{"--count", "300", "--async", "--in-flight", "8"}, 300},
-		{"rate", []string{"--count", "5", "--rate", "2000", "--size", "0"}, 5},
-		{"preset", []string{"--count", "10", "--throttle-policy", "customer-managed", "--async"}, 10},
-		{"policy file", []string{"--count", "10", "--throttle-policy", policy}, 10},
+		{"sync", []string{"--count", "50", "--size", "16"}, 50, ""},
+		{"async", []string{"--count", "300", "--async", "--in-flight", "8"}, 300, ""},
+		{"rate", []string{"--count", "5", "--rate", "2000", "--size", "0"}, 5, ""},
+		{"preset", []string{"--count", "10", "--throttle-policy", "customer-managed", "--async"}, 10,
+			"rocketry produce: throttle schedule customer-managed: 50 retries, so up to 51 attempts per message (set --max-attempts to cap it)\n"},
+		{"policy file", []string{"--count", "10", "--throttle-policy", policy}, 10,
+			"rocketry produce: throttle schedule " + policy + ": 3 retries, so up to 4 attempts per message (set --max-attempts to cap it); " +
+				"attempts limited to 10000 per second (its maxReceivesPerSecond)\n"},
+		{"rocketmq", []string{"--count", "40", "--protocol", "rocketmq"}, 40, ""},
+		{"rocketmq async", []string{"--count", "40", "--protocol", "rocketmq", "--async"}, 40, ""},
+		{"rocketmq signed", []string{"--count", "5", "--protocol", "rocketmq", "--access-key", "ak", "--namespace", "ns-1"}, 5, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := brokertest.Start(t)
 			sum, code, stderr := produceJSON(t, append([]string{"--addr", b.Addr(), "--topic", "t"}, tt.args...)...)
 			n := int64(tt.count)
-			if code != 0 || stderr != "" || sum.Sent != n || sum.Stored != n || sum.Failed != 0 || sum.Attempts != n || sum.Elapsed <= 0 {
-				t.Fatalf("produce %v = %d, %+v, stderr %q; want 0, %d sent, stored and attempts", tt.args, code, sum, stderr, n)
+			if code != 0 || stderr != tt.stderr || sum.Sent != n || sum.Stored != n || sum.Failed != 0 || sum.Attempts != n || sum.Elapsed <= 0 {
+				t.Fatalf("produce %v = %d, %+v, stderr %q; want 0, %d sent, stored and attempts, stderr %q", tt.args, code, sum, stderr, n, tt.stderr)
 			}
 			if got := len(storedIDs(b, "t")); got != tt.count {
 				t.Fatalf("broker holds %d distinct messages; want %d", got, tt.count)
@@ -123,7 +137,61 @@ func TestProduceSpoolThenReplay(t *testing.T) {
 	}
 }
 
+// TestProducePolicyAttempts pins what the policy line says against what the
+// producer does: a policy of 3 retries makes 4 attempts without
+// --max-attempts, and --max-attempts wins when given.
+func TestProducePolicyAttempts(t *testing.T) {
+	leakCheck(t)
+	withStdin(t, "", true)
+	policy := filepath.Join(t.TempDir(), "policy.json")
+	require.NoError(t, os.WriteFile(policy, []byte(`{"healthyRetryPolicy": {"minDelayTarget": 1, "maxDelayTarget": 2,
+		"numRetries": 3, "numNoDelayRetries": 3}}`), 0o600))
+	b := brokertest.Start(t, broker.WithFaults(broker.Faults{Unavailable: true}))
+	tests := []struct {
+		extra    []string
+		attempts int64
+		line     string
+	}{
+		{nil, 4, "3 retries, so up to 4 attempts per message (set --max-attempts to cap it)"},
+		{[]string{"--max-attempts", "2"}, 2, "3 retries, but --max-attempts 2 allows 1: the policy's last 2 retries are not reached"},
+		{[]string{"--max-attempts", "6"}, 6, "3 retries after throttling, within --max-attempts 6 (which also counts the retries after failures)"},
+	}
+	for _, tt := range tests {
+		args := append([]string{"--addr", b.Addr(), "--topic", "t", "--count", "1", "--throttle-policy", policy}, tt.extra...)
+		sum, code, stderr := produceJSON(t, args...)
+		assert.Equal(t, 1, code, "produce %v to an unavailable broker", args)
+		assert.Equal(t, tt.attempts, sum.Attempts, "produce %v: attempts", args)
+		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+		require.Len(t, lines, 2, "produce %v: stderr %q; want the policy line and the failure", args, stderr)
+		assert.Equal(t, "rocketry produce: throttle schedule "+policy+": "+tt.line, lines[0])
+	}
+}
+
+func TestProducePolicyNotice(t *testing.T) {
+	aws, err := backoff.Preset("aws-managed")
+	require.NoError(t, err)
+	tests := []struct {
+		maxAttempts int // 0: not given
+		want        string
+	}{
+		{0, "throttle schedule aws-managed: 100,015 retries, so up to 100,016 attempts per message (set --max-attempts to cap it)"},
+		{5, "throttle schedule aws-managed: 100,015 retries, but --max-attempts 5 allows 4: the policy's last 100,011 retries are not reached"},
+		{100_015, "throttle schedule aws-managed: 100,015 retries, but --max-attempts 100,015 allows 100,014: the policy's last retry is not reached"},
+		{100_016, "throttle schedule aws-managed: 100,015 retries after throttling, within --max-attempts 100,016 (which also counts the retries after failures)"},
+	}
+	for _, tt := range tests {
+		c := produceConfig{throttlePolicy: "aws-managed", maxAttempts: 3, set: map[string]bool{}}
+		if tt.maxAttempts > 0 {
+			c.maxAttempts, c.set["max-attempts"] = tt.maxAttempts, true
+		}
+		assert.Equal(t, tt.want, c.policyNotice(aws), "policyNotice with --max-attempts %d", tt.maxAttempts)
+	}
+}
+
 func TestProduceBadFlags(t *testing.T) {
+	oldGetenv := getenv
+	getenv = func(string) string { return "" }
+	t.Cleanup(func() { getenv = oldGetenv })
 	dir := t.TempDir()
 	badPolicy := filepath.Join(dir, "bad.json")
 	if err := os.WriteFile(badPolicy, []byte(`{"healthyRetryPolicy": {"numRetries": -1}}`), 0o600); err != nil {
@@ -160,6 +228,15 @@ func TestProduceBadFlags(t *testing.T) {
 		{"policy invalid", with("--throttle-policy", badPolicy), false, "--throttle-policy"},
 		{"spool in a missing dir", with("--spool", filepath.Join(dir, "no", "such", "spool")), false, "--spool"},
 		{"bad addr", []string{"--addr", ",", "--topic", "t", "--count", "1"}, false, "--addr"},
+		{"protocol unknown", with("--protocol", "kafka"), false, `--protocol "kafka"`},
+		{"access key on rocketry", with("--access-key", "ak"), false, "--access-key: only with --protocol rocketmq"},
+		{"tls on rocketry", with("--tls"), false, "--tls: only with --protocol rocketmq"},
+		{"namespace on rocketry", with("--namespace", "ns"), false, "--namespace: only with --protocol rocketmq"},
+		{"access key without secret", with("--protocol", "rocketmq", "--access-key", "ak"), false, "ROCKETRY_SECRET_KEY"},
+		{"secret without access key", with("--protocol", "rocketmq", "--secret-key", "s"), false, "--secret-key: only with --access-key"},
+		{"bad namespace", with("--protocol", "rocketmq", "--namespace", "no spaces"), false, `--namespace "no spaces": must be`},
+		{"access key not ASCII", with("--protocol", "rocketmq", "--access-key", "é", "--secret-key", "s"), false, "--access-key é: must be printable ASCII"},
+		{"spool is a directory", with("--spool", dir), false, "--spool " + dir + ": "},
 		{"extra argument", with("now"), false, `unexpected argument "now"`},
 	}
 	for _, tt := range tests {

@@ -24,6 +24,9 @@ type replayConfig struct {
 	attemptTimeout time.Duration
 	timeout        time.Duration
 	jsonOut        bool
+	proto          protocolFlags
+
+	set map[string]bool // flags given on the command line
 }
 
 func replayFlags(c *replayConfig) *flag.FlagSet {
@@ -34,15 +37,21 @@ func replayFlags(c *replayConfig) *flag.FlagSet {
 	fs.DurationVar(&c.attemptTimeout, "attempt-timeout", 3*time.Second, "time limit of one attempt")
 	fs.DurationVar(&c.timeout, "timeout", 0, "give up after this long, keeping what was not sent (0 = no limit)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the summary as one JSON object")
+	c.proto.bind(fs)
 	return fs
 }
 
 func (c *replayConfig) validate() error {
-	switch {
-	case c.spool == "":
+	if c.spool == "" {
 		return errors.New("--spool is required")
-	case c.addr == "":
-		return errors.New("--addr is required")
+	}
+	if err := checkAddr(c.addr); err != nil {
+		return err
+	}
+	if err := c.proto.validate(c.set); err != nil {
+		return err
+	}
+	switch {
 	case c.maxAttempts < 1:
 		return fmt.Errorf("--max-attempts %d: must be >= 1", c.maxAttempts)
 	case c.attemptTimeout <= 0:
@@ -58,25 +67,35 @@ type replaySummary struct {
 	Spool      string `json:"spool"`
 	Read       int    `json:"read"`
 	Stored     int    `json:"stored"`
-	Duplicates int    `json:"duplicates"` // of Stored: already stored by the broker
+	Duplicates int    `json:"duplicates"` // of Stored: already stored by the broker (rocketry.v1 only: RocketMQ 5 answers them OK)
 	Failed     int    `json:"failed"`
 	Corrupt    bool   `json:"corrupt"`
 	Error      string `json:"error,omitempty"`
 }
 
 func runReplay(args []string, stdout, stderr io.Writer) int {
-	var c replayConfig
-	if code, ok := parseFlags("replay", replayFlags(&c), args, stdout, stderr); !ok {
+	c := replayConfig{set: map[string]bool{}}
+	fs := replayFlags(&c)
+	if code, ok := parseFlags("replay", fs, args, stdout, stderr); !ok {
 		return code
 	}
+	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
 	if err := c.validate(); err != nil {
 		fmt.Fprintf(stderr, "rocketry replay: %v\n", err)
 		return 2
 	}
-	p, err := producer.New(c.addr, producer.WithMaxAttempts(c.maxAttempts), producer.WithAttemptTimeout(c.attemptTimeout))
+	opts := append(c.proto.options(), producer.WithMaxAttempts(c.maxAttempts), producer.WithAttemptTimeout(c.attemptTimeout))
+	p, err := producer.New(c.addr, opts...)
 	if err != nil {
-		fmt.Fprintf(stderr, "rocketry replay: --addr %q: %s\n", c.addr, oneLine(err.Error()))
-		return 2
+		flags := map[string]string{
+			"WithMaxAttempts":    fmt.Sprintf("--max-attempts %d", c.maxAttempts),
+			"WithAttemptTimeout": fmt.Sprintf("--attempt-timeout %v", c.attemptTimeout),
+		}
+		c.proto.flagsOf(flags)
+		proto, _ := parseProtocol(c.proto.protocol)
+		msg, code := newProducerError(err, flags, c.addr, proto)
+		fmt.Fprintf(stderr, "rocketry replay: %s\n", msg)
+		return code
 	}
 	ctx := context.Background()
 	if c.timeout > 0 {
@@ -126,8 +145,12 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		if sum.Corrupt {
 			corrupt = "yes (bad bytes saved next to the spool)"
 		}
-		fmt.Fprintf(stdout, "replayed %s: read %d, stored %d (%d already stored), failed %d (kept in the spool), corrupt: %s\n",
-			sum.Spool, sum.Read, sum.Stored, sum.Duplicates, sum.Failed, corrupt)
+		dups := fmt.Sprintf("%d already stored", sum.Duplicates)
+		if c.proto.protocol == protoRocketMQ {
+			dups = "RocketMQ 5 does not say which were already stored"
+		}
+		fmt.Fprintf(stdout, "replayed %s: read %d, stored %d (%s), failed %d (kept in the spool), corrupt: %s\n",
+			sum.Spool, sum.Read, sum.Stored, dups, sum.Failed, corrupt)
 	}
 	if sum.Error != "" {
 		fmt.Fprintf(stderr, "rocketry replay: %s\n", sum.Error)

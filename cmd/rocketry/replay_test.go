@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/rocketry-go/rocketry/broker"
@@ -100,6 +102,26 @@ func TestReplay(t *testing.T) {
 	}
 }
 
+// TestReplayRocketMQ replays a spool over apache.rocketmq.v2: the bundled
+// broker serves it on the same port and deduplicates across protocols.
+func TestReplayRocketMQ(t *testing.T) {
+	leakCheck(t)
+	path := writeSpool(t, 5)
+	b := brokertest.Start(t)
+	pre := writeSpool(t, 1) // m-0, stored before on rocketry.v1
+	_, code, _ := replayJSON(t, "--spool", pre, "--addr", b.Addr())
+	require.Equal(t, 0, code)
+
+	sum, code, stderr := replayJSON(t, "--spool", path, "--addr", b.Addr(), "--protocol", "rocketmq", "--namespace", "ns-1")
+	assert.Equal(t, 0, code, "stderr %q", stderr)
+	// A RocketMQ 5 answer does not say "duplicate": m-0 counts as stored.
+	assert.Equal(t, replaySummary{Spool: path, Read: 5, Stored: 5}, sum)
+	seen := storedIDs(b, "orders")
+	for i := range 5 {
+		assert.Equal(t, 1, seen[fmt.Sprintf("m-%d", i)], "broker holds m-%d", i)
+	}
+}
+
 func TestReplayFailures(t *testing.T) {
 	leakCheck(t)
 	b := brokertest.Start(t, broker.WithFaults(broker.Faults{Unavailable: true}))
@@ -158,6 +180,10 @@ func TestReplayBadFlags(t *testing.T) {
 		{"negative timeout", []string{"--spool", "x", "--addr", "a:1", "--timeout", "-1s"}, "--timeout -1s"},
 		{"extra argument", []string{"--spool", "x", "--addr", "a:1", "extra"}, `unexpected argument "extra"`},
 		{"bad addr", []string{"--spool", "x", "--addr", ",,"}, "--addr"},
+		{"protocol unknown", []string{"--spool", "x", "--addr", "a:1", "--protocol", "v3"}, `--protocol "v3"`},
+		{"tls on rocketry", []string{"--spool", "x", "--addr", "a:1", "--tls"}, "--tls: only with --protocol rocketmq"},
+		{"bad namespace", []string{"--spool", "x", "--addr", "a:1", "--protocol", "rocketmq", "--namespace", "a/b"}, `--namespace "a/b"`},
+		{"secret without access key", []string{"--spool", "x", "--addr", "a:1", "--protocol", "rocketmq", "--secret-key", "s"}, "--secret-key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
