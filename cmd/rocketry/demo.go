@@ -59,10 +59,9 @@ type demoConfig struct {
 // demoFlags binds the demo's flags to c, which holds the defaults.
 func demoFlags(c *demoConfig) *flag.FlagSet {
 	fs := newFlagSet("demo")
-	fs.StringVar(&c.protocol, "protocol", protoRocketry,
-		`wire protocol of the producer: "rocketry" (rocketry.v1) or "rocketmq" (apache.rocketmq.v2, what RocketMQ 5 proxies speak, `+
-			`and what our users run in production); the in-process broker serves both. rocketmq needs --pacing=false for now: `+
-			`its throttles carry no hint the producer reads, and the pacer then slows the sends to about 100/s`)
+	fs.StringVar(&c.protocol, "protocol", protoRocketMQ,
+		`wire protocol of the producer: "rocketmq" (apache.rocketmq.v2, what RocketMQ 5 proxies speak and what our users run in production) `+
+			`or "rocketry" (rocketry.v1, rocketry's own); the in-process broker serves both on one port`)
 	fs.BoolVar(&c.pacing, "pacing", true, "pace an endpoint that throttles without a hint (producer.WithPacing; on by default, as in the producer)")
 	fs.IntVar(&c.messages, "messages", 20_000, "number of messages to send")
 	fs.IntVar(&c.bodyBytes, "body-bytes", 64, "size of each message body in bytes")

@@ -35,11 +35,9 @@ var smallDemo = []string{
 	"--timeout", "60s",
 }
 
-// TestDemoJSON runs the small demo on each protocol: nothing lost, nothing
-// stored twice, and the summary counts what happened. RocketMQ 5 runs
-// without pacing: its throttles carry no hint the producer reads, and the
-// pacer then slows the sends far below the broker's drain rate (see
-// --protocol's help).
+// TestDemoJSON runs the small demo on each protocol, with the producer's
+// defaults (pacing on): nothing lost, nothing stored twice, and the summary
+// counts what happened.
 func TestDemoJSON(t *testing.T) {
 	for _, tc := range []struct {
 		protocol string
@@ -48,9 +46,10 @@ func TestDemoJSON(t *testing.T) {
 		failure  string // a failure code the fault injection produces
 	}{
 		{"rocketry", nil, "rocketry.v1", "INTERNAL"},
+		{"rocketmq", nil, "apache.rocketmq.v2", "INTERNAL_SERVER_ERROR"},
 		{"rocketmq", []string{"--pacing=false"}, "apache.rocketmq.v2", "INTERNAL_SERVER_ERROR"},
 	} {
-		t.Run(tc.protocol, func(t *testing.T) {
+		t.Run(strings.Join(append([]string{tc.protocol}, tc.extra...), " "), func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 			var out, errb bytes.Buffer
 			args := append(append([]string{"demo", "--json", "--protocol", tc.protocol}, smallDemo...), tc.extra...)
@@ -119,9 +118,9 @@ func TestDemoText(t *testing.T) {
 		t.Fatalf("run(demo --messages 300 ...) = %d; want 0\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
 	}
 	for _, want := range []string{
-		"rocketry demo: 300 messages", "speaks rocketry.v1 to the broker (--protocol rocketry)", "after 530", "dead letters",
+		"rocketry demo: 300 messages", "speaks apache.rocketmq.v2 to the broker (--protocol rocketmq)", "after 42900", "dead letters",
 		"messages sent", "stored", "dead-lettered", "lost", "duplicates stored",
-		"attempts per message", "throttled (530) BACKLOG", "throttled (530) STORAGE_LOAD",
+		"attempts per message", "throttled (42900) BACKLOG", "throttled (42900) STORAGE_LOAD",
 		"retries after failures", "latency p50", "latency p99", "latency max", "elapsed",
 		"OK: nothing lost, nothing stored twice",
 	} {
