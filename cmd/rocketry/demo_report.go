@@ -273,15 +273,20 @@ func (s *demoSummary) writeText(w io.Writer) {
 }
 
 // failureNote says what the failed attempts answered and what that told
-// of their messages: "INTERNAL 612, UNAVAILABLE 40; 612 not stored, 40
-// unknown".
+// of their messages (the kinds that occurred): "INTERNAL 612, UNAVAILABLE
+// 40; 612 known not stored, 40 outcome unknown".
 func (s *demoSummary) failureNote() string {
 	if len(s.RetriesAfterFailureByCode) == 0 {
 		return "no failed attempt"
 	}
-	return fmt.Sprintf("%s; %s not stored, %s unknown", joinCounts(s.RetriesAfterFailureByCode),
-		fmtCount(s.RetriesAfterFailureByKind[producer.FailedNotStored.String()]),
-		fmtCount(s.RetriesAfterFailureByKind[producer.FailedUnknown.String()]))
+	var kinds []string
+	if n := s.RetriesAfterFailureByKind[producer.FailedNotStored.String()]; n > 0 {
+		kinds = append(kinds, fmtCount(n)+" known not stored")
+	}
+	if n := s.RetriesAfterFailureByKind[producer.FailedUnknown.String()]; n > 0 {
+		kinds = append(kinds, fmtCount(n)+" outcome unknown")
+	}
+	return joinCounts(s.RetriesAfterFailureByCode) + "; " + strings.Join(kinds, ", ")
 }
 
 // joinCounts writes a map of counts sorted by key: "a 1, b 2".
@@ -323,11 +328,12 @@ func (r *demoRun) writeConfig(w io.Writer) {
 	} else {
 		line("", "group %q follows at up to %s msg/s, never reset", backtrackGroup, fmtCount(int64(c.rereadRate)))
 	}
-	pacing := "paces an endpoint that throttles without a hint"
-	if !c.pacing {
-		pacing = "no pacing"
+	line("producer", "speaks %s to the broker (--protocol %s)", c.wireProtocol(), c.protocol)
+	if c.pacing {
+		line("", "paces the broker when it throttles without a hint (--pacing)")
+	} else {
+		line("", "no pacing (--pacing=false)")
 	}
-	line("producer", "speaks %s to the broker (--protocol %s), %s", c.wireProtocol(), c.protocol, pacing)
 	line("", "%s by Send on %d goroutines", fmtCount(int64(c.messages-c.asyncCount())), c.syncWorkers)
 	line("", "%s by SendAsync, %d in flight", fmtCount(int64(c.asyncCount())), c.maxInFlight)
 	line("", "at most %d attempts a message (the first + %d retries)", c.maxAttempts, c.maxAttempts-1)

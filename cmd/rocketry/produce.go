@@ -71,7 +71,7 @@ func produceFlags(c *produceConfig) *flag.FlagSet {
 		"attempts per message, the first one included; with a delivery policy of N retries (--throttle-policy) the default is N+1")
 	fs.DurationVar(&c.attemptTimeout, "attempt-timeout", 3*time.Second, "time limit of one attempt")
 	fs.StringVar(&c.throttlePolicy, "throttle-policy", connectionBackoff,
-		fmt.Sprintf("wait after throttling (530): %s, a preset (%s), or a file holding an SNS delivery policy in JSON",
+		fmt.Sprintf("wait after throttling (530, or 42900 on RocketMQ 5): %s, a preset (%s), or a file holding an SNS delivery policy in JSON",
 			connectionBackoff, strings.Join(backoff.PresetNames, ", ")))
 	fs.StringVar(&c.spool, "spool", "", "dead-letter spool file for messages whose attempts are spent (rocketry replay resends it)")
 	fs.DurationVar(&c.timeout, "timeout", 0, "stop sending after this long (0 = no limit)")
