@@ -167,6 +167,21 @@ func TestProducePolicyAttempts(t *testing.T) {
 	}
 }
 
+// TestProduceRocketMQUnreachable: RocketMQ 5's New waits for the proxy's
+// Settings, so an address where nothing answers is a failure of the run
+// (exit 1), named by --addr, not a usage error.
+func TestProduceRocketMQUnreachable(t *testing.T) {
+	leakCheck(t)
+	withStdin(t, "", true)
+	dead := deadAddress(t)
+	var out, errb bytes.Buffer
+	code := run([]string{"produce", "--protocol", "rocketmq", "--addr", dead, "--topic", "t", "--count", "1", "--attempt-timeout", "200ms"}, &out, &errb)
+	assert.Equal(t, 1, code)
+	assert.Equal(t, 1, strings.Count(errb.String(), "\n"), "stderr %q: one line", errb.String())
+	assert.True(t, strings.HasPrefix(errb.String(), "rocketry produce: --addr "+dead+": "), "stderr %q names --addr", errb.String())
+	assert.Empty(t, out.String())
+}
+
 func TestProducePolicyNotice(t *testing.T) {
 	aws, err := backoff.Preset("aws-managed")
 	require.NoError(t, err)
