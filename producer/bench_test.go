@@ -169,8 +169,8 @@ func (nopConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.Call
 
 // BenchmarkOverhead is the producer's own cost per send, on a connection
 // that answers at once: "raw" builds the request and calls the generated
-// client, "send" is Producer.Send with its defaults (its
-// attempt watchdog included), "send-deadline" Send under a caller deadline
+// client, "send" is Producer.Send with its defaults (its attempt's
+// deadline context included), "send-deadline" Send under a caller deadline
 // sooner than the attempt timeout (no deadline of its own).
 func BenchmarkOverhead(b *testing.B) {
 	ids := newIDGen()
