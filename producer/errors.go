@@ -2,9 +2,11 @@ package producer
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
@@ -138,4 +140,29 @@ func (e *OptionError) Error() string {
 		return "producer: " + e.Option + " " + e.Reason + " " + e.Where
 	}
 	return "producer: " + e.Option + "(" + e.Value + "): " + e.Reason
+}
+
+// RocketMQStatusError is returned, as a *SendError's Cause, when an
+// apache.rocketmq.v2 answer's status is not OK. errors.As finds it in a *SendError's Cause; IsThrottled
+// and CodeOf read it.
+type RocketMQStatusError struct {
+	// Code is the v2 status code, such as 42900 (TOO_MANY_REQUESTS).
+	Code int32
+	// Message is the status message, as the server wrote it.
+	Message string
+}
+
+func (e *RocketMQStatusError) Error() string {
+	s := fmt.Sprintf("producer: rocketmq status %d %s", e.Code, rocketmqv2.Code(e.Code))
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	return s
+}
+
+// outcome lets errOutcome (IsThrottled, CodeOf) read the error.
+func (e *RocketMQStatusError) outcome() Outcome {
+	o := classifyCode(e.Code, e.Message)
+	o.Err = e
+	return o
 }

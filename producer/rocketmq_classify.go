@@ -37,31 +37,6 @@ func (rmqClassifier) Classify(reply any, err error) Outcome {
 	return Outcome{Kind: FailedUnknown, Err: fmt.Errorf("producer: rocketmq answer of type %T has no status", reply)}
 }
 
-// RocketMQStatusError is the error of an apache.rocketmq.v2 answer whose
-// status is not OK. errors.As finds it in a *SendError's Cause; IsThrottled
-// and CodeOf read it.
-type RocketMQStatusError struct {
-	// Code is the v2 status code, such as 42900 (TOO_MANY_REQUESTS).
-	Code int32
-	// Message is the status message, as the server wrote it.
-	Message string
-}
-
-func (e *RocketMQStatusError) Error() string {
-	s := fmt.Sprintf("producer: rocketmq status %d %s", e.Code, rocketmqv2.Code(e.Code))
-	if e.Message != "" {
-		s += ": " + e.Message
-	}
-	return s
-}
-
-// outcome lets errOutcome (IsThrottled, CodeOf) read the error.
-func (e *RocketMQStatusError) outcome() Outcome {
-	o := classifyCode(e.Code, e.Message)
-	o.Err = e
-	return o
-}
-
 // classifySend reads a SendMessageResponse of one message.
 // A top-level MULTIPLE_RESULTS whose entries all say OK is Stored.
 func classifySend(r *rocketmqv2.SendMessageResponse) Outcome {
