@@ -72,7 +72,9 @@ func MeasureScale(ctx context.Context, name string, n int) (*ScaleResult, error)
 	case Raw:
 		s = &rawSender{cc: cc, client: rocketryv1.NewMessagingServiceClient(cc), topic: "bench"}
 	case Rocketry:
-		p, err = producer.NewFromConn(cc, producer.WithMaxInFlight(n), producer.WithAttemptTimeout(2*time.Hour))
+		// Batching off: the scale is of one call per queued send, as the
+		// raw client makes (batched, n sends would be a few calls).
+		p, err = producer.NewFromConn(cc, producer.WithMaxInFlight(n), producer.WithAttemptTimeout(2*time.Hour), producer.WithBatching(0, 0, 0))
 		if err != nil {
 			return nil, err
 		}
