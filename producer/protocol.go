@@ -85,15 +85,20 @@ func newRocketMQ(target string, cfg config, addrs []string) (*Producer, error) {
 	if cfg.rmq.serverRetryPolicy {
 		cfg.throttle = serverSchedule{c: c, fallback: cfg.throttle}
 	}
+	// The options first (the spool is opened here), the network after.
+	p, err := newProducer(cfg, nil, addrs)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.attemptTimeout)
 	defer cancel()
 	if err := c.start(ctx); err != nil {
+		if p.spool != nil {
+			_ = p.spool.Close()
+		}
+		p.hardStop(ErrClosed)
+		p.async.stop(true)
 		return nil, fmt.Errorf("producer: New(%q): %w", target, err)
-	}
-	p, err := newProducer(cfg, nil, addrs)
-	if err != nil {
-		c.close(context.Background())
-		return nil, err
 	}
 	p.rmq = c
 	return p, nil

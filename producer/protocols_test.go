@@ -193,3 +193,12 @@ func TestInterceptorRetriesRocketMQ5(t *testing.T) {
 	assert.Equal(t, 1, se.Attempts)
 	assert.ErrorIs(t, err, ErrNotRetryable)
 }
+
+// TestRocketMQSpoolCheckedFirst: a spool that cannot be opened is reported
+// before New reaches the proxy (here, nothing answers).
+func TestRocketMQSpoolCheckedFirst(t *testing.T) {
+	_, err := New("127.0.0.1:1", WithProtocol(RocketMQ5), WithSpool(t.TempDir()+"/missing/dir/s.spool"))
+	var oe *OptionError
+	require.ErrorAs(t, err, &oe)
+	assert.Equal(t, "WithSpool", oe.Option)
+}
