@@ -145,9 +145,11 @@ func (p *pacer) throttled(now time.Time) {
 	if n == p.lastN {
 		// Nothing stored between two throttles: the broker refuses
 		// everything for a spell (a backlog, a storage load), which no
-		// rate would get through; each refused message waits out its own
-		// schedule, and the rate is left as it was.
-		p.lastAt = now
+		// rate would get through. Each refused message waits out its own
+		// schedule, and the episode ends: a pace learnt during a spell
+		// would only hold back the sends after it.
+		p.on.Store(false)
+		p.lim = nil
 		return
 	}
 	est := float64(n-p.lastN) / dt.Seconds()

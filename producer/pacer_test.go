@@ -44,10 +44,6 @@ func TestPacerEstimate(t *testing.T) {
 	assert.InDelta(t, pacerMargin*1500, p.rateNow(), 1)
 	assert.False(t, p.slowStart)
 
-	// Nothing stored between two throttles: a spell, not a rate; the rate
-	// stays.
-	p.throttled(t0.Add(400 * time.Millisecond))
-	assert.InDelta(t, pacerMargin*1500, p.rateNow(), 1)
 
 	// Demand short of capacity reads low: the rate is cut by half at most,
 	// and the cut starts a new epoch: waits that span it are made again at
@@ -187,4 +183,17 @@ func TestPacerHintEndsEpisode(t *testing.T) {
 	ok, late := p.wait(context.Background())
 	assert.True(t, ok)
 	assert.False(t, late)
+}
+
+// TestPacerSpellEndsEpisode: nothing stored between two throttles is a
+// spell (everything refused), not a rate: the episode ends.
+func TestPacerSpellEndsEpisode(t *testing.T) {
+	var p pacer
+	t0 := time.Unix(1000, 0)
+	p.stored(t0)
+	p.throttled(t0.Add(10 * time.Millisecond))
+	require.True(t, p.on.Load())
+	p.throttled(t0.Add(100 * time.Millisecond))
+	assert.False(t, p.on.Load())
+	assert.Zero(t, p.rateNow())
 }
