@@ -24,6 +24,12 @@
 //     and the failing broker gets no send after its first failure.
 //   - TestNodeClientReadsBackoffSecondsAsMilliseconds pins the client's
 //     backoff bug described under Retries.
+//   - TestCompareUnderThrottling (with ROCKETRY_COMPARE=1) runs rocketry's
+//     RocketMQ 5 producer and the Node.js client through the same
+//     throttling and faults, each on a fresh broker, and prints attempts
+//     per stored message, failures, losses and retry gaps (BENCHMARKS.md);
+//     TestCompareUnderThrottlingTiny, always on, asserts nothing lost and
+//     nothing stored twice for both on a small run.
 //
 // Run them with:
 //
