@@ -50,19 +50,16 @@ func (p *Producer) sendAsync(ctx context.Context, m *Message, cb func(*SendRecei
 	case p.async.slots <- struct{}{}:
 	default:
 		if !block {
-			p.core.leave()
-			p.sends.leave()
+			p.leave()
 			return ErrBufferFull
 		}
 		select {
 		case p.async.slots <- struct{}{}:
 		case <-ctx.Done():
-			p.core.leave()
-			p.sends.leave()
+			p.leave()
 			return ctx.Err()
 		case <-p.closing:
-			p.core.leave()
-			p.sends.leave()
+			p.leave()
 			return ErrClosed
 		}
 	}

@@ -166,6 +166,13 @@ func splitTarget(target string) ([]string, error) {
 	return parts, nil
 }
 
+// leave uncounts a send that enter counted and that ends before its
+// attempts (refused).
+func (p *Producer) leave() {
+	p.core.leave()
+	p.sends.leave()
+}
+
 // enter counts a send in flight; false once Close has started.
 func (p *Producer) enter() bool {
 	if !p.sends.enter() {
