@@ -44,7 +44,6 @@ func TestPacerEstimate(t *testing.T) {
 	assert.InDelta(t, pacerMargin*1500, p.rateNow(), 1)
 	assert.False(t, p.slowStart)
 
-
 	// Demand short of capacity reads low: the rate is cut by half at most,
 	// and the cut starts a new epoch: waits that span it are made again at
 	// the new rate.
