@@ -427,26 +427,34 @@ func (s Scenario) episode(ctx context.Context, consumer rocketryv1.ConsumerServi
 		t.Stop()
 		return nil
 	}
-	if _, err := consumer.ResetOffset(ctx, &rocketryv1.ResetOffsetRequest{Topic: archiveTopic, Group: archiveGroup, Offset: 0}); err != nil {
+	return ReRead(ctx, consumer, archiveTopic, archiveGroup, s.EpisodeReads, s.EpisodeReadRate, s.DrainTick)
+}
+
+// ReRead is a storage-load episode: it resets group's offset of topic to 0
+// and re-reads reads messages at rate per second, in steps of tick, with
+// auto-commit, until they are read, the topic has no more, or ctx ends (not
+// an error).
+func ReRead(ctx context.Context, consumer rocketryv1.ConsumerServiceClient, topic, group string, reads int, rate float64, tick time.Duration) error {
+	if _, err := consumer.ResetOffset(ctx, &rocketryv1.ResetOffsetRequest{Topic: topic, Group: group, Offset: 0}); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return fmt.Errorf("bench: episode: %w", err)
 	}
-	tick := time.NewTicker(s.DrainTick)
-	defer tick.Stop()
+	tk := time.NewTicker(tick)
+	defer tk.Stop()
 	t0 := time.Now()
 	read := 0
-	for read < s.EpisodeReads {
+	for read < reads {
 		select {
 		case <-ctx.Done():
 			return nil
-		case now := <-tick.C:
-			want := min(int(s.EpisodeReadRate*now.Sub(t0).Seconds()), s.EpisodeReads) - read
+		case now := <-tk.C:
+			want := min(int(rate*now.Sub(t0).Seconds()), reads) - read
 			if want < 1 {
 				continue
 			}
-			resp, err := consumer.ReceiveMessages(ctx, &rocketryv1.ReceiveMessagesRequest{Topic: archiveTopic, Group: archiveGroup, MaxMessages: int32(want), AutoCommit: true})
+			resp, err := consumer.ReceiveMessages(ctx, &rocketryv1.ReceiveMessagesRequest{Topic: topic, Group: group, MaxMessages: int32(want), AutoCommit: true})
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil

@@ -21,6 +21,7 @@ import (
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/internal/bench"
 	"github.com/rocketry-go/rocketry/producer"
 )
 
@@ -550,36 +551,5 @@ func episode(ctx context.Context, sc compareScenario, b *broker.Broker, consumer
 		t.Stop()
 		return nil
 	}
-	if _, err := consumer.ResetOffset(ctx, &rocketryv1.ResetOffsetRequest{Topic: archiveTopic, Group: archiveGroup, Offset: 0}); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("episode: %w", err)
-	}
-	tick := time.NewTicker(sc.DrainTick)
-	defer tick.Stop()
-	t0 := time.Now()
-	for read := 0; read < sc.EpisodeReads; {
-		select {
-		case <-ctx.Done():
-			return nil
-		case now := <-tick.C:
-			want := min(int(sc.EpisodeReadRate*now.Sub(t0).Seconds()), sc.EpisodeReads) - read
-			if want < 1 {
-				continue
-			}
-			resp, err := consumer.ReceiveMessages(ctx, &rocketryv1.ReceiveMessagesRequest{Topic: archiveTopic, Group: archiveGroup, MaxMessages: int32(want), AutoCommit: true})
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("episode: %w", err)
-			}
-			if len(resp.GetMessages()) == 0 {
-				return nil
-			}
-			read += len(resp.GetMessages())
-		}
-	}
-	return nil
+	return bench.ReRead(ctx, consumer, archiveTopic, archiveGroup, sc.EpisodeReads, sc.EpisodeReadRate, sc.DrainTick)
 }
