@@ -1,7 +1,6 @@
 package producer
 
 import (
-	"context"
 	"errors"
 	"strings"
 
@@ -112,10 +111,8 @@ func errOutcome(err error) Outcome {
 	if errors.As(err, &oe) {
 		return oe.outcome()
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return Outcome{Kind: FailedUnknown, Err: err}
-	}
-	return classifyError(err)
+	return classifyError(err) // a context error, not a status, is FailedUnknown there
+
 }
 
 // IsThrottled reports whether err is, or wraps, a throttling answer (gRPC
