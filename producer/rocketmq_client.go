@@ -90,9 +90,10 @@ type rmqClient struct {
 	querying  map[string]chan struct{} // QueryRoute in flight, by topic
 	topics    []string                 // topics sent to, declared in Settings
 	nextQuery int                      // access point of the next QueryRoute
-	pacers    map[string]*pacer        // by broker name; see rocketmq_pacer.go
 	started   bool
 	closed    bool
+
+	pacers sync.Map // broker name -> *pacer; see rocketmq_pacer.go
 
 	maxBody      atomic.Int64 // the server's max_body_size; 0: not known
 	policy       atomic.Pointer[rocketmqv2.RetryPolicy]

@@ -16,17 +16,11 @@ func (a *rmqCall) pacer(ep int) *pacer {
 }
 
 // brokerPacer returns the pacer of the named broker, making it on first
-// use.
+// use. It is on every attempt's path: a sync.Map read, no lock.
 func (c *rmqClient) brokerPacer(broker string) *pacer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p := c.pacers[broker]
-	if p == nil {
-		if c.pacers == nil {
-			c.pacers = map[string]*pacer{}
-		}
-		p = new(pacer)
-		c.pacers[broker] = p
+	if p, ok := c.pacers.Load(broker); ok {
+		return p.(*pacer)
 	}
-	return p
+	p, _ := c.pacers.LoadOrStore(broker, new(pacer))
+	return p.(*pacer)
 }
