@@ -219,6 +219,9 @@ func BenchmarkOverhead(b *testing.B) {
 // latency is from the SendAsync call to its callback (a wait for a free
 // slot included), and from the call to its return for the raw client.
 // rpcs/msg is the broker's SendMessage requests per async message.
+// x-raw-timeout is the same ratio against the raw client giving each call
+// DefaultAttemptTimeout, as the producer gives each attempt (a round of it
+// follows each async round).
 // batching=off is the same SendAsync with WithBatching(0, 0, 0), for
 // comparison.
 //
@@ -294,7 +297,12 @@ func benchAsyncBatchPaired(b *testing.B, proto Protocol, conc int, opts ...Optio
 		wg.Wait()
 		return time.Since(start)
 	}
-	rawRound := func(lat []time.Duration) time.Duration {
+	rawTimeout := func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, DefaultAttemptTimeout)
+		defer cancel()
+		return raw(ctx)
+	}
+	rawRoundOf := func(raw func(context.Context) error, lat []time.Duration) time.Duration {
 		var next atomic.Int64
 		var wg sync.WaitGroup
 		start := time.Now()
@@ -317,15 +325,18 @@ func benchAsyncBatchPaired(b *testing.B, proto Protocol, conc int, opts ...Optio
 		wg.Wait()
 		return time.Since(start)
 	}
+	rawRound := func(lat []time.Duration) time.Duration { return rawRoundOf(raw, lat) }
 	warm := make([]time.Duration, conc)
 	async(warm)
 	rawRound(warm)
+	rawRoundOf(rawTimeout, warm)
 
 	round := max(4096, 16*conc) // long enough that filling and draining the pipeline is a small part
 	latA := make([]time.Duration, b.N)
 	latR := make([]time.Duration, b.N)
 	var tA, tR time.Duration
-	var ratios []float64
+	var ratios, ratiosT []float64
+	latT := make([]time.Duration, round)
 	req0 := br.Stats().GetSendRequests()
 	var rawReqs int64
 	b.ResetTimer()
@@ -345,16 +356,21 @@ func benchAsyncBatchPaired(b *testing.B, proto Protocol, conc int, opts ...Optio
 		}
 		tA, tR = tA+a, tR+r
 		ratios = append(ratios, float64(r)/float64(a))
+		before := br.Stats().GetSendRequests()
+		ratiosT = append(ratiosT, float64(rawRoundOf(rawTimeout, latT[:n]))/float64(a))
+		rawReqs += br.Stats().GetSendRequests() - before
 	}
 	b.StopTimer()
 	asyncReqs := br.Stats().GetSendRequests() - req0 - rawReqs
 	slices.Sort(ratios)
+	slices.Sort(ratiosT)
 	slices.Sort(latA)
 	slices.Sort(latR)
 	p99 := func(l []time.Duration) float64 { return float64(l[len(l)*99/100]) / float64(time.Millisecond) }
 	b.ReportMetric(float64(b.N)/tA.Seconds(), "msgs/s")
 	b.ReportMetric(float64(b.N)/tR.Seconds(), "raw-msgs/s")
 	b.ReportMetric(ratios[len(ratios)/2], "x-raw")
+	b.ReportMetric(ratiosT[len(ratiosT)/2], "x-raw-timeout")
 	b.ReportMetric(p99(latA), "p99-ms")
 	b.ReportMetric(p99(latR), "raw-p99-ms")
 	b.ReportMetric(float64(asyncReqs)/float64(b.N), "rpcs/msg")
