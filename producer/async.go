@@ -69,15 +69,20 @@ func (p *Producer) sendAsync(ctx context.Context, m *Message, cb func(*SendRecei
 
 // runAsync runs one async send on a worker; it holds a slot.
 func (p *Producer) runAsync(j asyncJob) {
-	r, se := p.send(j.ctx, j.m, p.async.batch)
+	ctx, wm := p.startSend(j.ctx, j.m, true)
+	r, se := p.send(ctx, j.m, wm, p.async.batch)
 	p.core.leave()
 	if se != nil {
-		p.handOff(j.m, se)
+		p.handOff(ctx, j.m, se)
+		p.endSend(ctx, nil, se)
 		if j.cb != nil {
 			j.cb(nil, se)
 		}
-	} else if j.cb != nil {
-		j.cb(r, nil)
+	} else {
+		p.endSend(ctx, r, nil)
+		if j.cb != nil {
+			j.cb(r, nil)
+		}
 	}
 	<-p.async.slots
 	p.sends.leave()

@@ -75,11 +75,11 @@ func NewUnaryClientInterceptor(opts ...Option) (grpc.UnaryClientInterceptor, err
 		}
 		if se := tooLargeToSend(req, copts); se != nil {
 			se.MessageID = x.id
-			cfg.finish(se)
+			cfg.finish(ctx, se)
 			return se
 		}
 		if se := x.run(ctx); se != nil {
-			cfg.finish(se)
+			cfg.finish(ctx, se)
 			return se
 		}
 		return nil
