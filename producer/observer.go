@@ -86,16 +86,17 @@ type Event struct {
 // Hook follows each send of a Producer from its start to its end, with the
 // send's context: the seam for telemetry, such as the OpenTelemetry adapter
 // in the module github.com/rocketry-go/rocketry/otelrocketry. WithHook sets
-// one; without one, a send pays nothing for it. Its methods run on the
-// goroutine that runs the send (the caller's for Send, a worker's for
-// SendAsync), must be safe for concurrent use and must not block.
+// one; without one, a send pays nothing for it. StartSend runs on the
+// goroutine that calls Send or SendAsync, the other methods on the one that
+// runs the send (the caller's for Send, a worker's for SendAsync); all must
+// be safe for concurrent use and must not block.
 //
 // Every send that is accepted (validated, and not refused by Close or a
 // full buffer) gets exactly one StartSend, then its events, then exactly
 // one EndSend.
 type Hook interface {
-	// StartSend is called before the send's first attempt; the message has
-	// its ID. It returns the context the send runs on, which must be ctx or
+	// StartSend is called once the send is accepted, before its first
+	// attempt; the message has its ID. It returns the context the send runs on, which must be ctx or
 	// derived from it (a span in it reaches every attempt's call, and gRPC
 	// interceptors on the connection). It may add properties to the
 	// outgoing message with s.Set, such as a trace context.
