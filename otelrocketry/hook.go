@@ -11,7 +11,6 @@ import (
 	"github.com/rocketry-go/rocketry/producer"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
@@ -38,8 +37,9 @@ type sendKey struct{}
 type send struct {
 	span     trace.Span
 	start    time.Time
-	base     [4]attribute.KeyValue // system, destination, operation name and type
-	endpoint string                // of the last attempt
+	system   string
+	topic    string
+	endpoint string // of the last attempt
 }
 
 var (
@@ -47,23 +47,31 @@ var (
 	opType = semconv.MessagingOperationTypeSend
 )
 
+// key is the key of one of the send's attribute sets.
+func (st *send) key(kind uint8, endpoint, more string) setKey {
+	return setKey{kind: kind, system: st.system, topic: st.topic, endpoint: endpoint, more: more}
+}
+
 // StartSend starts the send's PRODUCER span, named "send TOPIC", injects
 // its context into the outgoing message's properties and counts the send
 // in flight. It implements producer.Hook.
 func (t *Telemetry) StartSend(ctx context.Context, s *producer.SendInfo) context.Context {
 	m := s.Message
-	st := &send{start: time.Now()}
-	system := attribute.String(string(semconv.MessagingSystemKey), SystemRocketry)
+	st := &send{start: time.Now(), system: SystemRocketry, topic: m.Topic}
 	if s.Protocol == producer.RocketMQ5 {
-		system = semconv.MessagingSystemRocketMQ
+		st.system = semconv.MessagingSystemRocketMQ.Value.AsString()
 	}
-	st.base = [4]attribute.KeyValue{system, semconv.MessagingDestinationName(m.Topic), opName, opType}
-	attrs := append(st.base[:], semconv.MessagingMessageID(m.ID), semconv.MessagingMessageBodySize(len(m.Body)))
+	attrs := []attribute.KeyValue{semconv.MessagingSystemKey.String(st.system), semconv.MessagingDestinationName(m.Topic), opName, opType,
+		semconv.MessagingMessageID(m.ID), semconv.MessagingMessageBodySize(len(m.Body)), {}}
 	if m.Tag != "" {
-		attrs = append(attrs, semconv.MessagingRocketMQMessageTag(m.Tag))
+		attrs[len(attrs)-1] = semconv.MessagingRocketMQMessageTag(m.Tag)
+	} else {
+		attrs = attrs[:len(attrs)-1]
 	}
 	ctx, st.span = t.tracer.Start(ctx, "send "+m.Topic, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
-	t.inst.active.Add(ctx, 1, metric.WithAttributes(st.base[:2]...))
+	if t.inst.active.Enabled(ctx) {
+		t.inst.active.Add(ctx, 1, t.sets.get(st.key(setBase, "", "")))
+	}
 	t.propagator.Inject(ctx, s)
 	return context.WithValue(ctx, sendKey{}, st)
 }
@@ -80,21 +88,27 @@ func (t *Telemetry) OnEvent(ctx context.Context, e producer.Event) {
 	case producer.EventAttempt:
 		st.endpoint = e.Endpoint
 		if rec {
-			st.span.AddEvent(EventAttempt, trace.WithAttributes(append(serverAttrs(e.Endpoint, nil), AttrAttempt.Int(e.Attempt))...))
+			st.span.AddEvent(EventAttempt, trace.WithAttributes(serverAttrs(e.Endpoint, []attribute.KeyValue{AttrAttempt.Int(e.Attempt)})...))
 		}
 	case producer.EventThrottle:
 		reason := reasonName(e.Reason)
-		t.inst.throttles.Add(ctx, 1, metric.WithAttributes(serverAttrs(e.Endpoint, append(st.base[:2:2], AttrThrottleReason.String(reason)))...))
+		if t.inst.throttles.Enabled(ctx) {
+			t.inst.throttles.Add(ctx, 1, t.sets.get(st.key(setThrottle, e.Endpoint, reason)))
+		}
 		if rec {
 			st.span.AddEvent(EventThrottle, trace.WithAttributes(serverAttrs(e.Endpoint, []attribute.KeyValue{
 				AttrAttempt.Int(e.Attempt), AttrThrottleReason.String(reason), AttrCode.String(codeName(e.Code))})...))
 		}
 	case producer.EventRetry:
-		why := AttrRetryWhy.String(e.Why.String())
-		t.inst.retries.Add(ctx, 1, metric.WithAttributes(serverAttrs(e.Endpoint, append(st.base[:2:2], why))...))
-		t.inst.retryDelay.Record(ctx, e.Delay.Seconds(), metric.WithAttributes(st.base[0], st.base[1], why))
+		why := e.Why.String()
+		if t.inst.retries.Enabled(ctx) {
+			t.inst.retries.Add(ctx, 1, t.sets.get(st.key(setRetry, e.Endpoint, why)))
+		}
+		if t.inst.retryDelay.Enabled(ctx) {
+			t.inst.retryDelay.Record(ctx, e.Delay.Seconds(), t.sets.get(st.key(setDelay, "", why)))
+		}
 		if rec {
-			attrs := serverAttrs(e.Endpoint, []attribute.KeyValue{AttrAttempt.Int(e.Attempt), why,
+			attrs := serverAttrs(e.Endpoint, []attribute.KeyValue{AttrAttempt.Int(e.Attempt), AttrRetryWhy.String(why),
 				AttrRetryDelay.Float64(e.Delay.Seconds()), AttrCode.String(codeName(e.Code))})
 			if e.Err != nil {
 				attrs = append(attrs, attribute.String("exception.message", e.Err.Error()))
@@ -102,11 +116,13 @@ func (t *Telemetry) OnEvent(ctx context.Context, e producer.Event) {
 			st.span.AddEvent(EventRetry, trace.WithAttributes(attrs...))
 		}
 	case producer.EventExhausted:
-		if errors.Is(e.Err, producer.ErrRetryBudget) {
-			t.inst.refusals.Add(ctx, 1, metric.WithAttributes(st.base[:2]...))
+		if errors.Is(e.Err, producer.ErrRetryBudget) && t.inst.refusals.Enabled(ctx) {
+			t.inst.refusals.Add(ctx, 1, t.sets.get(st.key(setBase, "", "")))
 		}
 	case producer.EventDeadLetter:
-		t.inst.deadLetters.Add(ctx, 1, metric.WithAttributes(st.base[0], st.base[1], semconv.ErrorTypeKey.String(errorType(e.Err))))
+		if t.inst.deadLetters.Enabled(ctx) {
+			t.inst.deadLetters.Add(ctx, 1, t.sets.get(st.key(setFailed, "", errorType(e.Err))))
+		}
 		if rec {
 			st.span.AddEvent(EventDeadLetter, trace.WithAttributes(AttrAttempts.Int(e.Attempt)))
 		}
@@ -122,27 +138,31 @@ func (t *Telemetry) EndSend(ctx context.Context, r *producer.SendReceipt, err *p
 	if st == nil {
 		return
 	}
-	attrs := serverAttrs(st.endpoint, append(make([]attribute.KeyValue, 0, 7), st.base[:]...))
-	attempts := 0
+	attempts, errType := 0, ""
 	if err != nil {
-		attempts = err.Attempts
-		attrs = append(attrs, semconv.ErrorTypeKey.String(errorType(err)))
+		attempts, errType = err.Attempts, errorType(err)
 	} else if r != nil {
 		attempts = r.Attempts
 	}
-	set := metric.WithAttributes(attrs...)
-	t.inst.duration.Record(ctx, time.Since(st.start).Seconds(), set)
-	t.inst.sent.Add(ctx, 1, set)
-	if err != nil {
-		t.inst.attempts.Record(ctx, int64(attempts), metric.WithAttributes(st.base[0], st.base[1], attrs[len(attrs)-1]))
-	} else {
-		t.inst.attempts.Record(ctx, int64(attempts), metric.WithAttributes(st.base[:2]...))
+	if t.inst.duration.Enabled(ctx) || t.inst.sent.Enabled(ctx) {
+		op := t.sets.get(st.key(setOp, st.endpoint, errType))
+		t.inst.duration.Record(ctx, time.Since(st.start).Seconds(), op)
+		t.inst.sent.Add(ctx, 1, op)
 	}
-	t.inst.active.Add(ctx, -1, metric.WithAttributes(st.base[:2]...))
+	if t.inst.attempts.Enabled(ctx) {
+		k := st.key(setBase, "", "")
+		if err != nil {
+			k = st.key(setFailed, "", errType)
+		}
+		t.inst.attempts.Record(ctx, int64(attempts), t.sets.get(k))
+	}
+	if t.inst.active.Enabled(ctx) {
+		t.inst.active.Add(ctx, -1, t.sets.get(st.key(setBase, "", "")))
+	}
 	if st.span.IsRecording() {
 		st.span.SetAttributes(AttrAttempts.Int(attempts))
 		if err != nil {
-			st.span.SetAttributes(attrs[len(attrs)-1], AttrCode.String(codeName(err.Code)))
+			st.span.SetAttributes(semconv.ErrorTypeKey.String(errType), AttrCode.String(codeName(err.Code)))
 			st.span.SetStatus(codes.Error, err.Error())
 		}
 	}

@@ -25,6 +25,7 @@ type Telemetry struct {
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
 	inst       instruments
+	sets       setCache
 }
 
 var _ producer.Hook = (*Telemetry)(nil)
