@@ -44,26 +44,14 @@ type config struct {
 // overriding the default of the global one (otel.GetMeterProvider). mp
 // must not be nil.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return func(c *config) {
-		if mp == nil {
-			c.errs = append(c.errs, errors.New("otelrocketry: WithMeterProvider(nil): the provider must not be nil"))
-			return
-		}
-		c.mp = mp
-	}
+	return notNil("WithMeterProvider", mp == nil, func(c *config) { c.mp = mp })
 }
 
 // WithTracerProvider sets the TracerProvider the spans are started with,
 // overriding the default of the global one (otel.GetTracerProvider). tp
 // must not be nil.
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(c *config) {
-		if tp == nil {
-			c.errs = append(c.errs, errors.New("otelrocketry: WithTracerProvider(nil): the provider must not be nil"))
-			return
-		}
-		c.tp = tp
-	}
+	return notNil("WithTracerProvider", tp == nil, func(c *config) { c.tp = tp })
 }
 
 // WithPropagator sets the propagator that injects each send's span context
@@ -73,12 +61,18 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // trace_context). Give otel.GetTextMapPropagator() to use the global one.
 // p must not be nil.
 func WithPropagator(p propagation.TextMapPropagator) Option {
+	return notNil("WithPropagator", p == nil, func(c *config) { c.propagator = p })
+}
+
+// notNil is the option that applies set, or, when its argument is nil, an
+// error naming it.
+func notNil(name string, isNil bool, set func(*config)) Option {
 	return func(c *config) {
-		if p == nil {
-			c.errs = append(c.errs, errors.New("otelrocketry: WithPropagator(nil): the propagator must not be nil"))
+		if isNil {
+			c.errs = append(c.errs, fmt.Errorf("otelrocketry: %s(nil): must not be nil", name))
 			return
 		}
-		c.propagator = p
+		set(c)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,11 +123,26 @@ func TestThrottledOnce(t *testing.T) {
 	assert.Nil(t, m.Properties, "the caller's message is not changed")
 }
 
+// withLine is lines and line, sorted.
+func withLine(lines []string, line string) []string {
+	out := append(slices.Clone(lines), line)
+	slices.Sort(out)
+	return out
+}
+
 // TestFailedSends: sends that fail for good, each in its metrics and span:
 // refused as permanent, attempts exhausted, dead-lettered, stopped by the
 // retry budget.
 func TestFailedSends(t *testing.T) {
 	const exhausted = "error.type=attempts_exhausted,"
+	exhaustedLines := []string{
+		"messaging.client.operation.duration s histogram {" + exhausted + op + server + "} count=1",
+		"messaging.client.sent.messages {message} counter {" + exhausted + op + server + "} 1",
+		"rocketry.client.active_sends {send} updowncounter {" + dest + sys + "} 0",
+		"rocketry.client.retries {retry} counter {" + dest + sys + ",rocketry.retry.why=failed-not-stored" + server + "} 2",
+		"rocketry.client.retry.delay s histogram {" + dest + sys + ",rocketry.retry.why=failed-not-stored} count=2 sum=0",
+		"rocketry.client.send.attempts {attempt} histogram {" + exhausted + dest + sys + "} count=1 sum=3",
+	}
 	for _, tc := range []struct {
 		name   string
 		topics bool // the broker refuses unknown topics
@@ -144,29 +161,14 @@ func TestFailedSends(t *testing.T) {
 		events: []string{"attempt"},
 		code:   "TOPIC_NOT_FOUND",
 	}, {
-		name: "exhausted",
-		lines: []string{
-			"messaging.client.operation.duration s histogram {" + exhausted + op + server + "} count=1",
-			"messaging.client.sent.messages {message} counter {" + exhausted + op + server + "} 1",
-			"rocketry.client.active_sends {send} updowncounter {" + dest + sys + "} 0",
-			"rocketry.client.retries {retry} counter {" + dest + sys + ",rocketry.retry.why=failed-not-stored" + server + "} 2",
-			"rocketry.client.retry.delay s histogram {" + dest + sys + ",rocketry.retry.why=failed-not-stored} count=2 sum=0",
-			"rocketry.client.send.attempts {attempt} histogram {" + exhausted + dest + sys + "} count=1 sum=3",
-		},
+		name:   "exhausted",
+		lines:  exhaustedLines,
 		events: []string{"attempt", "retry", "attempt", "retry", "attempt"},
 		code:   "INTERNAL_ERROR",
 	}, {
-		name: "dead-lettered",
-		opts: []producer.Option{producer.WithFallback(func(*producer.Message, error) {})},
-		lines: []string{
-			"messaging.client.operation.duration s histogram {" + exhausted + op + server + "} count=1",
-			"messaging.client.sent.messages {message} counter {" + exhausted + op + server + "} 1",
-			"rocketry.client.active_sends {send} updowncounter {" + dest + sys + "} 0",
-			"rocketry.client.dead_letters {message} counter {" + exhausted + dest + sys + "} 1",
-			"rocketry.client.retries {retry} counter {" + dest + sys + ",rocketry.retry.why=failed-not-stored" + server + "} 2",
-			"rocketry.client.retry.delay s histogram {" + dest + sys + ",rocketry.retry.why=failed-not-stored} count=2 sum=0",
-			"rocketry.client.send.attempts {attempt} histogram {" + exhausted + dest + sys + "} count=1 sum=3",
-		},
+		name:   "dead-lettered",
+		opts:   []producer.Option{producer.WithFallback(func(*producer.Message, error) {})},
+		lines:  withLine(exhaustedLines, "rocketry.client.dead_letters {message} counter {"+exhausted+dest+sys+"} 1"),
 		events: []string{"attempt", "retry", "attempt", "retry", "attempt", "dead_letter"},
 		code:   "INTERNAL_ERROR",
 	}, {
@@ -263,4 +265,13 @@ func TestNewBadOptions(t *testing.T) {
 	for _, name := range []string{"WithMeterProvider(nil)", "WithTracerProvider(nil)", "WithPropagator(nil)"} {
 		assert.Contains(t, err.Error(), name)
 	}
+}
+
+// TestCoreModuleWithoutOpenTelemetry: rocketry's own go.mod requires no
+// OpenTelemetry module; only this one does.
+func TestCoreModuleWithoutOpenTelemetry(t *testing.T) {
+	data, err := os.ReadFile("../go.mod")
+	require.NoError(t, err)
+	require.Contains(t, string(data), "module github.com/rocketry-go/rocketry\n")
+	assert.NotContains(t, string(data), "go.opentelemetry.io")
 }
