@@ -106,6 +106,13 @@
 // request). A test groups the records by message id to see how a client
 // retried: how many attempts, how far apart, after which answers.
 //
+// [Broker.MetricsHandler] and [Broker.WriteMetrics] give the broker's
+// counters and gauges in the Prometheus text format, for a scraper or a
+// person with curl while a test or the demo runs (`rocketry broker
+// --metrics ADDR` serves them): stored, duplicates, throttled by reason,
+// throttling spells, backlog per consumer group, cold reads, injected
+// faults.
+//
 // Package brokertest starts a broker, or a cluster of them, for a test, as
 // httptest does.
 package broker

@@ -134,6 +134,8 @@ type throttler struct {
 	cold          rateWindow // cold reads
 	coldThrottled atomic.Bool
 	refused       [4]atomic.Int64 // by rocketryv1.ThrottleReason
+	episodes      [4]atomic.Int64 // throttling spells begun, by reason (metrics.go)
+	coldTotal     atomic.Int64    // cold reads, ever (metrics.go)
 }
 
 func newThrottler(t Throttle, log *slog.Logger) *throttler {
@@ -176,6 +178,7 @@ func (th *throttler) checkStorageLoad(l *limits, now time.Time) *refusal {
 	r, wait := th.cold.rate(now, l.StorageLoadWindow, l.MaxStorageLoad)
 	if r > l.MaxStorageLoad {
 		if th.coldThrottled.CompareAndSwap(false, true) {
+			th.episodes[rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD].Add(1)
 			th.log.Warn("broker: throttling sends", "reason", "STORAGE_LOAD", "storage_load", r, "max", l.MaxStorageLoad)
 		}
 		return th.refuse(rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD, wait,
@@ -189,6 +192,7 @@ func (th *throttler) checkStorageLoad(l *limits, now time.Time) *refusal {
 
 // coldReads records n cold reads at now.
 func (th *throttler) coldReads(l *limits, now time.Time, n int64) {
+	th.coldTotal.Add(n)
 	th.cold.add(now, n, l.StorageLoadWindow)
 }
 
@@ -258,6 +262,7 @@ func (th *throttler) transitionLocked(t *topic, bl int64, l *limits, now time.Ti
 	case !s.throttled && bl > l.MaxBacklog:
 		s.throttled = true
 		s.throttledAt, s.consumedAtThrottle, s.commitsAtThrottle = now, s.consumedTotal, s.commits
+		th.episodes[rocketryv1.ThrottleReason_THROTTLE_REASON_BACKLOG].Add(1)
 		th.log.Warn("broker: throttling sends", "reason", "BACKLOG", "topic", t.name, "backlog", bl,
 			"max", l.MaxBacklog, "low_water", l.BacklogLowWater)
 	case s.throttled && bl <= l.BacklogLowWater:

@@ -63,21 +63,27 @@ func (p *Producer) sendAsync(ctx context.Context, m *Message, cb func(*SendRecei
 			return ErrClosed
 		}
 	}
-	p.async.submit(p, asyncJob{ctx: ctx, m: m, cb: cb})
+	ctx, wm := p.startSend(ctx, m, true)
+	p.async.submit(p, asyncJob{ctx: ctx, m: m, wm: wm, cb: cb})
 	return nil
 }
 
 // runAsync runs one async send on a worker; it holds a slot.
 func (p *Producer) runAsync(j asyncJob) {
-	r, se := p.send(j.ctx, j.m, p.async.batch)
+	ctx := j.ctx
+	r, se := p.send(ctx, j.m, j.wm, p.async.batch)
 	p.core.leave()
 	if se != nil {
-		p.handOff(j.m, se)
+		p.handOff(ctx, j.m, se)
+		p.endSend(ctx, nil, se)
 		if j.cb != nil {
 			j.cb(nil, se)
 		}
-	} else if j.cb != nil {
-		j.cb(r, nil)
+	} else {
+		p.endSend(ctx, r, nil)
+		if j.cb != nil {
+			j.cb(r, nil)
+		}
 	}
 	<-p.async.slots
 	p.sends.leave()
@@ -85,8 +91,9 @@ func (p *Producer) runAsync(j asyncJob) {
 
 // asyncJob is one accepted async send.
 type asyncJob struct {
-	ctx context.Context
+	ctx context.Context // the caller's, or the hook's from it
 	m   *Message
+	wm  *Message // what goes on the wire: m, or a copy with the hook's properties
 	cb  func(*SendReceipt, error)
 }
 

@@ -76,6 +76,9 @@
 //
 // [WithObserver] is called on every attempt, retry (with the delay chosen
 // and the outcome that caused it), throttle, exhaustion and dead letter; it
-// costs nothing when unset. [WithLogger] takes a log/slog logger; retries
-// log at debug level.
+// costs nothing when unset. [WithHook] sets a [Hook], which also sees each
+// send's start and end with its context and may add properties to the
+// outgoing message: the OpenTelemetry adapter, the module
+// github.com/rocketry-go/rocketry/otelrocketry, is one. [WithLogger] takes a
+// log/slog logger; retries log at debug level.
 package producer

@@ -110,8 +110,8 @@ func (x *executor) run(ctx context.Context) *SendError {
 			return x.sendError(stopped(ctx))
 		}
 		x.attempts++
-		if c.observer != nil {
-			c.observer(Event{Kind: EventAttempt, MessageID: x.id, Attempt: x.attempts, Endpoint: x.a.endpoint(x.ep)})
+		if c.watched() {
+			c.emit(ctx, Event{Kind: EventAttempt, MessageID: x.id, Attempt: x.attempts, Endpoint: x.a.endpoint(x.ep)})
 		}
 		start := time.Now()
 		var adl time.Time // the attempt's deadline, when sooner than ctx's
@@ -131,21 +131,21 @@ func (x *executor) run(ctx context.Context) *SendError {
 		}
 		if o.Kind == Stored {
 			c.budget.success()
-			if c.observer != nil {
-				c.observer(Event{Kind: EventSuccess, MessageID: x.id, Attempt: x.attempts, Endpoint: x.a.endpoint(x.ep)})
+			if c.watched() {
+				c.emit(ctx, Event{Kind: EventSuccess, MessageID: x.id, Attempt: x.attempts, Endpoint: x.a.endpoint(x.ep)})
 			}
 			return nil
 		}
 
 		d := x.decide(ctx, o, unsent, start, time.Now())
-		if d.throttled && c.observer != nil {
-			c.observer(Event{Kind: EventThrottle, MessageID: x.id, Attempt: x.attempts, Code: o.Code, Reason: o.Reason, Endpoint: x.a.endpoint(x.ep), Err: o.Err})
+		if d.throttled && c.watched() {
+			c.emit(ctx, Event{Kind: EventThrottle, MessageID: x.id, Attempt: x.attempts, Code: o.Code, Reason: o.Reason, Endpoint: x.a.endpoint(x.ep), Err: o.Err})
 		}
 		if d.act != actRetry {
 			return x.sendError(d)
 		}
-		if c.observer != nil {
-			c.observer(Event{Kind: EventRetry, MessageID: x.id, Attempt: x.attempts, Delay: d.delay, Why: o.Kind, Code: o.Code, Endpoint: x.a.endpoint(x.ep), Err: o.Err})
+		if c.watched() {
+			c.emit(ctx, Event{Kind: EventRetry, MessageID: x.id, Attempt: x.attempts, Delay: d.delay, Why: o.Kind, Code: o.Code, Endpoint: x.a.endpoint(x.ep), Err: o.Err})
 		}
 		if c.logger.Enabled(ctx, slog.LevelDebug) {
 			c.logger.LogAttrs(ctx, slog.LevelDebug, "producer: retry",
@@ -330,11 +330,11 @@ func (x *executor) sendError(d decision) *SendError {
 
 // finish reports the end of a failed send: EventExhausted, then
 // EventDeadLetter when the message was handed off.
-func (c *config) finish(se *SendError) {
-	if o := c.observer; o != nil {
-		o(Event{Kind: EventExhausted, MessageID: se.MessageID, Attempt: se.Attempts, Code: se.Code, Reason: se.Reason, Err: se})
+func (c *config) finish(ctx context.Context, se *SendError) {
+	if c.watched() {
+		c.emit(ctx, Event{Kind: EventExhausted, MessageID: se.MessageID, Attempt: se.Attempts, Code: se.Code, Reason: se.Reason, Err: se})
 		if se.Spooled {
-			o(Event{Kind: EventDeadLetter, MessageID: se.MessageID, Attempt: se.Attempts, Code: se.Code, Reason: se.Reason, Err: se})
+			c.emit(ctx, Event{Kind: EventDeadLetter, MessageID: se.MessageID, Attempt: se.Attempts, Code: se.Code, Reason: se.Reason, Err: se})
 		}
 	}
 }

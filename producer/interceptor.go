@@ -31,8 +31,8 @@ import (
 // any attempt. A failed call returns a *SendError (status.Code and
 // status.FromError see the last attempt's status through it). Per-call
 // options are given with WithCallOptions. WithMaxInFlight, WithFallback,
-// WithSpool, WithMaxBodyBytes, WithDialOptions and WithFailoverOnUnknownOutcome
-// do not apply here. Options are validated here: an invalid one is an
+// WithSpool, WithMaxBodyBytes, WithDialOptions, WithFailoverOnUnknownOutcome
+// and WithHook do not apply here. Options are validated here: an invalid one is an
 // *OptionError naming it.
 func NewUnaryClientInterceptor(opts ...Option) (grpc.UnaryClientInterceptor, error) {
 	base, err := build(scopeInterceptor, "UnaryClientInterceptor", opts)
@@ -75,11 +75,11 @@ func NewUnaryClientInterceptor(opts ...Option) (grpc.UnaryClientInterceptor, err
 		}
 		if se := tooLargeToSend(req, copts); se != nil {
 			se.MessageID = x.id
-			cfg.finish(se)
+			cfg.finish(ctx, se)
 			return se
 		}
 		if se := x.run(ctx); se != nil {
-			cfg.finish(se)
+			cfg.finish(ctx, se)
 			return se
 		}
 		return nil

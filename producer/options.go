@@ -72,6 +72,7 @@ type config struct {
 	fallback       func(*Message, error)
 	spoolPath      string
 	observer       Observer
+	hook           Hook
 	budgetMax      float64 // 0: no budget
 	budgetRatio    float64
 	maxBody        int
@@ -327,6 +328,20 @@ func WithFallback(f func(m *Message, err error)) Option {
 func WithObserver(o Observer) Option {
 	return option{"WithObserver", scopeAll, func(c *config) error {
 		c.observer = o
+		return nil
+	}}
+}
+
+// WithHook sets a Hook that follows every send from its start to its end
+// with the send's context, and may add properties to the outgoing message
+// (a trace context); the default is none, which costs nothing. h must not
+// be nil. Applies to New and NewFromConn.
+func WithHook(h Hook) Option {
+	return option{"WithHook", scopeProducer, func(c *config) error {
+		if h == nil {
+			return invalid("nil", "must not be nil")
+		}
+		c.hook = h
 		return nil
 	}}
 }

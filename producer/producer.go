@@ -210,13 +210,16 @@ func (p *Producer) Send(ctx context.Context, m *Message) (*SendReceipt, error) {
 	if !p.enter() {
 		return nil, ErrClosed
 	}
-	r, se := p.send(ctx, m, nil)
+	ctx, wm := p.startSend(ctx, m, false)
+	r, se := p.send(ctx, m, wm, nil)
 	p.core.leave()
 	defer p.sends.leave()
 	if se != nil {
-		p.handOff(m, se)
+		p.handOff(ctx, m, se)
+		p.endSend(ctx, nil, se)
 		return nil, se
 	}
+	p.endSend(ctx, r, nil)
 	return r, nil
 }
 
@@ -275,11 +278,12 @@ func (p *Producer) prepare(m *Message) error {
 	return nil
 }
 
-// send runs one prepared send through the executor. It ends with the
-// spool written, when the send failed and the spool is the dead-letter
-// sink; the fallback is the caller's (handOff), after core.leave. With bt,
-// the send's first attempt joins a batch (batch.go).
-func (p *Producer) send(ctx context.Context, m *Message, bt *batcher) (*SendReceipt, *SendError) {
+// send runs one prepared send through the executor; wm is what goes on the
+// wire (m, or a copy with a hook's properties). It ends with the spool
+// written, when the send failed and the spool is the dead-letter sink; the
+// fallback is the caller's (handOff), after core.leave. With bt, the send's
+// first attempt joins a batch (batch.go).
+func (p *Producer) send(ctx context.Context, m, wm *Message, bt *batcher) (*SendReceipt, *SendError) {
 	// One cancellation path: the send's context ends with the caller's,
 	// or with ErrClosed when Close gives up waiting. A caller's
 	// context.Background() can never end and carries nothing: the send
@@ -298,9 +302,9 @@ func (p *Producer) send(ctx context.Context, m *Message, bt *batcher) (*SendRece
 	var r *SendReceipt
 	var se *SendError
 	if p.rmq != nil {
-		r, se = p.sendRocketMQ(sctx, m, bt)
+		r, se = p.sendRocketMQ(sctx, wm, bt)
 	} else {
-		r, se = p.sendV1(sctx, m, bt)
+		r, se = p.sendV1(sctx, wm, bt)
 	}
 	if se == nil {
 		return r, nil
@@ -427,12 +431,12 @@ func (p *Producer) spoolOne(m *Message, se *SendError) {
 // handOff gives a failed message to the fallback, when there is one, and
 // reports the send's final events. It runs after core.leave: the fallback
 // is the caller's code.
-func (p *Producer) handOff(m *Message, se *SendError) {
+func (p *Producer) handOff(ctx context.Context, m *Message, se *SendError) {
 	if p.cfg.fallback != nil {
 		p.cfg.fallback(m, se)
 		p.logDeadLetter(m, se)
 	}
-	p.cfg.finish(se)
+	p.cfg.finish(ctx, se)
 }
 
 func (p *Producer) logDeadLetter(m *Message, se *SendError) {

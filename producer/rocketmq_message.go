@@ -116,6 +116,9 @@ func (m *Message) toRMQ(namespace, bornHost string, now time.Time) *rocketmqv2.M
 	if m.Tag != "" {
 		sp.Tag = &m.Tag
 	}
+	if tc, ok := m.Properties[TraceParentProperty]; ok {
+		sp.TraceContext = &tc
+	}
 	return &rocketmqv2.Message{
 		Topic:            &rocketmqv2.Resource{ResourceNamespace: namespace, Name: m.Topic},
 		UserProperties:   m.Properties,

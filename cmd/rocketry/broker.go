@@ -45,6 +45,7 @@ type brokerConfig struct {
 	logLevel      string
 	name          string
 	peers         string
+	metrics       string // broker_metrics.go
 }
 
 func brokerFlags(c *brokerConfig) *flag.FlagSet {
@@ -76,6 +77,7 @@ func brokerFlags(c *brokerConfig) *flag.FlagSet {
 		"other brokers listed in this broker's apache.rocketmq.v2 routes, as `NAME=HOST:PORT,...` (e.g. broker-1=127.0.0.1:7778): "+
 			"run one process per broker, each with its own --name and the others as --peers, and RocketMQ 5 clients spread "+
 			"their sends over all of them (each broker stores its own messages; give every one the same --queues)")
+	metricsFlag(fs, c)
 	return fs
 }
 
@@ -201,6 +203,13 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "rocketry broker: apache.rocketmq.v2 routes list %s\n", strings.Join(route, ", "))
 	}
 	logger.Info("broker: listening", "addr", b.Addr(), "queues", c.queues)
+	stopMetrics, err := serveMetrics(c.metrics, b, stdout)
+	if err != nil {
+		b.Stop()
+		fmt.Fprintf(stderr, "rocketry broker: %v\n", err)
+		return 1
+	}
+	defer stopMetrics()
 
 	var tick <-chan time.Time
 	if c.statsInterval > 0 {
