@@ -34,7 +34,7 @@ type brokerConfig struct {
 	queues        int
 	throttle      broker.Throttle
 	faults        broker.Faults
-	seed          int64
+	seed          uint64
 	maxBody       int
 	maxBatch      int
 	dedupCount    int
@@ -62,7 +62,7 @@ func brokerFlags(c *brokerConfig) *flag.FlagSet {
 	fs.Float64Var(&c.faults.BlackholeRate, "blackhole-rate", 0, "share of sends never answered until the caller's deadline, in [0,1]")
 	fs.Float64Var(&c.faults.DropRate, "drop-rate", 0, "share of sends whose connection is closed instead of answering, in [0,1]")
 	fs.BoolVar(&c.faults.Unavailable, "unavailable", false, "answer every send 503 UNAVAILABLE")
-	fs.Int64Var(&c.seed, "seed", 0, "seed of the fault draws (default random)")
+	fs.Uint64Var(&c.seed, "seed", 0, "seed of the fault draws (default random)")
 	fs.IntVar(&c.maxBody, "max-body-bytes", broker.DefaultMaxBodyBytes, "largest message body stored (413 over it)")
 	fs.IntVar(&c.maxBatch, "max-batch", broker.DefaultMaxBatch, "most messages per send request")
 	fs.IntVar(&c.dedupCount, "dedup-count", broker.DefaultDedupCount, "message ids remembered per topic for duplicate detection")
@@ -142,7 +142,7 @@ func (c *brokerConfig) options(logger *slog.Logger, seeded bool, peers []broker.
 		broker.WithLogger(logger),
 	}
 	if seeded {
-		opts = append(opts, broker.WithSeed(c.seed))
+		opts = append(opts, broker.WithSeed(int64(c.seed)))
 	}
 	if c.topics != "" {
 		opts = append(opts, broker.WithTopics(strings.Split(c.topics, ",")...))
