@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -45,6 +46,8 @@ type brokerConfig struct {
 	logLevel      string
 	name          string
 	peers         string
+	cert, key     string // --cert, --key: serve TLS
+	pidFile       string
 }
 
 func brokerFlags(c *brokerConfig) *flag.FlagSet {
@@ -69,8 +72,11 @@ func brokerFlags(c *brokerConfig) *flag.FlagSet {
 	fs.DurationVar(&c.dedupTTL, "dedup-ttl", 0, "how long message ids are remembered; 0 = no time limit")
 	fs.BoolVar(&c.noAutoCreate, "no-auto-create", false, "refuse sends to unknown topics (404) instead of creating them")
 	fs.StringVar(&c.topics, "topics", "", "comma-separated `topics` to create at start")
-	fs.DurationVar(&c.statsInterval, "stats-interval", 10*time.Second, "log a stats line this often; 0 = never")
-	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.DurationVar(&c.statsInterval, "stats-interval", 10*time.Second, "log a stats line this often, at --log-level debug; 0 = never")
+	fs.StringVar(&c.logLevel, "log-level", "", "log level: debug (with a stats line every --stats-interval), info, warn or error; default warn on a terminal, else info")
+	fs.StringVar(&c.cert, "cert", "", "PEM `file` of the certificate to serve TLS with (with --key)")
+	fs.StringVar(&c.key, "key", "", "PEM `file` of the private key of --cert")
+	fs.StringVar(&c.pidFile, "pid-file", "", "write the process id to this `file` while serving (removed at exit): kill \"$(cat FILE)\" stops the broker")
 	fs.StringVar(&c.name, "name", "broker-0", "broker `name` of this broker's queues in apache.rocketmq.v2 routes")
 	fs.StringVar(&c.peers, "peers", "",
 		"other brokers listed in this broker's apache.rocketmq.v2 routes, as `NAME=HOST:PORT,...` (e.g. broker-1=127.0.0.1:7778): "+
@@ -162,6 +168,12 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	seeded := false
 	fs.Visit(func(f *flag.Flag) { seeded = seeded || f.Name == "seed" })
 	var level slog.Level
+	if c.logLevel == "" {
+		c.logLevel = "info"
+		if _, tty := terminalWidth(stderr); tty {
+			c.logLevel = "warn"
+		}
+	}
 	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
 		fmt.Fprintf(stderr, "rocketry broker: --log-level %q: want debug, info, warn or error\n", c.logLevel)
 		return 2
@@ -187,12 +199,24 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	if err := b.Start(c.listen); err != nil {
-		fmt.Fprintf(stderr, "rocketry broker: %v\n", err)
-		return 1
+	addr, code := c.start(b, stderr)
+	if code != 0 {
+		return code
 	}
-	fmt.Fprintf(stdout, "rocketry broker: listening on %s\n", b.Addr())
-	fmt.Fprintf(stdout, "rocketry broker: apache.rocketmq.v2 endpoint for RocketMQ 5 clients: %s\n", b.Addr())
+	defer b.Stop()
+	if c.pidFile != "" {
+		if err := os.WriteFile(c.pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+			fmt.Fprintf(stderr, "rocketry broker: --pid-file %s: %v\n", c.pidFile, err)
+			return 2
+		}
+		defer os.Remove(c.pidFile)
+	}
+	tlsNote := ""
+	if c.cert != "" {
+		tlsNote = " (TLS)"
+	}
+	fmt.Fprintf(stdout, "rocketry broker: listening on %s%s\n", addr, tlsNote)
+	fmt.Fprintf(stdout, "rocketry broker: apache.rocketmq.v2 endpoint for RocketMQ 5 clients: %s\n", addr)
 	if len(peers) > 0 {
 		route := []string{c.name + " (this one)"}
 		for _, p := range peers {
@@ -200,7 +224,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "rocketry broker: apache.rocketmq.v2 routes list %s\n", strings.Join(route, ", "))
 	}
-	logger.Info("broker: listening", "addr", b.Addr(), "queues", c.queues)
+	logger.Info("broker: listening", "addr", addr, "queues", c.queues)
 
 	var tick <-chan time.Time
 	if c.statsInterval > 0 {
@@ -221,14 +245,51 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// logStats logs one line of the broker's stats.
+// start serves b on --listen, with TLS when --cert is given, and returns
+// the address bound; a status of 2 means the address or the certificate
+// was refused (one line on stderr says why).
+func (c *brokerConfig) start(b *broker.Broker, stderr io.Writer) (string, int) {
+	if (c.cert == "") != (c.key == "") {
+		fmt.Fprintf(stderr, "rocketry broker: --cert and --key go together\n")
+		return "", 2
+	}
+	if c.cert == "" {
+		if err := b.Start(c.listen); err != nil {
+			fmt.Fprintf(stderr, "rocketry broker: --listen %s: %s\n", c.listen, strings.TrimPrefix(cleanError(err), "Start: "))
+			return "", 2
+		}
+		return b.Addr(), 0
+	}
+	pair, err := tls.LoadX509KeyPair(c.cert, c.key)
+	if err != nil {
+		fmt.Fprintf(stderr, "rocketry broker: --cert %s --key %s: %v\n", c.cert, c.key, err)
+		return "", 2
+	}
+	lis, err := tls.Listen("tcp", c.listen, &tls.Config{
+		Certificates: []tls.Certificate{pair},
+		MinVersion:   tls.VersionTLS12,
+		NextProtos:   []string{"h2"}, // gRPC clients require it (ALPN)
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "rocketry broker: --listen %s: %s\n", c.listen, cleanError(err))
+		return "", 2
+	}
+	go func() {
+		if err := b.Serve(lis); err != nil {
+			fmt.Fprintf(stderr, "rocketry broker: serving %s: %s\n", lis.Addr(), cleanError(err))
+		}
+	}()
+	return lis.Addr().String(), 0
+}
+
+// logStats logs one line of the broker's stats, at debug level.
 func logStats(logger *slog.Logger, b *broker.Broker) {
 	s := b.Stats()
 	var backlog int64
 	for _, t := range s.Topics {
 		backlog = max(backlog, t.Backlog)
 	}
-	logger.Info("broker: stats",
+	logger.Debug("broker: stats",
 		"stored", s.Stored, "duplicates", s.Duplicates, "send_requests", s.SendRequests, "bad_requests", s.BadRequests,
 		"throttled", formatCounts(s.Throttled), "faults", formatCounts(s.Faults),
 		"topics", len(s.Topics), "max_backlog", backlog,
