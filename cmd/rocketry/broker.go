@@ -52,7 +52,7 @@ type brokerConfig struct {
 
 func brokerFlags(c *brokerConfig) *flag.FlagSet {
 	fs := newFlagSet("broker")
-	fs.StringVar(&c.listen, "listen", "127.0.0.1:7777", "`address` to listen on")
+	fs.StringVar(&c.listen, "listen", defaultAddr(), "`address` to listen on ($"+addrEnv+", when set, changes the default)")
 	fs.IntVar(&c.queues, "queues", broker.DefaultQueues, "queues per topic")
 	fs.Int64Var(&c.throttle.MaxBacklog, "max-backlog", 0, "refuse sends (530 BACKLOG) to a topic whose backlog is above this; 0 = off")
 	fs.Int64Var(&c.throttle.BacklogLowWater, "backlog-low-water", 0, "accept again at this backlog or under; 0 = 80% of --max-backlog")

@@ -36,7 +36,7 @@ type consumeConfig struct {
 
 func consumeFlags(c *consumeConfig) *flag.FlagSet {
 	fs := newFlagSet("consume")
-	fs.StringVar(&c.addr, "addr", defaultAddr, "broker `address`")
+	fs.StringVar(&c.addr, "addr", defaultAddr(), "broker `address` ($"+addrEnv+", when set, changes the default)")
 	fs.StringVar(&c.topic, "topic", "", "topic to read (required)")
 	fs.StringVar(&c.group, "group", "rocketry-consume", "consumer group")
 	fs.Float64Var(&c.rate, "rate", 0, "messages per second at most; 0 = as fast as the broker answers")

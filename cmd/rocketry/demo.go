@@ -64,7 +64,7 @@ func demoFlags(c *demoConfig) *flag.FlagSet {
 	fs.StringVar(&c.protocol, "protocol", protoRocketMQ,
 		`wire protocol of the producer: "rocketmq" (apache.rocketmq.v2, what RocketMQ 5 proxies speak and what our users run in production) `+
 			`or "rocketry" (rocketry.v1, rocketry's own); the in-process broker serves both on one port`)
-	fs.BoolVar(&c.pacing, "pacing", true, "pace an endpoint that throttles without a hint (producer.WithPacing; on by default, as in the producer)")
+	fs.BoolVar(&c.pacing, "pacing", true, "pace an endpoint that throttles without a hint (producer.WithPacing; on by default, as in the producer; --pacing=false turns it off)")
 	fs.IntVar(&c.messages, "messages", 20_000, "number of messages to send")
 	fs.IntVar(&c.bodyBytes, "body-bytes", 64, "size of each message body in bytes")
 	fs.IntVar(&c.syncWorkers, "sync-workers", 8, "goroutines sending with Send")

@@ -372,7 +372,11 @@ func (r *demoRun) writeConfig(w io.Writer) {
 	} else {
 		line("after failure", "retry at once (backoff.Immediate, the default)")
 	}
-	line("dead letters", "%s", r.spool)
+	if c.replay {
+		line("dead letters", "a temporary spool, replayed at the end, removed with the broker")
+	} else {
+		line("dead letters", "a temporary spool, counted at the end, removed with the broker")
+	}
 	line("seed", "%d", c.seed)
 }
 

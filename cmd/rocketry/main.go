@@ -91,9 +91,19 @@ func newFlagSet(name string) *flag.FlagSet {
 	return fs
 }
 
-// defaultAddr is the address --addr defaults to in every command, the one
-// "rocketry broker" listens on by default.
-const defaultAddr = "127.0.0.1:7777"
+// addrEnv names the environment variable that, when set, replaces
+// 127.0.0.1:7777 as the default of --addr and of the broker's --listen.
+const addrEnv = "ROCKETRY_ADDR"
+
+// defaultAddr is the address --addr defaults to in every command, and the
+// one "rocketry broker" listens on by default: $ROCKETRY_ADDR, else
+// 127.0.0.1:7777.
+func defaultAddr() string {
+	if a := getenv(addrEnv); a != "" {
+		return a
+	}
+	return "127.0.0.1:7777"
+}
 
 // cleanError is err as one line for stderr after "rocketry NAME: ": the
 // first line, without the package prefixes that each layer adds

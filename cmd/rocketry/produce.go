@@ -60,7 +60,7 @@ type produceConfig struct {
 
 func produceFlags(c *produceConfig) *flag.FlagSet {
 	fs := newFlagSet("produce")
-	fs.StringVar(&c.addr, "addr", defaultAddr, "broker address HOST:PORT, or a comma-separated list of them")
+	fs.StringVar(&c.addr, "addr", defaultAddr(), "broker address HOST:PORT, or a comma-separated list of them ($"+addrEnv+", when set, changes the default)")
 	fs.StringVar(&c.topic, "topic", "", "topic to send to (required)")
 	fs.StringVar(&c.tag, "tag", "", "tag of every message")
 	fs.IntVar(&c.count, "count", 0, "generate this many messages instead of reading lines from stdin (0 = read stdin)")
@@ -368,15 +368,26 @@ func runProduce(args []string, stdout, stderr io.Writer) int {
 	if sum.Error != "" {
 		fmt.Fprintf(stderr, "rocketry produce: %s\n", sum.Error)
 	}
+	return sum.exitCode(stop.why(), inputErr)
+}
+
+// exitCode is produce's exit status: 130 after a signal; 1 when a message
+// was neither stored nor spooled, when the input failed or had lines over
+// the limit, or, on a run not stopped by --timeout, when any send failed
+// (spooled or not); else 0. A run stopped by --timeout succeeds when every
+// message sent was stored or spooled.
+func (s *produceSummary) exitCode(why, inputErr error) int {
 	switch {
-	case stop.interrupted():
+	case errors.Is(why, errInterrupted):
 		return exitInterrupted
-	case sum.Error != "" || sum.Skipped > 0:
+	case s.Skipped > 0 || s.Failed > s.Spooled:
 		return 1
-	case sum.Failed > sum.Spooled:
-		return 1 // a message neither stored nor spooled
-	case sum.Failed > 0 && sum.Failed > sum.Cancelled:
-		return 1 // attempts spent: the spool holds them, but they failed
+	case inputErr != nil && !errors.Is(inputErr, errInputEnded) && !errors.Is(inputErr, context.Canceled):
+		return 1
+	case errors.Is(why, errTimedOut):
+		return 0
+	case s.Failed > 0 || s.Error != "":
+		return 1
 	}
 	return 0
 }

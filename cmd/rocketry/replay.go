@@ -34,7 +34,7 @@ type replayConfig struct {
 func replayFlags(c *replayConfig) *flag.FlagSet {
 	fs := newFlagSet("replay")
 	fs.StringVar(&c.spool, "spool", "", "the dead-letter spool file to replay (required)")
-	fs.StringVar(&c.addr, "addr", defaultAddr, "broker address HOST:PORT, or a comma-separated list of them")
+	fs.StringVar(&c.addr, "addr", defaultAddr(), "broker address HOST:PORT, or a comma-separated list of them ($"+addrEnv+", when set, changes the default)")
 	fs.IntVar(&c.maxAttempts, "max-attempts", 3, "attempts per message, the first one included")
 	fs.DurationVar(&c.attemptTimeout, "attempt-timeout", 3*time.Second, "time limit of one attempt")
 	fs.DurationVar(&c.timeout, "timeout", 0, "stop after this long, keeping what was not sent in the spool (0 = no limit)")

@@ -20,7 +20,7 @@ func init() {
 
 func runStats(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("stats")
-	addr := fs.String("addr", defaultAddr, "broker `address`")
+	addr := fs.String("addr", defaultAddr(), "broker `address` ($"+addrEnv+", when set, changes the default)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the broker")
 	var tf tlsFlags
