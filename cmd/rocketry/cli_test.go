@@ -130,10 +130,15 @@ func (p *proc) signal(t *testing.T, sig os.Signal) {
 }
 
 // until polls cond every few milliseconds until it holds, within the hang
-// guard.
-func until(t *testing.T, what string, cond func() bool) {
+// guard; the process exiting first fails the test.
+func (p *proc) until(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); !cond(); {
+		select {
+		case <-p.done:
+			t.Fatalf("%v exited with %d before %s; stderr:\n%s", p.cmd.Args[1:], p.code, what, p.stderr.String())
+		default:
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("waited a minute for %s", what)
 		}
@@ -159,15 +164,23 @@ func spooledIDs(t *testing.T, path string) map[string]bool {
 // once: exit by signal, no summary, the sends in flight neither stored nor
 // spooled.
 func TestSignalProduce(t *testing.T) {
-	for _, mode := range []string{"--async", "--async=false"} {
-		t.Run(mode, func(t *testing.T) {
-			// Each send waits 2s at the broker: at the signal, sends are
-			// in flight, and --grace 50ms cancels them.
-			b := brokertest.Start(t, broker.WithFaults(broker.Faults{Latency: 2 * time.Second}))
+	for _, tc := range []struct {
+		name    string
+		latency time.Duration // of each send at the broker
+		args    []string
+	}{
+		// The sends in flight finish within the default --grace.
+		{"async", 300 * time.Millisecond, []string{"--async"}},
+		// The send in flight outlives --grace: Close cancels it, and it
+		// goes to the spool.
+		{"sync grace", time.Hour, []string{"--grace", "50ms"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := brokertest.Start(t, broker.WithFaults(broker.Faults{Latency: tc.latency}))
 			spool := filepath.Join(t.TempDir(), "dead.spool")
-			p := startBin(t, nil, nil, "produce", "--addr", b.Addr(), "--topic", "t", "--count", "100000", mode,
-				"--spool", spool, "--grace", "50ms", "--json")
-			until(t, "a send at the broker", func() bool { return b.Stats().GetSendRequests() > 0 })
+			p := startBin(t, nil, nil, append([]string{"produce", "--addr", b.Addr(), "--topic", "t", "--count", "100000",
+				"--spool", spool, "--json"}, tc.args...)...)
+			p.until(t, "a send at the broker", func() bool { return b.Stats().GetSendRequests() > 0 })
 			p.signal(t, syscall.SIGINT)
 			require.Equal(t, exitInterrupted, p.wait(t), "stderr:\n%s", p.stderr.String())
 
@@ -175,25 +188,29 @@ func TestSignalProduce(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(p.stdout.String()), &sum), "stdout %q", p.stdout.String())
 			assert.Equal(t, errInterrupted.Error(), sum.Stopped)
 			assert.Positive(t, sum.Sent)
-			assert.Positive(t, sum.Cancelled, "sends in flight at the end of --grace")
+			if tc.latency == time.Hour {
+				assert.Equal(t, int64(1), sum.Cancelled, "the send in flight at the end of --grace")
+			} else {
+				assert.Positive(t, sum.Stored, "sends in flight finish within --grace")
+			}
 			assert.Equal(t, sum.Failed, sum.Spooled, "every message not stored is in the spool")
 			assert.Equal(t, int64(100000)-sum.Sent, sum.NotSent)
 			stored, spooled := storedIDs(b, "t"), spooledIDs(t, spool)
 			assert.Equal(t, int(sum.Stored), len(stored))
 			assert.Equal(t, int(sum.Spooled), len(spooled))
 			assert.Equal(t, sum.Sent, sum.Stored+sum.Spooled, "nothing lost")
-			assert.Contains(t, p.stderr.String(), "rocketry produce: interrupted by a signal: no new messages; the sends in flight get --grace 50ms")
+			assert.Contains(t, p.stderr.String(), "rocketry produce: interrupted by a signal: no new messages; the sends in flight get --grace")
 		})
 	}
 }
 
 // TestSignalTwiceExitsAtOnce: a second signal does not wait for --grace.
 func TestSignalTwiceExitsAtOnce(t *testing.T) {
-	b := brokertest.Start(t, broker.WithFaults(broker.Faults{Latency: 10 * time.Second}))
-	p := startBin(t, nil, nil, "produce", "--addr", b.Addr(), "--topic", "t", "--count", "10", "--async", "--grace", "1h")
-	until(t, "a send at the broker", func() bool { return b.Stats().GetSendRequests() > 0 })
+	b := brokertest.Start(t, broker.WithFaults(broker.Faults{Latency: time.Hour}))
+	p := startBin(t, nil, nil, "produce", "--addr", b.Addr(), "--topic", "t", "--count", "10", "--async")
+	p.until(t, "a send at the broker", func() bool { return b.Stats().GetSendRequests() > 0 })
 	p.signal(t, syscall.SIGTERM)
-	until(t, "the first signal's note", func() bool { return strings.Contains(p.stderr.String(), "a second signal exits at once") })
+	p.until(t, "the first signal's note", func() bool { return strings.Contains(p.stderr.String(), "a second signal exits at once") })
 	p.signal(t, syscall.SIGINT)
 	require.Equal(t, exitInterrupted, p.wait(t), "stderr:\n%s", p.stderr.String())
 	assert.Contains(t, p.stderr.String(), "rocketry produce: interrupt again: exiting now")
@@ -206,7 +223,7 @@ func TestSignalReplay(t *testing.T) {
 	b := brokertest.Start(t, broker.WithFaults(broker.Faults{Latency: 20 * time.Millisecond}))
 	path := writeSpool(t, 5000)
 	p := startBin(t, nil, nil, "replay", "--addr", b.Addr(), "--spool", path, "--json")
-	until(t, "a record stored", func() bool { return b.Stats().GetStored() > 0 })
+	p.until(t, "a record stored", func() bool { return b.Stats().GetStored() > 0 })
 	p.signal(t, syscall.SIGINT)
 	require.Equal(t, exitInterrupted, p.wait(t), "stderr:\n%s", p.stderr.String())
 	var sum replaySummary
@@ -224,7 +241,7 @@ func TestSignalReplay(t *testing.T) {
 func TestSignalDemo(t *testing.T) {
 	tmp := t.TempDir()
 	p := startBin(t, nil, []string{"TMPDIR=" + tmp}, append([]string{"demo", "--json", "--messages", "1000000"}, smallDemoRest...)...)
-	until(t, "the demo's temporary directory", func() bool {
+	p.until(t, "the demo's temporary directory", func() bool {
 		m, _ := filepath.Glob(filepath.Join(tmp, "rocketry-demo-*"))
 		return len(m) > 0
 	})
@@ -246,7 +263,7 @@ func TestSignalDemo(t *testing.T) {
 var smallDemoRest = []string{
 	"--sync-workers", "4", "--max-in-flight", "64", "--max-backlog", "100", "--consume-rate", "600",
 	"--cold-read-distance", "20", "--max-storage-load", "200", "--reread-rate", "5000", "--reset-at", "0.3",
-	"--restart-at", "0", "--internal-rate", "0.05", "--time-scale", "0.005",
+	"--restart-at", "0", "--internal-rate", "0.05", "--time-scale", "0.005", "--max-attempts", "5",
 }
 
 // TestErrorOneLine: the CLI's share of item 2. A send that fails prints one
@@ -321,7 +338,7 @@ func runOnTTY(t *testing.T, args ...string) (int, string, string) {
 // is gone). Before: thousands "lost", exit 1, "rocketry replay can send
 // them" about a removed broker's spool.
 func TestDemoTimeout(t *testing.T) {
-	p := startBin(t, nil, nil, append([]string{"demo", "--messages", "1000000", "--timeout", "1s", "--grace", "500ms"}, smallDemoRest...)...)
+	p := startBin(t, nil, nil, append([]string{"demo", "--messages", "1000000", "--timeout", "1s", "--pacing=false"}, smallDemoRest...)...)
 	require.Equal(t, 0, p.wait(t), "stdout:\n%s\nstderr:\n%s", p.stdout.String(), p.stderr.String())
 	out := p.stdout.String()
 	assert.Regexp(t, `never sent +[1-9][\d,]* +not handed to the producer: --timeout reached`, out)
@@ -340,7 +357,7 @@ func TestProduceTimeout(t *testing.T) {
 	b := brokertest.Start(t, broker.WithThrottle(broker.Throttle{MaxSendRate: 2000}))
 	spool := filepath.Join(t.TempDir(), "dead.spool")
 	p := startBin(t, nil, nil, "produce", "--addr", b.Addr(), "--topic", "t", "--count", "1000000", "--async",
-		"--timeout", "300ms", "--grace", "200ms", "--spool", spool, "--json")
+		"--timeout", "300ms", "--max-attempts", "2", "--spool", spool, "--json")
 	require.Equal(t, 0, p.wait(t), "stdout:\n%s\nstderr:\n%s", p.stdout.String(), p.stderr.String())
 	var sum produceSummary
 	require.NoError(t, json.Unmarshal([]byte(p.stdout.String()), &sum), "stdout %q", p.stdout.String())

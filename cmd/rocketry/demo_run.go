@@ -154,7 +154,7 @@ func demo(c *demoConfig, stop *stopper, stdout, stderr io.Writer) (*demoSummary,
 
 	sum := r.verify()
 	sum.SendSeconds = sendElapsed.Seconds()
-	if closeErr != nil {
+	if closeErr != nil && stop.why() == nil { // after a stop, the sends Close cancelled are counted
 		sum.Problems = append(sum.Problems, "closing the producer: "+shortError(closeErr))
 	}
 	if why := stop.why(); why != nil {
