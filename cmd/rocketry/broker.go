@@ -73,7 +73,7 @@ func brokerFlags(c *brokerConfig) *flag.FlagSet {
 	fs.BoolVar(&c.noAutoCreate, "no-auto-create", false, "refuse sends to unknown topics (404) instead of creating them")
 	fs.StringVar(&c.topics, "topics", "", "comma-separated `topics` to create at start")
 	fs.DurationVar(&c.statsInterval, "stats-interval", 10*time.Second, "log a stats line this often, at --log-level debug; 0 = never")
-	fs.StringVar(&c.logLevel, "log-level", "", "log level: debug (with a stats line every --stats-interval), info, warn or error; default warn on a terminal, else info")
+	fs.StringVar(&c.logLevel, "log-level", "", "log level: debug (with a stats line every --stats-interval), info (throttling starts and lifts), warn or error; default error on a terminal, else info")
 	fs.StringVar(&c.cert, "cert", "", "PEM `file` of the certificate to serve TLS with (with --key)")
 	fs.StringVar(&c.key, "key", "", "PEM `file` of the private key of --cert")
 	fs.StringVar(&c.pidFile, "pid-file", "", "write the process id to this `file` while serving (removed at exit): kill \"$(cat FILE)\" stops the broker")
@@ -171,7 +171,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	if c.logLevel == "" {
 		c.logLevel = "info"
 		if _, tty := terminalWidth(stderr); tty {
-			c.logLevel = "warn"
+			c.logLevel = "error" // quiet: the listening line says enough
 		}
 	}
 	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
@@ -215,8 +215,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	if c.cert != "" {
 		tlsNote = " (TLS)"
 	}
-	fmt.Fprintf(stdout, "rocketry broker: listening on %s%s\n", addr, tlsNote)
-	fmt.Fprintf(stdout, "rocketry broker: apache.rocketmq.v2 endpoint for RocketMQ 5 clients: %s\n", addr)
+	fmt.Fprintf(stdout, "rocketry broker: listening on %s%s (rocketry.v1, and apache.rocketmq.v2 for RocketMQ 5 clients)\n", addr, tlsNote)
 	if len(peers) > 0 {
 		route := []string{c.name + " (this one)"}
 		for _, p := range peers {

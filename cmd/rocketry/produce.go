@@ -209,6 +209,7 @@ type produceSummary struct {
 	NotSent    int64   `json:"not_sent"`   // generated messages never handed to the producer (--count; -1: stdin not read to its end)
 	Skipped    int64   `json:"skipped"`    // stdin lines over the body limit, not sent
 	Attempts   int64   `json:"attempts"`   // over all messages, first ones included
+	Throttled  int64   `json:"throttled"`  // attempts the broker refused as throttled (530, 42900)
 	Elapsed    float64 `json:"elapsed_seconds"`
 	Rate       float64 `json:"rate_per_second"`   // stored per second of Elapsed
 	Stopped    string  `json:"stopped,omitempty"` // why the input was not read to its end: --timeout, a signal
@@ -340,6 +341,9 @@ func runProduce(args []string, stdout, stderr io.Writer) int {
 		Failed: run.failed.Load(), Spooled: run.spooled.Load(), Cancelled: run.cancelled.Load(),
 		Skipped: run.skipped.Load(), Attempts: run.attempts.Load(), Elapsed: elapsed.Seconds(),
 	}
+	for _, n := range run.k.throttledByReason() {
+		sum.Throttled += n
+	}
 	if elapsed > 0 {
 		sum.Rate = float64(sum.Stored) / elapsed.Seconds()
 	}
@@ -394,9 +398,9 @@ func (s *produceSummary) exitCode(why, inputErr error) int {
 
 // writeText prints the summary as one line, and the stop as a second.
 func (s *produceSummary) writeText(w io.Writer, elapsed, grace time.Duration) {
-	fmt.Fprintf(w, "sent %s, stored %s (%s), failed %s (%s spooled), %s, elapsed %v, %.1f msg/s\n",
+	fmt.Fprintf(w, "sent %s, stored %s (%s), failed %s (%s spooled), %s (%s throttled), elapsed %v, %.1f msg/s\n",
 		fmtCount(s.Sent), fmtCount(s.Stored), plural(s.Duplicates, "duplicate", "duplicates"), fmtCount(s.Failed), fmtCount(s.Spooled),
-		plural(s.Attempts, "attempt", "attempts"), elapsed.Round(time.Millisecond), s.Rate)
+		plural(s.Attempts, "attempt", "attempts"), fmtCount(s.Throttled), elapsed.Round(time.Millisecond), s.Rate)
 	if s.Skipped > 0 {
 		fmt.Fprintf(w, "skipped %s over the %s-byte body limit, not sent\n",
 			plural(s.Skipped, "stdin line", "stdin lines"), fmtCount(producer.DefaultMaxBodyBytes))
