@@ -194,7 +194,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	}
 	b, err := broker.New(c.options(logger, seeded, peers)...)
 	if err != nil {
-		fmt.Fprintf(stderr, "rocketry broker: %s\n", oneLine(err.Error()))
+		fmt.Fprintf(stderr, "rocketry broker: %s\n", cleanError(err))
 		return 2
 	}
 	ctx, stop := signalContext()

@@ -100,7 +100,7 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 		defer cancel()
 	}
 	n, err := consume(ctx, rocketryv1.NewConsumerServiceClient(conn), &c, stdout)
-	fmt.Fprintf(stdout, "received %d messages of topic %s as group %s\n", n, c.topic, c.group)
+	fmt.Fprintf(stdout, "received %s of topic %s as group %s\n", plural(n, "message", "messages"), c.topic, c.group)
 	if err != nil {
 		fmt.Fprintf(stderr, "rocketry consume: %s\n", cleanError(err))
 		return 1

@@ -215,7 +215,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	defer stop.stop()
 	sum, err := demo(&c, stop, stdout, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "rocketry demo: %v\n", err)
+		fmt.Fprintf(stderr, "rocketry demo: %s\n", cleanError(err))
 		return 1
 	}
 	if c.jsonOut {

@@ -221,7 +221,7 @@ func sendErrorKind(err error) string {
 			break
 		}
 	}
-	s := fmt.Sprintf("%s after %d attempt(s)", why, se.Attempts)
+	s := fmt.Sprintf("%s after %s", why, plural(int64(se.Attempts), "attempt", "attempts"))
 	if se.Cause != nil {
 		s += ", the last " + se.Last.String() + " (" + failureLabel(se.Cause) + ")"
 	}
@@ -233,7 +233,7 @@ func sendErrorKind(err error) string {
 
 // shortError keeps the first line of an error, at most 160 bytes.
 func shortError(err error) string {
-	s := oneLine(err.Error())
+	s := cleanError(err)
 	if len(s) > 160 {
 		s = s[:160] + "..."
 	}

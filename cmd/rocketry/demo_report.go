@@ -363,7 +363,7 @@ func (r *demoRun) writeConfig(w io.Writer) {
 	}
 	line("", "%s by Send on %d goroutines", fmtCount(int64(c.messages-c.asyncCount())), c.syncWorkers)
 	line("", "%s by SendAsync, %d in flight", fmtCount(int64(c.asyncCount())), c.maxInFlight)
-	line("", "at most %d attempts a message (the first + %d retries)", c.maxAttempts, c.maxAttempts-1)
+	line("", "at most %s a message (the first + %s)", plural(int64(c.maxAttempts), "attempt", "attempts"), plural(int64(c.maxAttempts-1), "retry", "retries"))
 	line("", "attempt timeout %v", c.attemptLimit)
 	line("after "+throttleCode(c.wireProtocol().String()), "gRPC connection backoff, times x%g:", c.timeScale)
 	line("", "%v, x%g, jitter %g, max %v, min connect %v", tc.BaseDelay, tc.Multiplier, tc.Jitter, tc.MaxDelay, tc.MinConnectTimeout)

@@ -229,7 +229,7 @@ func newProducerError(err error, flags map[string]string, addr string, proto pro
 		if f, ok := flags[oe.Option]; ok {
 			return f + ": " + oneLine(reason), 2
 		}
-		return oneLine(err.Error()), 2
+		return cleanError(err), 2
 	}
 	if proto == producer.RocketMQ5 {
 		return fmt.Sprintf("--addr %s: %s", addr, cleanError(err)), 1
