@@ -90,7 +90,7 @@ func (p *liveProgress) run() {
 
 func (p *liveProgress) update() {
 	n := p.done()
-	if p.total >= 0 {
+	if p.total > 0 {
 		// Stay short of the end: reaching it finishes the bar, which
 		// finish does once the run is over.
 		n = min(n, p.total-1)
