@@ -290,12 +290,13 @@ func TestErrorOneLine(t *testing.T) {
 // its progress on a terminal (before: nothing until the end), and nothing
 // with --quiet.
 func TestProgressReplay(t *testing.T) {
-	// 200 sends a second: the replay of 400 records is throttled.
-	b := brokertest.Start(t, broker.WithThrottle(broker.Throttle{MaxSendRate: 200}))
-	path := writeSpool(t, 400)
+	// 20 sends a second, after a burst of 20: the replay of 60 records,
+	// one at a time, is throttled.
+	b := brokertest.Start(t, broker.WithThrottle(broker.Throttle{MaxSendRate: 20}))
+	path := writeSpool(t, 60)
 	code, stdout, screen := runOnTTY(t, "replay", "--addr", b.Addr(), "--spool", path, "--max-attempts", "100")
 	require.Equal(t, 0, code, "terminal:\n%s", screen)
-	assert.Contains(t, stdout, "replayed "+path+": read 400, stored 400")
+	assert.Contains(t, stdout, "replayed "+path+": read 60, stored 60")
 	assert.Contains(t, screen, "replaying")
 	assert.Regexp(t, `sent [\d,]+ · stored [\d,]+ · throttled [1-9][\d,]* · retries [1-9]`, screen)
 	assert.Regexp(t, `\d+ msg/s · ETA \d`, screen)
@@ -309,10 +310,10 @@ func TestProgressReplay(t *testing.T) {
 // TestProgressProduce: produce shows the same display on a terminal, a
 // spinner for stdin whose size is unknown.
 func TestProgressProduce(t *testing.T) {
-	b := brokertest.Start(t, broker.WithThrottle(broker.Throttle{MaxSendRate: 100}))
-	code, stdout, screen := runOnTTY(t, "produce", "--addr", b.Addr(), "--topic", "t", "--count", "300", "--max-attempts", "100")
+	b := brokertest.Start(t, broker.WithThrottle(broker.Throttle{MaxSendRate: 20}))
+	code, stdout, screen := runOnTTY(t, "produce", "--addr", b.Addr(), "--topic", "t", "--count", "60", "--max-attempts", "100")
 	require.Equal(t, 0, code, "terminal:\n%s", screen)
-	assert.Contains(t, stdout, "sent 300, stored 300")
+	assert.Contains(t, stdout, "sent 60, stored 60")
 	assert.Contains(t, screen, "producing")
 	assert.Regexp(t, `sent [\d,]+ · stored [\d,]+ · throttled [1-9]`, screen)
 }
