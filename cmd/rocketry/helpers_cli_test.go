@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/iotest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -98,4 +101,37 @@ func TestProduceExitCode(t *testing.T) {
 	} {
 		assert.Equal(t, tc.want, tc.sum.exitCode(tc.why, tc.input), tc.name)
 	}
+}
+
+// TestStopper: the timeout stops a run with errTimedOut and starts the
+// grace period; a signal after it marks the run interrupted (exit 130)
+// and keeps the first cause for the summary.
+func TestStopper(t *testing.T) {
+	leakCheck(t)
+	var stderr syncBuffer
+	s := watchStop("test", time.Millisecond, &stderr)
+	var notes syncBuffer
+	s.onStop(func(why error) { fmt.Fprintln(&notes, why) })
+	grace, cancel := s.graceContext(time.Millisecond)
+	defer cancel()
+	<-s.ctx.Done()
+	<-grace.Done()
+	assert.ErrorIs(t, s.why(), errTimedOut)
+	assert.False(t, s.interrupted())
+
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT)) // caught: the stopper is watching
+	for !s.interrupted() {
+		time.Sleep(time.Millisecond)
+	}
+	s.stop()
+	assert.ErrorIs(t, s.why(), errTimedOut, "the first cause stays")
+	assert.Equal(t, errTimedOut.Error()+"\n"+errInterrupted.Error()+"\n", notes.String())
+
+	// Without a stop, the grace context never ends on its own.
+	s = watchStop("test", 0, &stderr)
+	grace, cancel = s.graceContext(time.Nanosecond)
+	time.Sleep(5 * time.Millisecond)
+	assert.NoError(t, grace.Err())
+	cancel()
+	s.stop()
 }

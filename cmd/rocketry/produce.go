@@ -372,7 +372,11 @@ func runProduce(args []string, stdout, stderr io.Writer) int {
 	if sum.Error != "" {
 		fmt.Fprintf(stderr, "rocketry produce: %s\n", sum.Error)
 	}
-	return sum.exitCode(stop.why(), inputErr)
+	why := stop.why()
+	if stop.interrupted() {
+		why = errInterrupted
+	}
+	return sum.exitCode(why, inputErr)
 }
 
 // exitCode is produce's exit status: 130 after a signal; 1 when a message

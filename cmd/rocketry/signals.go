@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -52,6 +53,8 @@ type stopper struct {
 	quit   chan struct{}
 	wg     sync.WaitGroup
 
+	signalled atomic.Bool // a signal came, before or after the timeout
+
 	mu      sync.Mutex
 	hooks   []func()          // run before exiting on a second signal
 	onStops []func(why error) // run when the command is stopped
@@ -76,7 +79,9 @@ func watchStop(name string, timeout time.Duration, stderr io.Writer) *stopper {
 			case <-s.quit:
 				return
 			case <-deadline:
-				s.stopWith(errTimedOut)
+				if s.ctx.Err() == nil {
+					s.stopWith(errTimedOut)
+				}
 			case sig := <-s.sigs:
 				signals++
 				if signals > 1 {
@@ -90,6 +95,7 @@ func watchStop(name string, timeout time.Duration, stderr io.Writer) *stopper {
 					exitNow(exitInterrupted)
 					return
 				}
+				s.signalled.Store(true)
 				s.stopWith(errInterrupted)
 			}
 		}
@@ -113,11 +119,9 @@ func (s *stopper) onStop(f func(why error)) {
 	s.mu.Unlock()
 }
 
-// stopWith stops the command, once.
+// stopWith stops the command (a signal after the timeout only says so
+// again: ctx keeps its first cause).
 func (s *stopper) stopWith(why error) {
-	if s.ctx.Err() != nil {
-		return
-	}
 	s.cancel(why)
 	s.mu.Lock()
 	fs := s.onStops
@@ -150,8 +154,8 @@ func (s *stopper) why() error {
 	return context.Cause(s.ctx)
 }
 
-// interrupted reports whether a signal stopped the command.
-func (s *stopper) interrupted() bool { return errors.Is(s.why(), errInterrupted) }
+// interrupted reports whether a signal came: the command exits 130.
+func (s *stopper) interrupted() bool { return s.signalled.Load() }
 
 // graceContext returns a context that ends grace after the command is
 // stopped (never, when it is not): the Close of its producer gives the
