@@ -89,8 +89,8 @@ func demoFlags(c *demoConfig) *flag.FlagSet {
 	fs.BoolVar(&c.quiet, "quiet", false, "no live progress on stderr (it shows only on a terminal anyway)")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute,
 		"stop sending after this long: the messages not yet handed to the producer are counted as never sent (0 = no limit)")
-	fs.DurationVar(&c.grace, "grace", defaultGrace,
-		"after --timeout or SIGINT/SIGTERM, how long the sends in flight get to finish before they are cancelled and spooled")
+	fs.DurationVar(&c.grace, "grace", 2*time.Second,
+		"after --timeout or SIGINT/SIGTERM, how long the sends in flight get to finish before they are cancelled and spooled (shorter than produce's: the demo's schedules are scaled)")
 	return fs
 }
 

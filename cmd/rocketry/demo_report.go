@@ -219,6 +219,9 @@ func (s *demoSummary) writeText(w io.Writer) {
 	}
 	row("stored", fmtCount(int64(s.Stored)), "each ID once in the broker's log")
 	dl := "kept in the dead-letter spool"
+	if s.Stopped != "" {
+		dl = "in the run's spool, not replayed: the run was stopped"
+	}
 	if s.Replay != nil {
 		dl = fmt.Sprintf("replayed: %d stored, %d failed", s.Replay.Stored, s.Replay.Failed)
 	}
