@@ -45,7 +45,10 @@ func TestBadInput(t *testing.T) {
 		{[]string{"--version"}, `"--version"`},
 
 		// produce
-		{[]string{"produce", "--topic", "t", "--count", "1"}, "--addr"},
+		{[]string{"produce", "--addr", "", "--topic", "t", "--count", "1"}, "--addr"},
+		{[]string{"produce", "--addr", dead, "--topic", "t", "--count", "1", "--grace", "-1s"}, "--grace"},
+		{[]string{"produce", "--addr", dead, "--topic", "t", "--count", "1", "--ca", "/no/such/ca.pem"}, "--ca"},
+		{[]string{"produce", "--addr", dead, "--topic", "t", "--count", "1", "--tls=false", "--insecure-skip-verify"}, "--tls=false"},
 		{[]string{"produce", "--addr", dead, "--count", "1"}, "--topic"},
 		{[]string{"produce", "--addr", dead, "--topic", "t", "--count", "-1"}, "--count"},
 		{[]string{"produce", "--addr", dead, "--topic", "t", "--count", "1", "--size", "-1"}, "--size"},
@@ -79,7 +82,8 @@ func TestBadInput(t *testing.T) {
 
 		// replay
 		{[]string{"replay", "--addr", dead}, "--spool"},
-		{[]string{"replay", "--spool", notSpool}, "--addr"},
+		{[]string{"replay", "--spool", notSpool, "--addr", ""}, "--addr"},
+		{[]string{"replay", "--spool", notSpool, "--addr", dead, "--grace", "-1s"}, "--grace"},
 		{[]string{"replay", "--spool", notSpool, "--addr", dead, "--max-attempts", "0"}, "--max-attempts"},
 		{[]string{"replay", "--spool", notSpool, "--addr", dead, "--attempt-timeout", "-1s"}, "--attempt-timeout"},
 		{[]string{"replay", "--spool", notSpool, "--addr", dead, "--timeout", "-1s"}, "--timeout"},
@@ -156,7 +160,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"demo", "--max-backlog", "-1"}, "--max-backlog"},
 		{[]string{"demo", "--internal-rate", "1"}, "--internal-rate"},
 		{[]string{"demo", "--time-scale", "0"}, "--time-scale"},
-		{[]string{"demo", "--timeout", "0s"}, "--timeout"},
+		{[]string{"demo", "--timeout", "-1s"}, "--timeout"},
+		{[]string{"demo", "--grace", "-1s"}, "--grace"},
 		{[]string{"demo", "--restart-at", "2"}, "--restart-at"},
 		{[]string{"demo", "--protocol", "grpc"}, "--protocol"},
 	}

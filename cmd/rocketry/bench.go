@@ -88,7 +88,7 @@ flags:
 	hRate := fs.Float64("rate", hdef.Rate, "--hintless: the server's capacity, messages per second")
 	hBurst := fs.Int("burst", hdef.Burst, "--hintless: the server's token-bucket burst, messages")
 	jsonOut := fs.Bool("json", false, "print JSON")
-	markdown := fs.Bool("markdown", true, "print Markdown tables (the default; off when --json is given alone)")
+	markdown := fs.Bool("markdown", true, "print Markdown tables (the default; off when --json is given alone, or with --markdown=false)")
 	contenders := fs.String("contenders", strings.Join(bench.ScenarioContenders, ","), "contenders to run, in order; rocketry-nohint (rocketry without the broker's RetryInfo hints) is a diagnostic extra; --hintless: default "+strings.Join(bench.HintlessContenders, ","))
 	seed := fs.Uint64("seed", def.Seed, "seed of rocketry's jitter and the broker")
 	senders := fs.Int("senders", def.Senders, "concurrent senders")

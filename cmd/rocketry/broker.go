@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -34,7 +35,7 @@ type brokerConfig struct {
 	queues        int
 	throttle      broker.Throttle
 	faults        broker.Faults
-	seed          int64
+	seed          uint64
 	maxBody       int
 	maxBatch      int
 	dedupCount    int
@@ -46,11 +47,13 @@ type brokerConfig struct {
 	name          string
 	peers         string
 	metrics       string // broker_metrics.go
+	cert, key     string // --cert, --key: serve TLS
+	pidFile       string
 }
 
 func brokerFlags(c *brokerConfig) *flag.FlagSet {
 	fs := newFlagSet("broker")
-	fs.StringVar(&c.listen, "listen", "127.0.0.1:7777", "`address` to listen on")
+	fs.StringVar(&c.listen, "listen", defaultAddr(), "`address` to listen on ($"+addrEnv+", when set, changes the default)")
 	fs.IntVar(&c.queues, "queues", broker.DefaultQueues, "queues per topic")
 	fs.Int64Var(&c.throttle.MaxBacklog, "max-backlog", 0, "refuse sends (530 BACKLOG) to a topic whose backlog is above this; 0 = off")
 	fs.Int64Var(&c.throttle.BacklogLowWater, "backlog-low-water", 0, "accept again at this backlog or under; 0 = 80% of --max-backlog")
@@ -63,15 +66,18 @@ func brokerFlags(c *brokerConfig) *flag.FlagSet {
 	fs.Float64Var(&c.faults.BlackholeRate, "blackhole-rate", 0, "share of sends never answered until the caller's deadline, in [0,1]")
 	fs.Float64Var(&c.faults.DropRate, "drop-rate", 0, "share of sends whose connection is closed instead of answering, in [0,1]")
 	fs.BoolVar(&c.faults.Unavailable, "unavailable", false, "answer every send 503 UNAVAILABLE")
-	fs.Int64Var(&c.seed, "seed", 0, "seed of the fault draws (default random)")
+	fs.Uint64Var(&c.seed, "seed", 0, "seed of the fault draws (default random)")
 	fs.IntVar(&c.maxBody, "max-body-bytes", broker.DefaultMaxBodyBytes, "largest message body stored (413 over it)")
 	fs.IntVar(&c.maxBatch, "max-batch", broker.DefaultMaxBatch, "most messages per send request")
 	fs.IntVar(&c.dedupCount, "dedup-count", broker.DefaultDedupCount, "message ids remembered per topic for duplicate detection")
 	fs.DurationVar(&c.dedupTTL, "dedup-ttl", 0, "how long message ids are remembered; 0 = no time limit")
 	fs.BoolVar(&c.noAutoCreate, "no-auto-create", false, "refuse sends to unknown topics (404) instead of creating them")
 	fs.StringVar(&c.topics, "topics", "", "comma-separated `topics` to create at start")
-	fs.DurationVar(&c.statsInterval, "stats-interval", 10*time.Second, "log a stats line this often; 0 = never")
-	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.DurationVar(&c.statsInterval, "stats-interval", 10*time.Second, "log a stats line this often, at --log-level debug; 0 = never")
+	fs.StringVar(&c.logLevel, "log-level", "", "log level: debug (with a stats line every --stats-interval), info (throttling starts and lifts), warn or error; default error on a terminal, else info")
+	fs.StringVar(&c.cert, "cert", "", "PEM `file` of the certificate to serve TLS with (with --key)")
+	fs.StringVar(&c.key, "key", "", "PEM `file` of the private key of --cert")
+	fs.StringVar(&c.pidFile, "pid-file", "", "write the process id to this `file` while serving (removed at exit): kill \"$(cat FILE)\" stops the broker")
 	fs.StringVar(&c.name, "name", "broker-0", "broker `name` of this broker's queues in apache.rocketmq.v2 routes")
 	fs.StringVar(&c.peers, "peers", "",
 		"other brokers listed in this broker's apache.rocketmq.v2 routes, as `NAME=HOST:PORT,...` (e.g. broker-1=127.0.0.1:7778): "+
@@ -144,7 +150,7 @@ func (c *brokerConfig) options(logger *slog.Logger, seeded bool, peers []broker.
 		broker.WithLogger(logger),
 	}
 	if seeded {
-		opts = append(opts, broker.WithSeed(c.seed))
+		opts = append(opts, broker.WithSeed(int64(c.seed)))
 	}
 	if c.topics != "" {
 		opts = append(opts, broker.WithTopics(strings.Split(c.topics, ",")...))
@@ -164,6 +170,12 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	seeded := false
 	fs.Visit(func(f *flag.Flag) { seeded = seeded || f.Name == "seed" })
 	var level slog.Level
+	if c.logLevel == "" {
+		c.logLevel = "info"
+		if _, tty := terminalWidth(stderr); tty {
+			c.logLevel = "error" // quiet: the listening line says enough
+		}
+	}
 	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
 		fmt.Fprintf(stderr, "rocketry broker: --log-level %q: want debug, info, warn or error\n", c.logLevel)
 		return 2
@@ -184,17 +196,28 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	}
 	b, err := broker.New(c.options(logger, seeded, peers)...)
 	if err != nil {
-		fmt.Fprintf(stderr, "rocketry broker: %s\n", oneLine(err.Error()))
+		fmt.Fprintf(stderr, "rocketry broker: %s\n", cleanError(err))
 		return 2
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	if err := b.Start(c.listen); err != nil {
-		fmt.Fprintf(stderr, "rocketry broker: %v\n", err)
-		return 1
+	addr, code := c.start(b, stderr)
+	if code != 0 {
+		return code
 	}
-	fmt.Fprintf(stdout, "rocketry broker: listening on %s\n", b.Addr())
-	fmt.Fprintf(stdout, "rocketry broker: apache.rocketmq.v2 endpoint for RocketMQ 5 clients: %s\n", b.Addr())
+	defer b.Stop()
+	if c.pidFile != "" {
+		if err := os.WriteFile(c.pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+			fmt.Fprintf(stderr, "rocketry broker: --pid-file %s: %v\n", c.pidFile, err)
+			return 2
+		}
+		defer os.Remove(c.pidFile)
+	}
+	tlsNote := ""
+	if c.cert != "" {
+		tlsNote = " (TLS)"
+	}
+	fmt.Fprintf(stdout, "rocketry broker: listening on %s%s (rocketry.v1, and apache.rocketmq.v2 for RocketMQ 5 clients)\n", addr, tlsNote)
 	if len(peers) > 0 {
 		route := []string{c.name + " (this one)"}
 		for _, p := range peers {
@@ -202,12 +225,11 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "rocketry broker: apache.rocketmq.v2 routes list %s\n", strings.Join(route, ", "))
 	}
-	logger.Info("broker: listening", "addr", b.Addr(), "queues", c.queues)
+	logger.Info("broker: listening", "addr", addr, "queues", c.queues)
 	stopMetrics, err := serveMetrics(c.metrics, b, stdout)
 	if err != nil {
-		b.Stop()
-		fmt.Fprintf(stderr, "rocketry broker: %v\n", err)
-		return 1
+		fmt.Fprintf(stderr, "rocketry broker: %s\n", cleanError(err))
+		return 2 // an address it cannot listen on is bad input, as --listen's
 	}
 	defer stopMetrics()
 
@@ -230,14 +252,51 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// logStats logs one line of the broker's stats.
+// start serves b on --listen, with TLS when --cert is given, and returns
+// the address bound; a status of 2 means the address or the certificate
+// was refused (one line on stderr says why).
+func (c *brokerConfig) start(b *broker.Broker, stderr io.Writer) (string, int) {
+	if (c.cert == "") != (c.key == "") {
+		fmt.Fprintf(stderr, "rocketry broker: --cert and --key go together\n")
+		return "", 2
+	}
+	if c.cert == "" {
+		if err := b.Start(c.listen); err != nil {
+			fmt.Fprintf(stderr, "rocketry broker: --listen %s: %s\n", c.listen, strings.TrimPrefix(cleanError(err), "Start: "))
+			return "", 2
+		}
+		return b.Addr(), 0
+	}
+	pair, err := tls.LoadX509KeyPair(c.cert, c.key)
+	if err != nil {
+		fmt.Fprintf(stderr, "rocketry broker: --cert %s --key %s: %v\n", c.cert, c.key, err)
+		return "", 2
+	}
+	lis, err := tls.Listen("tcp", c.listen, &tls.Config{
+		Certificates: []tls.Certificate{pair},
+		MinVersion:   tls.VersionTLS12,
+		NextProtos:   []string{"h2"}, // gRPC clients require it (ALPN)
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "rocketry broker: --listen %s: %s\n", c.listen, cleanError(err))
+		return "", 2
+	}
+	go func() {
+		if err := b.Serve(lis); err != nil {
+			fmt.Fprintf(stderr, "rocketry broker: serving %s: %s\n", lis.Addr(), cleanError(err))
+		}
+	}()
+	return lis.Addr().String(), 0
+}
+
+// logStats logs one line of the broker's stats, at debug level.
 func logStats(logger *slog.Logger, b *broker.Broker) {
 	s := b.Stats()
 	var backlog int64
 	for _, t := range s.Topics {
 		backlog = max(backlog, t.Backlog)
 	}
-	logger.Info("broker: stats",
+	logger.Debug("broker: stats",
 		"stored", s.Stored, "duplicates", s.Duplicates, "send_requests", s.SendRequests, "bad_requests", s.BadRequests,
 		"throttled", formatCounts(s.Throttled), "faults", formatCounts(s.Faults),
 		"topics", len(s.Topics), "max_backlog", backlog,

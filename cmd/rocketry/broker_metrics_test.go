@@ -66,6 +66,6 @@ func TestBrokerMetricsFlagBadAddress(t *testing.T) {
 	fakeSignals(t)
 	var out, errb syncBuffer
 	code := run([]string{"broker", "--listen", "127.0.0.1:0", "--metrics", "no-such-host-at-all:x", "--stats-interval", "0"}, &out, &errb)
-	assert.Equal(t, 1, code)
+	assert.Equal(t, 2, code, "an address the broker cannot listen on is bad input")
 	assert.Contains(t, errb.String(), `rocketry broker: --metrics "no-such-host-at-all:x": `)
 }

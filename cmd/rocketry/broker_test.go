@@ -85,7 +85,7 @@ func TestBrokerCommand(t *testing.T) {
 	if code := run([]string{"stats", "--addr", addr}, &sout, &serr); code != 0 || !strings.Contains(sout.String(), "stored 2,") {
 		t.Errorf("rocketry stats = %d, %q, %q; want 0 and stored 2", code, sout.String(), serr.String())
 	}
-	if want := "apache.rocketmq.v2 endpoint for RocketMQ 5 clients: " + addr; !strings.Contains(out.String(), want) {
+	if want := "listening on " + addr + " (rocketry.v1, and apache.rocketmq.v2 for RocketMQ 5 clients)\n"; !strings.Contains(out.String(), want) {
 		t.Errorf("rocketry broker printed %q; want a line with %q", out.String(), want)
 	}
 	time.Sleep(10 * time.Millisecond)

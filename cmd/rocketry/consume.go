@@ -11,7 +11,6 @@ import (
 
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
@@ -32,11 +31,12 @@ type consumeConfig struct {
 	batch       int
 	poll        time.Duration
 	quiet       bool
+	tls         tlsFlags
 }
 
 func consumeFlags(c *consumeConfig) *flag.FlagSet {
 	fs := newFlagSet("consume")
-	fs.StringVar(&c.addr, "addr", "127.0.0.1:7777", "broker `address`")
+	fs.StringVar(&c.addr, "addr", defaultAddr(), "broker `address` ($"+addrEnv+", when set, changes the default)")
 	fs.StringVar(&c.topic, "topic", "", "topic to read (required)")
 	fs.StringVar(&c.group, "group", "rocketry-consume", "consumer group")
 	fs.Float64Var(&c.rate, "rate", 0, "messages per second at most; 0 = as fast as the broker answers")
@@ -46,6 +46,7 @@ func consumeFlags(c *consumeConfig) *flag.FlagSet {
 	fs.IntVar(&c.batch, "batch", 32, "messages per receive call at most")
 	fs.DurationVar(&c.poll, "poll", 100*time.Millisecond, "wait this long when there is nothing to read")
 	fs.BoolVar(&c.quiet, "quiet", false, "print only the summary, not one line per message")
+	c.tls.bind(fs)
 	return fs
 }
 
@@ -80,7 +81,12 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rocketry consume: %v\n", err)
 		return 2
 	}
-	conn, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds, err := c.tls.dialOption()
+	if err != nil {
+		fmt.Fprintf(stderr, "rocketry consume: %v\n", err)
+		return 2
+	}
+	conn, err := grpc.NewClient(c.addr, creds)
 	if err != nil {
 		fmt.Fprintf(stderr, "rocketry consume: --addr %q: %v\n", c.addr, err)
 		return 2
@@ -94,9 +100,9 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 		defer cancel()
 	}
 	n, err := consume(ctx, rocketryv1.NewConsumerServiceClient(conn), &c, stdout)
-	fmt.Fprintf(stdout, "received %d messages of topic %s as group %s\n", n, c.topic, c.group)
+	fmt.Fprintf(stdout, "received %s of topic %s as group %s\n", plural(n, "message", "messages"), c.topic, c.group)
 	if err != nil {
-		fmt.Fprintf(stderr, "rocketry consume: %v\n", err)
+		fmt.Fprintf(stderr, "rocketry consume: %s\n", cleanError(err))
 		return 1
 	}
 	return 0

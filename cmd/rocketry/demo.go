@@ -53,7 +53,9 @@ type demoConfig struct {
 
 	replay  bool
 	jsonOut bool
+	quiet   bool
 	timeout time.Duration
+	grace   time.Duration
 }
 
 // demoFlags binds the demo's flags to c, which holds the defaults.
@@ -62,7 +64,7 @@ func demoFlags(c *demoConfig) *flag.FlagSet {
 	fs.StringVar(&c.protocol, "protocol", protoRocketMQ,
 		`wire protocol of the producer: "rocketmq" (apache.rocketmq.v2, what RocketMQ 5 proxies speak and what our users run in production) `+
 			`or "rocketry" (rocketry.v1, rocketry's own); the in-process broker serves both on one port`)
-	fs.BoolVar(&c.pacing, "pacing", true, "pace an endpoint that throttles without a hint (producer.WithPacing; on by default, as in the producer)")
+	fs.BoolVar(&c.pacing, "pacing", true, "pace an endpoint that throttles without a hint (producer.WithPacing; on by default, as in the producer; --pacing=false turns it off)")
 	fs.IntVar(&c.messages, "messages", 20_000, "number of messages to send")
 	fs.IntVar(&c.bodyBytes, "body-bytes", 64, "size of each message body in bytes")
 	fs.IntVar(&c.syncWorkers, "sync-workers", 8, "goroutines sending with Send")
@@ -82,9 +84,13 @@ func demoFlags(c *demoConfig) *flag.FlagSet {
 	fs.Float64Var(&c.consumeRate, "consume-rate", 2_000, `messages per second the steady consumer group ("billing") drains`)
 	fs.Float64Var(&c.resetAt, "reset-at", 0.3, `reset the "audit" group to offset 0 once this share of the messages is done (0 = never)`)
 	fs.Float64Var(&c.rereadRate, "reread-rate", 20_000, `messages per second the "audit" group re-reads at after its reset`)
-	fs.BoolVar(&c.replay, "replay", true, "replay the dead-letter spool at the end")
+	fs.BoolVar(&c.replay, "replay", true, "replay the dead-letter spool at the end (--replay=false to keep it to the summary)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the summary as one JSON object")
-	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "give up on the run after this long")
+	fs.BoolVar(&c.quiet, "quiet", false, "no live progress on stderr (it shows only on a terminal anyway)")
+	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute,
+		"stop sending after this long: the messages not yet handed to the producer are counted as never sent (0 = no limit)")
+	fs.DurationVar(&c.grace, "grace", 2*time.Second,
+		"after --timeout or SIGINT/SIGTERM, how long the sends in flight get to finish before they are cancelled and spooled (shorter than produce's: the demo's schedules are scaled)")
 	return fs
 }
 
@@ -128,8 +134,10 @@ func (c *demoConfig) validate() error {
 		return fmt.Errorf("--cold-read-distance %d: must be >= 1", c.coldReadDistance)
 	case math.IsNaN(c.maxStorageLoad) || math.IsInf(c.maxStorageLoad, 0) || c.maxStorageLoad < 0:
 		return fmt.Errorf("--max-storage-load %v: must be >= 0 (0 = off)", c.maxStorageLoad)
-	case c.timeout <= 0:
-		return fmt.Errorf("--timeout %v: must be > 0", c.timeout)
+	case c.timeout < 0:
+		return fmt.Errorf("--timeout %v: must be >= 0 (0 = no limit)", c.timeout)
+	case c.grace < 0:
+		return fmt.Errorf("--grace %v: must be >= 0", c.grace)
 	}
 	for _, err := range []error{
 		share("async-share", c.asyncShare),
@@ -203,9 +211,11 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rocketry demo: %v\n", err)
 		return 2
 	}
-	sum, err := demo(&c, stdout, stderr)
+	stop := watchStop("demo", c.timeout, stderr)
+	defer stop.stop()
+	sum, err := demo(&c, stop, stdout, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "rocketry demo: %v\n", err)
+		fmt.Fprintf(stderr, "rocketry demo: %s\n", cleanError(err))
 		return 1
 	}
 	if c.jsonOut {
@@ -216,7 +226,10 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	} else {
 		sum.writeText(stdout)
 	}
-	if !sum.ok() {
+	switch {
+	case stop.interrupted():
+		return exitInterrupted
+	case !sum.ok():
 		return 1
 	}
 	return 0

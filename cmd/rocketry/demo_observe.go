@@ -23,9 +23,9 @@ import (
 // above it is counted as UNSPECIFIED.
 const maxReason = 8
 
-// demoCounters counts the producer's events. observe is the producer's
+// sendCounters counts the producer's events. observe is the producer's
 // Observer: it runs on producer goroutines and only touches atomics.
-type demoCounters struct {
+type sendCounters struct {
 	attempts         atomic.Int64
 	throttled        [maxReason]atomic.Int64 // by rocketryv1.ThrottleReason
 	retryThrottled   atomic.Int64            // retries scheduled after a 530
@@ -49,11 +49,11 @@ type demoCounters struct {
 	failures  map[string]int64 // retries after a failure, by the answer's code (failureLabel)
 }
 
-func newDemoCounters(n int) *demoCounters {
-	return &demoCounters{latencies: make([]time.Duration, 0, n), errs: map[string]int{}, failures: map[string]int64{}}
+func newSendCounters(n int) *sendCounters {
+	return &sendCounters{latencies: make([]time.Duration, 0, n), errs: map[string]int{}, failures: map[string]int64{}}
 }
 
-func (c *demoCounters) observe(e producer.Event) {
+func (c *sendCounters) observe(e producer.Event) {
 	switch e.Kind {
 	case producer.EventAttempt:
 		c.attempts.Add(1)
@@ -108,7 +108,7 @@ func failureLabel(err error) string {
 }
 
 // failuresByCode returns the retries after a failure by failureLabel.
-func (c *demoCounters) failuresByCode() map[string]int64 {
+func (c *sendCounters) failuresByCode() map[string]int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return maps.Clone(c.failures)
@@ -116,7 +116,7 @@ func (c *demoCounters) failuresByCode() map[string]int64 {
 
 // failuresByKind returns the retries after a failure by the kind of the
 // attempt's outcome (producer.OutcomeKind's names).
-func (c *demoCounters) failuresByKind() map[string]int64 {
+func (c *sendCounters) failuresByKind() map[string]int64 {
 	return map[string]int64{
 		producer.FailedNotStored.String(): c.retryNotStored.Load(),
 		producer.FailedUnknown.String():   c.retryUnknown.Load(),
@@ -138,13 +138,13 @@ func toSnake(s string) string {
 
 // retryingNow is the number of retries chosen whose attempt has not started:
 // messages waiting out a backoff.
-func (c *demoCounters) retryingNow() int64 {
+func (c *sendCounters) retryingNow() int64 {
 	n := c.retryThrottled.Load() + c.retryFailure.Load() - c.retryAttempts.Load()
 	return max(n, 0)
 }
 
 // ended records the end of one message's send, started at start.
-func (c *demoCounters) ended(start time.Time, err error) {
+func (c *sendCounters) ended(start time.Time, err error) {
 	d := time.Since(start)
 	c.mu.Lock()
 	c.latencies = append(c.latencies, d)
@@ -163,7 +163,7 @@ func (c *demoCounters) ended(start time.Time, err error) {
 
 // throttledByReason returns the throttle counts by reason name (BACKLOG,
 // STORAGE_LOAD, ...), always with BACKLOG and STORAGE_LOAD present.
-func (c *demoCounters) throttledByReason() map[string]int64 {
+func (c *sendCounters) throttledByReason() map[string]int64 {
 	out := map[string]int64{"BACKLOG": 0, "STORAGE_LOAD": 0}
 	for r := range c.throttled {
 		if n := c.throttled[r].Load(); n > 0 {
@@ -179,7 +179,7 @@ func reasonName(r rocketryv1.ThrottleReason) string {
 }
 
 // latencyQuantiles returns the p50, p99 and largest send latency.
-func (c *demoCounters) latencyQuantiles() (p50, p99, top time.Duration) {
+func (c *sendCounters) latencyQuantiles() (p50, p99, top time.Duration) {
 	c.mu.Lock()
 	l := slices.Clone(c.latencies)
 	c.mu.Unlock()
@@ -221,7 +221,7 @@ func sendErrorKind(err error) string {
 			break
 		}
 	}
-	s := fmt.Sprintf("%s after %d attempt(s)", why, se.Attempts)
+	s := fmt.Sprintf("%s after %s", why, plural(int64(se.Attempts), "attempt", "attempts"))
 	if se.Cause != nil {
 		s += ", the last " + se.Last.String() + " (" + failureLabel(se.Cause) + ")"
 	}
@@ -233,7 +233,7 @@ func sendErrorKind(err error) string {
 
 // shortError keeps the first line of an error, at most 160 bytes.
 func shortError(err error) string {
-	s := oneLine(err.Error())
+	s := cleanError(err)
 	if len(s) > 160 {
 		s = s[:160] + "..."
 	}

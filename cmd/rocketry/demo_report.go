@@ -16,9 +16,14 @@ import (
 // demoSummary is what the demo found: printed as a table, or with --json as
 // one JSON object.
 type demoSummary struct {
-	Sent      int `json:"sent"`
-	SentSync  int `json:"sent_sync"`
-	SentAsync int `json:"sent_async"`
+	// Sent counts the messages handed to the producer; NotSent those the
+	// run never got to, stopped by --timeout or a signal (Stopped says
+	// which). Only the sent ones can be stored, dead-lettered or lost.
+	Sent      int    `json:"sent"`
+	SentSync  int    `json:"sent_sync"`
+	SentAsync int    `json:"sent_async"`
+	NotSent   int    `json:"not_sent"`
+	Stopped   string `json:"stopped,omitempty"`
 	// Stored counts the sent IDs in the broker's log after the sends (each
 	// once), before any replay of the spool.
 	Stored int `json:"stored"`
@@ -50,8 +55,9 @@ type demoSummary struct {
 
 	Replay            *demoReplay `json:"replay,omitempty"`
 	StoredAfterReplay int         `json:"stored_after_replay"`
-	SpoolPath         string      `json:"spool_path,omitempty"`
-	SpoolLeft         int         `json:"spool_left,omitempty"`
+	// SpoolLeft counts the messages still dead-lettered at the end; the
+	// spool is removed with the demo's in-process broker.
+	SpoolLeft int `json:"spool_left,omitempty"`
 
 	SendSeconds    float64        `json:"send_seconds"`
 	ElapsedSeconds float64        `json:"elapsed_seconds"`
@@ -107,12 +113,18 @@ func (s *demoSummary) ok() bool { return s.Lost == 0 && s.DuplicatesStored == 0 
 func (r *demoRun) verify() *demoSummary {
 	c := r.c
 	k := r.counters
-	s := &demoSummary{
-		Sent:      c.messages,
-		SentAsync: c.asyncCount(),
-		SentSync:  c.messages - c.asyncCount(),
-		Config:    c.json(),
+	s := &demoSummary{Config: c.json()}
+	for i, ok := range r.accepted {
+		switch {
+		case !ok:
+			s.NotSent++
+		case i < c.asyncCount():
+			s.SentAsync++
+		default:
+			s.SentSync++
+		}
 	}
+	s.Sent = s.SentAsync + s.SentSync
 	stored := r.storedCounts()
 	spooled := map[string]bool{}
 	recs, err := producer.ReadSpool(r.spool)
@@ -127,6 +139,9 @@ func (r *demoRun) verify() *demoSummary {
 	for i := range c.messages {
 		id := demoID(i)
 		n := stored[id]
+		if !r.accepted[i] {
+			continue
+		}
 		switch {
 		case n > 0 && spooled[id]:
 			s.Stored++
@@ -146,7 +161,7 @@ func (r *demoRun) verify() *demoSummary {
 	s.StoredAfterReplay = s.Stored
 
 	s.Attempts = k.attempts.Load()
-	s.AttemptsPerMessage = roundTo(float64(s.Attempts)/float64(c.messages), 2)
+	s.AttemptsPerMessage = roundTo(float64(s.Attempts)/float64(max(s.Sent, 1)), 2)
 	s.MostAttempts = k.maxAttemptsOfOne.Load()
 	s.Throttled = k.throttledByReason()
 	s.RetriesAfterThrottle = k.retryThrottled.Load()
@@ -199,8 +214,14 @@ func (s *demoSummary) writeText(w io.Writer) {
 	var rows [][3]string
 	row := func(label, value, note string) { rows = append(rows, [3]string{label, value, note}) }
 	row("messages sent", fmtCount(int64(s.Sent)), fmt.Sprintf("%s with Send, %s with SendAsync", fmtCount(int64(s.SentSync)), fmtCount(int64(s.SentAsync))))
+	if s.NotSent > 0 {
+		row("never sent", fmtCount(int64(s.NotSent)), "not handed to the producer: "+s.Stopped)
+	}
 	row("stored", fmtCount(int64(s.Stored)), "each ID once in the broker's log")
 	dl := "kept in the dead-letter spool"
+	if s.Stopped != "" {
+		dl = "in the run's spool, not replayed: the run was stopped"
+	}
 	if s.Replay != nil {
 		dl = fmt.Sprintf("replayed: %d stored, %d failed", s.Replay.Stored, s.Replay.Failed)
 	}
@@ -209,7 +230,7 @@ func (s *demoSummary) writeText(w io.Writer) {
 	}
 	row("dead-lettered", fmtCount(int64(s.DeadLettered)), dl)
 	row("lost", fmtCount(int64(s.Lost)), "neither stored nor spooled")
-	row("duplicates stored", fmtCount(int64(s.DuplicatesStored)), fmt.Sprintf("%s re-sends of a stored ID refused", fmtCount(s.DuplicatesRefused)))
+	row("duplicates stored", fmtCount(int64(s.DuplicatesStored)), plural(s.DuplicatesRefused, "re-send", "re-sends")+" of a stored ID refused")
 	row("attempts per message", strconv.FormatFloat(s.AttemptsPerMessage, 'f', 2, 64), fmt.Sprintf("%s attempts, at most %d for one", fmtCount(s.Attempts), s.MostAttempts))
 	reasons := make([]string, 0, len(s.Throttled))
 	for r := range s.Throttled {
@@ -258,15 +279,24 @@ func (s *demoSummary) writeText(w io.Writer) {
 			fmt.Fprintf(w, "  %6d  %s\n", s.SendErrors[e], e)
 		}
 	}
-	if s.SpoolPath != "" {
-		fmt.Fprintf(w, "\n  %d messages are still in the spool %s (rocketry replay can send them)\n", s.SpoolLeft, s.SpoolPath)
+	if s.SpoolLeft > 0 {
+		why := "the replay did not store them"
+		if s.Replay == nil {
+			why = "not replayed"
+		}
+		fmt.Fprintf(w, "\n  %s still dead-lettered at the end (%s); the spool went with the demo's in-process broker\n",
+			plural(int64(s.SpoolLeft), "message", "messages"), why)
 	}
 	for _, p := range s.Problems {
 		fmt.Fprintf(w, "\n  problem: %s\n", p)
 	}
 	fmt.Fprintln(w)
 	if s.OK {
-		fmt.Fprintln(w, "OK: nothing lost, nothing stored twice")
+		stopped := ""
+		if s.Stopped != "" {
+			stopped = fmt.Sprintf(" of the %s sent (%s: %s never sent)", fmtCount(int64(s.Sent)), s.Stopped, fmtCount(int64(s.NotSent)))
+		}
+		fmt.Fprintf(w, "OK: nothing lost, nothing stored twice%s\n", stopped)
 	} else {
 		fmt.Fprintf(w, "FAILED: %d lost, %d stored twice\n", s.Lost, s.DuplicatesStored)
 	}
@@ -336,7 +366,7 @@ func (r *demoRun) writeConfig(w io.Writer) {
 	}
 	line("", "%s by Send on %d goroutines", fmtCount(int64(c.messages-c.asyncCount())), c.syncWorkers)
 	line("", "%s by SendAsync, %d in flight", fmtCount(int64(c.asyncCount())), c.maxInFlight)
-	line("", "at most %d attempts a message (the first + %d retries)", c.maxAttempts, c.maxAttempts-1)
+	line("", "at most %s a message (the first + %s)", plural(int64(c.maxAttempts), "attempt", "attempts"), plural(int64(c.maxAttempts-1), "retry", "retries"))
 	line("", "attempt timeout %v", c.attemptLimit)
 	line("after "+throttleCode(c.wireProtocol().String()), "gRPC connection backoff, times x%g:", c.timeScale)
 	line("", "%v, x%g, jitter %g, max %v, min connect %v", tc.BaseDelay, tc.Multiplier, tc.Jitter, tc.MaxDelay, tc.MinConnectTimeout)
@@ -345,7 +375,11 @@ func (r *demoRun) writeConfig(w io.Writer) {
 	} else {
 		line("after failure", "retry at once (backoff.Immediate, the default)")
 	}
-	line("dead letters", "%s", r.spool)
+	if c.replay {
+		line("dead letters", "a temporary spool, replayed at the end, removed with the broker")
+	} else {
+		line("dead letters", "a temporary spool, counted at the end, removed with the broker")
+	}
 	line("seed", "%d", c.seed)
 }
 
@@ -404,6 +438,14 @@ func fmtMS(v float64) string {
 	default:
 		return strconv.FormatFloat(v, 'f', 1, 64) + "ms"
 	}
+}
+
+// plural writes n and the noun's form for it: "1 re-send", "2 re-sends".
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmtCount(n) + " " + many
 }
 
 // times writes a count of occurrences: "never", "once", "3 times".

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -35,7 +36,7 @@ const (
 type demoRun struct {
 	c        *demoConfig
 	b        *broker.Broker
-	counters *demoCounters
+	counters *sendCounters
 	start    time.Time
 	spool    string
 
@@ -49,6 +50,10 @@ type demoRun struct {
 	// each kind of throttling started, and whether it is on now.
 	backlogPeriods, storagePeriods atomic.Int64
 	backlogOn, storageOn           atomic.Bool
+
+	// accepted[i] says message i was handed to the producer: its send
+	// started (each index is written by one sender, read after they end).
+	accepted []bool
 
 	mu       sync.Mutex
 	timeline []demoEvent
@@ -70,22 +75,23 @@ func (r *demoRun) note(format string, args ...any) {
 
 // demo runs the demo described by c and returns its summary. stdout gets
 // the configuration first (not with --json); stderr gets the live progress
-// display when it is a terminal.
-func demo(c *demoConfig, stdout, stderr io.Writer) (*demoSummary, error) {
-	r := &demoRun{c: c, counters: newDemoCounters(c.messages), start: time.Now(), resetAudit: make(chan struct{})}
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+// display when it is a terminal. The sends stop at stop's first signal or
+// timeout; the messages never handed to the producer are counted apart,
+// neither sent nor lost.
+func demo(c *demoConfig, stop *stopper, stdout, stderr io.Writer) (*demoSummary, error) {
+	r := &demoRun{c: c, counters: newSendCounters(c.messages), start: time.Now(), resetAudit: make(chan struct{}),
+		accepted: make([]bool, c.messages)}
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
 	dir, err := os.MkdirTemp("", "rocketry-demo-")
 	if err != nil {
 		return nil, err
 	}
-	keepDir := false
-	defer func() {
-		if !keepDir {
-			os.RemoveAll(dir)
-		}
-	}()
+	// The spool goes with the in-process broker: its messages could not
+	// be sent anywhere after the run.
+	defer os.RemoveAll(dir)
+	stop.onExit(func() { os.RemoveAll(dir) })
 	r.spool = filepath.Join(dir, "dead-letter.spool")
 
 	r.b, err = broker.New(
@@ -121,12 +127,6 @@ func demo(c *demoConfig, stdout, stderr io.Writer) (*demoSummary, error) {
 	if err != nil {
 		return nil, err
 	}
-	pClosed := false
-	defer func() {
-		if !pClosed {
-			p.Close(context.Background())
-		}
-	}()
 
 	// The consumers and the watcher run until the sends and the replay are
 	// done: the backlog must keep draining for throttling to lift.
@@ -138,34 +138,33 @@ func demo(c *demoConfig, stdout, stderr io.Writer) (*demoSummary, error) {
 	go func() { defer bgWG.Done(); r.consume(bg, backtrackGroup, c.rereadRate, r.resetAudit) }()
 	go func() { defer bgWG.Done(); r.direct(bg) }()
 
-	disp := newDemoProgress(stderr, c.messages, r)
-	var dispWG sync.WaitGroup
-	dispStop := make(chan struct{})
-	dispWG.Add(1)
-	go func() { defer dispWG.Done(); disp.run(dispStop) }()
+	disp := startProgress(stderr, c.quiet, "sending", int64(c.messages), r.counters.done.Load, r.demoStatus)
+	stop.onExit(disp.finish)
+	defer disp.finish()
+	stop.onStop(func(why error) { disp.setNote(stderr, c.quiet, "rocketry demo", stoppingNote(why, c.grace, true)) })
 
 	sendStart := time.Now()
-	r.send(ctx, p)
+	sendsDone := make(chan struct{})
+	closed := stop.closeWhen(p, sendsDone, c.grace)
+	r.send(stop.ctx, p)
+	close(sendsDone)
 	sendElapsed := time.Since(sendStart)
-	closeErr := p.Close(ctx)
-	pClosed = true
-
-	close(dispStop)
-	dispWG.Wait()
+	closeErr := closed()
 	disp.finish()
 
 	sum := r.verify()
 	sum.SendSeconds = sendElapsed.Seconds()
-	if closeErr != nil {
+	if closeErr != nil && stop.why() == nil { // after a stop, the sends Close cancelled are counted
 		sum.Problems = append(sum.Problems, "closing the producer: "+shortError(closeErr))
 	}
+	if why := stop.why(); why != nil {
+		sum.Stopped = why.Error()
+	}
 
-	if c.replay && sum.DeadLettered > 0 {
+	if c.replay && sum.DeadLettered > 0 && stop.why() == nil {
 		r.replaySpool(ctx, sum)
 	}
 	if left, _ := producer.ReadSpool(r.spool); len(left) > 0 {
-		keepDir = true
-		sum.SpoolPath = r.spool
 		sum.SpoolLeft = len(left)
 	}
 
@@ -231,8 +230,9 @@ func (r *demoRun) newProducer(withSpool bool) (*producer.Producer, error) {
 
 // send sends every message: the first ones with SendAsync from one
 // goroutine, the others with Send from c.syncWorkers goroutines, all at
-// once. It returns when every send has ended.
-func (r *demoRun) send(ctx context.Context, p *producer.Producer) {
+// once, until stop ends. It returns when every send has ended. The sends
+// themselves are not bound to stop: Close ends them (closeWhen).
+func (r *demoRun) send(stop context.Context, p *producer.Producer) {
 	c := r.c
 	nAsync := c.asyncCount()
 	body := make([]byte, c.bodyBytes)
@@ -242,22 +242,37 @@ func (r *demoRun) send(ctx context.Context, p *producer.Producer) {
 	msg := func(i int) *producer.Message {
 		return &producer.Message{ID: demoID(i), Topic: demoTopic, Body: body}
 	}
+	// started says whether send i was handed to the producer: a send
+	// refused without an attempt (the producer closed) was not.
+	started := func(i int, err error) bool {
+		var se *producer.SendError
+		r.accepted[i] = err == nil || errors.As(err, &se)
+		return r.accepted[i]
+	}
 
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for i := range nAsync {
+			if stop.Err() != nil {
+				return
+			}
 			start := time.Now()
 			r.counters.inFlight.Add(1)
 			wg.Add(1)
-			err := p.SendAsync(ctx, msg(i), func(_ *producer.SendReceipt, err error) {
+			err := p.SendAsync(context.Background(), msg(i), func(_ *producer.SendReceipt, err error) {
 				r.counters.ended(start, err)
 				wg.Done()
 			})
 			if err != nil {
-				r.counters.ended(start, err)
+				r.counters.inFlight.Add(-1)
 				wg.Done()
+				if !started(i, err) {
+					return
+				}
+			} else {
+				r.accepted[i] = true
 			}
 		}
 	}()
@@ -267,14 +282,18 @@ func (r *demoRun) send(ctx context.Context, p *producer.Producer) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
+			for stop.Err() == nil {
 				i := int(next.Add(1) - 1)
 				if i >= c.messages {
 					return
 				}
 				start := time.Now()
 				r.counters.inFlight.Add(1)
-				_, err := p.Send(ctx, msg(i))
+				_, err := p.Send(context.Background(), msg(i))
+				if !started(i, err) {
+					r.counters.inFlight.Add(-1)
+					return
+				}
 				r.counters.ended(start, err)
 			}
 		}()

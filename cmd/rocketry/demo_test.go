@@ -247,6 +247,6 @@ func TestDemoSendErrorKind(t *testing.T) {
 	b := &producer.SendError{MessageID: "demo-2", Attempts: 3, Last: producer.FailedUnknown, Spooled: true,
 		Cause: &producer.RocketMQStatusError{Code: 50001, Message: "other text"}}
 	assert.Equal(t, sendErrorKind(a), sendErrorKind(b))
-	assert.Equal(t, "failed after 3 attempt(s), the last failed-unknown (INTERNAL_SERVER_ERROR), spooled", sendErrorKind(a))
+	assert.Equal(t, "failed after 3 attempts, the last failed-unknown (INTERNAL_SERVER_ERROR), spooled", sendErrorKind(a))
 	assert.Equal(t, "context deadline exceeded", sendErrorKind(context.DeadlineExceeded))
 }

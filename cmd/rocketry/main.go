@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -89,6 +90,34 @@ func newFlagSet(name string) *flag.FlagSet {
 	}
 	return fs
 }
+
+// addrEnv names the environment variable that, when set, replaces
+// 127.0.0.1:7777 as the default of --addr and of the broker's --listen.
+const addrEnv = "ROCKETRY_ADDR"
+
+// defaultAddr is the address --addr defaults to in every command, and the
+// one "rocketry broker" listens on by default: $ROCKETRY_ADDR, else
+// 127.0.0.1:7777.
+func defaultAddr() string {
+	if a := getenv(addrEnv); a != "" {
+		return a
+	}
+	return "127.0.0.1:7777"
+}
+
+// cleanError is err as one line for stderr after "rocketry NAME: ": the
+// first line, without the package prefixes that each layer adds
+// ("producer: ...: producer: ...") and with a gRPC status read as its code
+// and message ("DeadlineExceeded: attempt timeout exceeded").
+func cleanError(err error) string {
+	s := oneLine(err.Error())
+	s = strings.ReplaceAll(s, "producer: ", "")
+	s = strings.ReplaceAll(s, "broker: ", "")
+	return grpcStatusText.ReplaceAllString(s, "$1: ")
+}
+
+// grpcStatusText matches the text grpc-go gives a status error.
+var grpcStatusText = regexp.MustCompile(`rpc error: code = (\w+) desc = `)
 
 // oneLine keeps an error text to its first line, for one line on stderr.
 func oneLine(s string) string {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,7 +50,9 @@ type produceConfig struct {
 	throttlePolicy string
 	spool          string
 	timeout        time.Duration
+	grace          time.Duration
 	jsonOut        bool
+	quiet          bool
 	proto          protocolFlags
 
 	set map[string]bool // flags given on the command line
@@ -59,7 +60,7 @@ type produceConfig struct {
 
 func produceFlags(c *produceConfig) *flag.FlagSet {
 	fs := newFlagSet("produce")
-	fs.StringVar(&c.addr, "addr", "", "broker address HOST:PORT, or a comma-separated list of them (required)")
+	fs.StringVar(&c.addr, "addr", defaultAddr(), "broker address HOST:PORT, or a comma-separated list of them ($"+addrEnv+", when set, changes the default)")
 	fs.StringVar(&c.topic, "topic", "", "topic to send to (required)")
 	fs.StringVar(&c.tag, "tag", "", "tag of every message")
 	fs.IntVar(&c.count, "count", 0, "generate this many messages instead of reading lines from stdin (0 = read stdin)")
@@ -74,8 +75,12 @@ func produceFlags(c *produceConfig) *flag.FlagSet {
 		fmt.Sprintf("wait after throttling (530, or 42900 on RocketMQ 5): %s, a preset (%s), or a file holding an SNS delivery policy in JSON",
 			connectionBackoff, strings.Join(backoff.PresetNames, ", ")))
 	fs.StringVar(&c.spool, "spool", "", "dead-letter spool file for messages whose attempts are spent (rocketry replay resends it)")
-	fs.DurationVar(&c.timeout, "timeout", 0, "stop sending after this long (0 = no limit)")
+	fs.DurationVar(&c.timeout, "timeout", 0,
+		"stop sending after this long: the sends in flight get --grace, the summary counts the messages never sent; exit 0 when every message sent was stored or spooled (0 = no limit)")
+	fs.DurationVar(&c.grace, "grace", defaultGrace,
+		"after --timeout or SIGINT/SIGTERM, how long the sends in flight get to finish before they are cancelled (and spooled with --spool)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the summary as one JSON object")
+	fs.BoolVar(&c.quiet, "quiet", false, "no live progress on stderr (it shows only on a terminal anyway)")
 	c.proto.bind(fs)
 	return fs
 }
@@ -108,6 +113,8 @@ func (c *produceConfig) validate() error {
 		return fmt.Errorf("--attempt-timeout %v: must be > 0", c.attemptTimeout)
 	case c.timeout < 0:
 		return fmt.Errorf("--timeout %v: must be >= 0 (0 = no limit)", c.timeout)
+	case c.grace < 0:
+		return fmt.Errorf("--grace %v: must be >= 0", c.grace)
 	case c.count == 0 && stdinIsTerminal():
 		return errors.New("--count: give a count to generate messages, or pipe lines on stdin")
 	}
@@ -198,15 +205,22 @@ type produceSummary struct {
 	Duplicates int64   `json:"duplicates"` // of Stored: the broker already held the ID (rocketry.v1 only: RocketMQ 5 answers them OK)
 	Failed     int64   `json:"failed"`     // not stored
 	Spooled    int64   `json:"spooled"`    // of Failed: written to --spool
+	Cancelled  int64   `json:"cancelled"`  // of Failed: in flight when --grace ran out after a stop
+	NotSent    int64   `json:"not_sent"`   // generated messages never handed to the producer (--count; -1: stdin not read to its end)
+	Skipped    int64   `json:"skipped"`    // stdin lines over the body limit, not sent
 	Attempts   int64   `json:"attempts"`   // over all messages, first ones included
+	Throttled  int64   `json:"throttled"`  // attempts the broker refused as throttled (530, 42900)
 	Elapsed    float64 `json:"elapsed_seconds"`
-	Rate       float64 `json:"rate_per_second"` // stored per second of Elapsed
-	Error      string  `json:"error,omitempty"` // the first failure, if any
+	Rate       float64 `json:"rate_per_second"`   // stored per second of Elapsed
+	Stopped    string  `json:"stopped,omitempty"` // why the input was not read to its end: --timeout, a signal
+	Error      string  `json:"error,omitempty"`   // the first failure, if any
 }
 
 // produceRun is one run of the command: its counters and first error.
 type produceRun struct {
-	sent, stored, duplicates, failed, spooled, attempts atomic.Int64
+	sent, stored, duplicates, failed, spooled, cancelled, attempts, skipped atomic.Int64
+	k                                                                       *sendCounters  // for the progress display
+	wg                                                                      sync.WaitGroup // async sends whose callback has not run
 
 	mu       sync.Mutex
 	firstErr error
@@ -214,7 +228,8 @@ type produceRun struct {
 
 // done records the outcome of one send; it runs on the producer's
 // goroutine for async sends, so it only counts.
-func (r *produceRun) done(rec *producer.SendReceipt, err error) {
+func (r *produceRun) done(start time.Time, rec *producer.SendReceipt, err error) {
+	r.k.ended(start, err)
 	if err == nil {
 		r.stored.Add(1)
 		r.attempts.Add(int64(rec.Attempts))
@@ -229,6 +244,10 @@ func (r *produceRun) done(rec *producer.SendReceipt, err error) {
 		r.attempts.Add(int64(se.Attempts))
 		if se.Spooled {
 			r.spooled.Add(1)
+		}
+		if errors.Is(se, producer.ErrClosed) {
+			r.cancelled.Add(1)
+			return // counted, and said in the summary
 		}
 	}
 	r.fail(err)
@@ -258,9 +277,16 @@ func runProduce(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rocketry produce: %v\n", err)
 		return 2
 	}
-	opts := append(c.proto.options(),
+	run := &produceRun{k: newSendCounters(0)}
+	opts, err := c.proto.options()
+	if err != nil {
+		fmt.Fprintf(stderr, "rocketry produce: %v\n", err)
+		return 2
+	}
+	opts = append(opts,
 		producer.WithAttemptTimeout(c.attemptTimeout),
 		producer.WithMaxInFlight(c.inFlight),
+		producer.WithObserver(run.k.observe),
 	)
 	// A policy of N retries sets the attempts to N+1 unless --max-attempts
 	// is given.
@@ -283,34 +309,55 @@ func runProduce(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rocketry produce: %s\n", c.policyNotice(policy))
 	}
 
-	ctx := context.Background()
-	if c.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
-		defer cancel()
+	stop := watchStop("produce", c.timeout, stderr)
+	defer stop.stop()
+	total := int64(c.count)
+	if c.count == 0 {
+		total = -1
 	}
-	run := &produceRun{}
+	disp := startProgress(stderr, c.quiet, "producing", total, run.k.done.Load, func(elapsed time.Duration, room int) string {
+		return sendStatus(run.k, total, elapsed, room)
+	})
+	stop.onExit(disp.finish)
+	defer disp.finish()
+	stop.onStop(func(why error) {
+		disp.setNote(stderr, c.quiet, "rocketry produce", stoppingNote(why, c.grace, c.spool != ""))
+	})
+
 	start := time.Now()
-	inputErr := c.produce(ctx, p, run)
-	closeCtx, cancel := context.WithTimeout(context.Background(), c.attemptTimeout*time.Duration(c.maxAttempts)+5*time.Second)
-	defer cancel()
-	if err := p.Close(closeCtx); err != nil {
+	inputDone := make(chan struct{})
+	closed := stop.closeWhen(p, inputDone, c.grace)
+	inputErr := c.produce(stop.ctx, p, run, stderr)
+	close(inputDone)
+	if err := closed(); err != nil && run.cancelled.Load() == 0 {
 		run.fail(fmt.Errorf("close: %w", err))
 	}
+	run.wg.Wait() // the callbacks of the async sends
+	disp.finish()
 	elapsed := time.Since(start)
 
 	sum := produceSummary{
 		Sent: run.sent.Load(), Stored: run.stored.Load(), Duplicates: run.duplicates.Load(),
-		Failed: run.failed.Load(), Spooled: run.spooled.Load(), Attempts: run.attempts.Load(),
-		Elapsed: elapsed.Seconds(),
+		Failed: run.failed.Load(), Spooled: run.spooled.Load(), Cancelled: run.cancelled.Load(),
+		Skipped: run.skipped.Load(), Attempts: run.attempts.Load(), Elapsed: elapsed.Seconds(),
+	}
+	for _, n := range run.k.throttledByReason() {
+		sum.Throttled += n
 	}
 	if elapsed > 0 {
 		sum.Rate = float64(sum.Stored) / elapsed.Seconds()
 	}
-	if inputErr != nil {
-		sum.Error = oneLine(inputErr.Error())
+	if why := stop.why(); why != nil && !errors.Is(inputErr, errInputEnded) {
+		sum.Stopped = why.Error()
+		sum.NotSent = -1
+		if c.count > 0 {
+			sum.NotSent = int64(c.count) - sum.Sent - sum.Skipped
+		}
+	}
+	if inputErr != nil && !errors.Is(inputErr, errInputEnded) && !errors.Is(inputErr, context.Canceled) {
+		sum.Error = cleanError(inputErr)
 	} else if run.firstErr != nil {
-		sum.Error = oneLine(run.firstErr.Error())
+		sum.Error = cleanError(run.firstErr)
 	}
 	if c.jsonOut {
 		enc := json.NewEncoder(stdout)
@@ -320,24 +367,72 @@ func runProduce(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	} else {
-		fmt.Fprintf(stdout, "sent %d, stored %d (%d duplicates), failed %d (%d spooled), attempts %d, elapsed %v, %.1f msg/s\n",
-			sum.Sent, sum.Stored, sum.Duplicates, sum.Failed, sum.Spooled, sum.Attempts, elapsed.Round(time.Millisecond), sum.Rate)
+		sum.writeText(stdout, elapsed, c.grace)
 	}
 	if sum.Error != "" {
 		fmt.Fprintf(stderr, "rocketry produce: %s\n", sum.Error)
 	}
-	if inputErr != nil || sum.Failed > 0 || sum.Stored != sum.Sent {
+	why := stop.why()
+	if stop.interrupted() {
+		why = errInterrupted
+	}
+	return sum.exitCode(why, inputErr)
+}
+
+// exitCode is produce's exit status: 130 after a signal; 1 when a message
+// was neither stored nor spooled, when the input failed or had lines over
+// the limit, or, on a run not stopped by --timeout, when any send failed
+// (spooled or not); else 0. A run stopped by --timeout succeeds when every
+// message sent was stored or spooled.
+func (s *produceSummary) exitCode(why, inputErr error) int {
+	switch {
+	case errors.Is(why, errInterrupted):
+		return exitInterrupted
+	case s.Skipped > 0 || s.Failed > s.Spooled:
+		return 1
+	case inputErr != nil && !errors.Is(inputErr, errInputEnded) && !errors.Is(inputErr, context.Canceled):
+		return 1
+	case errors.Is(why, errTimedOut):
+		return 0
+	case s.Failed > 0 || s.Error != "":
 		return 1
 	}
 	return 0
 }
 
-// produce sends every message of the input, paced by --rate, and waits for
-// the async ones to finish. It returns the error that stopped the input
-// (stdin unreadable, ctx ended), if any.
-func (c *produceConfig) produce(ctx context.Context, p *producer.Producer, run *produceRun) error {
-	var wg sync.WaitGroup
-	defer wg.Wait()
+// writeText prints the summary as one line, and the stop as a second.
+func (s *produceSummary) writeText(w io.Writer, elapsed, grace time.Duration) {
+	fmt.Fprintf(w, "sent %s, stored %s (%s), failed %s (%s spooled), %s (%s throttled), elapsed %v, %.1f msg/s\n",
+		fmtCount(s.Sent), fmtCount(s.Stored), plural(s.Duplicates, "duplicate", "duplicates"), fmtCount(s.Failed), fmtCount(s.Spooled),
+		plural(s.Attempts, "attempt", "attempts"), fmtCount(s.Throttled), elapsed.Round(time.Millisecond), s.Rate)
+	if s.Skipped > 0 {
+		fmt.Fprintf(w, "skipped %s over the %s-byte body limit, not sent\n",
+			plural(s.Skipped, "stdin line", "stdin lines"), fmtCount(producer.DefaultMaxBodyBytes))
+	}
+	if s.Stopped == "" {
+		return
+	}
+	never := "the rest of stdin was not read"
+	if s.NotSent >= 0 {
+		never = plural(s.NotSent, "message", "messages") + " never sent"
+	}
+	cancelled := ""
+	if s.Cancelled > 0 {
+		cancelled = fmt.Sprintf("; %s in flight cancelled after --grace %v (%s spooled)",
+			fmtCount(s.Cancelled), grace, fmtCount(min(s.Cancelled, s.Spooled)))
+	}
+	fmt.Fprintf(w, "stopped (%s): %s%s\n", s.Stopped, never, cancelled)
+}
+
+// errInputEnded is the input's end, reached before a stop.
+var errInputEnded = errors.New("input ended")
+
+// produce sends every message of the input, paced by --rate, until stop
+// ends (a signal, --timeout), and returns when it stops taking messages:
+// the sends in flight go on. The sends are not bound to stop: Close ends
+// them (closeWhen). It returns the error that stopped the input (stdin
+// unreadable), stop's error, or nil at the input's end.
+func (c *produceConfig) produce(stop context.Context, p *producer.Producer, run *produceRun, stderr io.Writer) error {
 	start := time.Now()
 	var timer *time.Timer
 	defer func() {
@@ -346,7 +441,7 @@ func (c *produceConfig) produce(ctx context.Context, p *producer.Producer, run *
 		}
 	}()
 	n := 0
-	return c.messages(func(body []byte) error {
+	return c.messages(stop, run, stderr, func(body []byte) error {
 		if c.rate > 0 && n > 0 {
 			wait := time.Until(start.Add(time.Duration(float64(n) / c.rate * float64(time.Second))))
 			if wait > 0 {
@@ -357,29 +452,39 @@ func (c *produceConfig) produce(ctx context.Context, p *producer.Producer, run *
 				}
 				select {
 				case <-timer.C:
-				case <-ctx.Done():
-					return ctx.Err()
+				case <-stop.Done():
+					return stop.Err()
 				}
 			}
 		}
-		if err := ctx.Err(); err != nil {
+		if err := stop.Err(); err != nil {
 			return err
 		}
 		n++
 		m := &producer.Message{Topic: c.topic, Tag: c.tag, Body: body}
+		sendStart := time.Now()
+		run.k.inFlight.Add(1)
 		if !c.async {
+			r, err := p.Send(context.Background(), m)
+			if refused(err) {
+				run.k.inFlight.Add(-1)
+				return stop.Err()
+			}
 			run.sent.Add(1)
-			r, err := p.Send(ctx, m)
-			run.done(r, err)
+			run.done(sendStart, r, err)
 			return nil
 		}
-		wg.Add(1)
-		err := p.SendAsync(ctx, m, func(r *producer.SendReceipt, err error) {
-			run.done(r, err)
-			wg.Done()
+		run.wg.Add(1)
+		err := p.SendAsync(context.Background(), m, func(r *producer.SendReceipt, err error) {
+			run.done(sendStart, r, err)
+			run.wg.Done()
 		})
 		if err != nil { // refused: the callback never runs
-			wg.Done()
+			run.k.inFlight.Add(-1)
+			run.wg.Done()
+			if refused(err) {
+				return stop.Err()
+			}
 			return fmt.Errorf("send refused: %w", err)
 		}
 		run.sent.Add(1)
@@ -387,9 +492,18 @@ func (c *produceConfig) produce(ctx context.Context, p *producer.Producer, run *
 	})
 }
 
+// refused reports whether a send ended without being accepted, because the
+// producer was closing (the command is stopping).
+func refused(err error) bool {
+	var se *producer.SendError
+	return errors.Is(err, producer.ErrClosed) && !errors.As(err, &se)
+}
+
 // messages calls send with the body of each message: --count generated
-// ones, or one per stdin line. It stops at the first error send returns.
-func (c *produceConfig) messages(send func(body []byte) error) error {
+// ones, or one per stdin line, until stop ends. It stops at the first
+// error send returns. A stdin line over the body limit is skipped with
+// one line on stderr naming it; the lines after it are still read.
+func (c *produceConfig) messages(stop context.Context, run *produceRun, stderr io.Writer, send func(body []byte) error) error {
 	if c.count > 0 {
 		body := make([]byte, c.size) // shared: the producer never changes a body
 		for i := range body {
@@ -400,17 +514,31 @@ func (c *produceConfig) messages(send func(body []byte) error) error {
 				return err
 			}
 		}
-		return nil
+		return errInputEnded
 	}
-	sc := bufio.NewScanner(produceStdin)
-	sc.Buffer(make([]byte, 0, 64<<10), producer.DefaultMaxBodyBytes+1)
-	for sc.Scan() {
-		if err := send([]byte(sc.Text())); err != nil {
+	rctx, cancel := context.WithCancel(stop)
+	defer cancel() // the reader ends with messages
+	lines := readLines(rctx, produceStdin, producer.DefaultMaxBodyBytes)
+	for {
+		var l line
+		select {
+		case <-stop.Done():
+			return stop.Err()
+		case l = <-lines:
+		}
+		switch {
+		case l.n == 0:
+			return errInputEnded
+		case l.err != nil:
+			return fmt.Errorf("stdin line %d: %w", l.n, l.err)
+		case l.over:
+			run.skipped.Add(1)
+			fmt.Fprintf(stderr, "rocketry produce: stdin line %d: longer than the %s-byte limit of a message body: not sent; reading on\n",
+				l.n, fmtCount(producer.DefaultMaxBodyBytes))
+			continue
+		}
+		if err := send(l.body); err != nil {
 			return err
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("stdin: %w", err)
-	}
-	return nil
 }

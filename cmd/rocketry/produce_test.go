@@ -90,7 +90,7 @@ func TestProduceStdin(t *testing.T) {
 	if code := run([]string{"produce", "--addr", b.Addr(), "--topic", "lines", "--tag", "x"}, &out, &errb); code != 0 {
 		t.Fatalf("produce(stdin) = %d, stderr %q; want 0", code, errb.String())
 	}
-	if !strings.Contains(out.String(), "sent 3, stored 3 (0 duplicates), failed 0 (0 spooled), attempts 3") {
+	if !strings.Contains(out.String(), "sent 3, stored 3 (0 duplicates), failed 0 (0 spooled), 3 attempts") {
 		t.Errorf("produce(stdin) printed %q; want the summary of 3 stored", out.String())
 	}
 	var bodies []string
@@ -220,7 +220,7 @@ func TestProduceBadFlags(t *testing.T) {
 		terminal bool
 		want     string // in the one line on stderr
 	}{
-		{"no addr", []string{"--topic", "t", "--count", "1"}, false, "--addr is required"},
+		{"empty addr", []string{"--addr", "", "--topic", "t", "--count", "1"}, false, "--addr is required"},
 		{"no topic", []string{"--addr", "a:1", "--count", "1"}, false, "--topic is required"},
 		{"unknown flag", with("--bogus"), false, "-bogus"},
 		{"count negative", with("--count", "-1"), false, "--count -1"},
@@ -245,7 +245,7 @@ func TestProduceBadFlags(t *testing.T) {
 		{"bad addr", []string{"--addr", ",", "--topic", "t", "--count", "1"}, false, "--addr"},
 		{"protocol unknown", with("--protocol", "kafka"), false, `--protocol "kafka"`},
 		{"access key on rocketry", with("--access-key", "ak"), false, "--access-key: only with --protocol rocketmq"},
-		{"tls on rocketry", with("--tls"), false, "--tls: only with --protocol rocketmq"},
+		{"ca unreadable", with("--ca", "/no/such/ca.pem"), false, "--ca /no/such/ca.pem"},
 		{"namespace on rocketry", with("--namespace", "ns"), false, "--namespace: only with --protocol rocketmq"},
 		{"access key without secret", with("--protocol", "rocketmq", "--access-key", "ak"), false, "ROCKETRY_SECRET_KEY"},
 		{"secret without access key", with("--protocol", "rocketmq", "--secret-key", "s"), false, "--secret-key: only with --access-key"},

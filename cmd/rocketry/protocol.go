@@ -2,12 +2,17 @@ package main
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"os"
 	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/rocketry-go/rocketry/producer"
 )
@@ -43,7 +48,7 @@ type protocolFlags struct {
 	accessKey string
 	secretKey string
 	namespace string
-	tls       bool
+	tls       tlsFlags
 
 	secretFromEnv bool // secretKey came from secretKeyEnv
 }
@@ -58,7 +63,7 @@ func (p *protocolFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&p.secretKey, "secret-key", "",
 		"RocketMQ 5 secret key (with --access-key); default: $"+secretKeyEnv+", which keeps it out of shell history")
 	fs.StringVar(&p.namespace, "namespace", "", "RocketMQ 5 namespace of the topics (with --protocol rocketmq)")
-	fs.BoolVar(&p.tls, "tls", false, "connect to the RocketMQ 5 proxy with TLS, verified against the system's roots (with --protocol rocketmq)")
+	p.tls.bind(fs)
 }
 
 // validate checks the flags together; set holds the flags given on the
@@ -68,8 +73,11 @@ func (p *protocolFlags) validate(set map[string]bool) error {
 	if _, err := parseProtocol(p.protocol); err != nil {
 		return err
 	}
+	if err := p.tls.validate(set); err != nil {
+		return err
+	}
 	if p.protocol != protoRocketMQ {
-		for _, name := range []string{"access-key", "secret-key", "namespace", "tls"} {
+		for _, name := range []string{"access-key", "secret-key", "namespace"} {
 			if set[name] {
 				return fmt.Errorf("--%s: only with --protocol %s (it is a RocketMQ 5 setting)", name, protoRocketMQ)
 			}
@@ -96,24 +104,84 @@ func (p *protocolFlags) validate(set map[string]bool) error {
 	return nil
 }
 
-// options are the producer options the flags ask for.
-func (p *protocolFlags) options() []producer.Option {
+// options are the producer options the flags ask for; the error names a
+// --ca file that cannot be read.
+func (p *protocolFlags) options() ([]producer.Option, error) {
 	proto, err := parseProtocol(p.protocol)
 	if err != nil {
 		panic(err) // validated
 	}
 	opts := []producer.Option{producer.WithProtocol(proto)}
+	cfg, err := p.tls.config()
+	switch {
+	case err != nil:
+		return nil, err
+	case cfg != nil && proto == producer.RocketMQ5:
+		opts = append(opts, producer.WithTLS(cfg))
+	case cfg != nil:
+		opts = append(opts, producer.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cfg))))
+	}
 	if p.accessKey != "" {
 		opts = append(opts, producer.WithCredentials(p.accessKey, p.secretKey, ""))
 	}
 	if p.namespace != "" {
 		opts = append(opts, producer.WithNamespace(p.namespace))
 	}
-	if p.tls {
-		// A nil RootCAs is the system's pool.
-		opts = append(opts, producer.WithTLS(&tls.Config{MinVersion: tls.VersionTLS12}))
+	return opts, nil
+}
+
+// tlsFlags are the TLS flags of every command that dials a broker.
+type tlsFlags struct {
+	on         bool
+	ca         string
+	skipVerify bool
+}
+
+func (t *tlsFlags) bind(fs *flag.FlagSet) {
+	fs.BoolVar(&t.on, "tls", false, "connect with TLS, verifying the server against the system's roots (or --ca)")
+	fs.StringVar(&t.ca, "ca", "", "PEM `file` of the certificate authorities to verify the server with (implies --tls)")
+	fs.BoolVar(&t.skipVerify, "insecure-skip-verify", false, "with TLS, do not verify the server's certificate (tests only; implies --tls)")
+}
+
+// validate refuses --tls=false beside --ca or --insecure-skip-verify.
+func (t *tlsFlags) validate(set map[string]bool) error {
+	if set["tls"] && !t.on && (t.ca != "" || t.skipVerify) {
+		return errors.New("--tls=false: --ca and --insecure-skip-verify need TLS")
 	}
-	return opts
+	if set["ca"] && t.ca == "" {
+		return errors.New("--ca: must not be empty")
+	}
+	return nil
+}
+
+// config is the client's TLS configuration, or nil for plaintext.
+func (t *tlsFlags) config() (*tls.Config, error) {
+	if !t.on && t.ca == "" && !t.skipVerify {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: t.skipVerify} // a nil RootCAs is the system's pool
+	if t.ca != "" {
+		pem, err := os.ReadFile(t.ca)
+		if err != nil {
+			return nil, fmt.Errorf("--ca %s: %v", t.ca, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--ca %s: no PEM certificate in it", t.ca)
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
+}
+
+// dialOption is the transport credentials of a gRPC client the command
+// makes itself (stats, consume).
+func (t *tlsFlags) dialOption() (grpc.DialOption, error) {
+	cfg, err := t.config()
+	if err != nil || cfg == nil {
+		return grpc.WithTransportCredentials(insecure.NewCredentials()), err
+	}
+	return grpc.WithTransportCredentials(credentials.NewTLS(cfg)), nil
 }
 
 // flagsOf adds to m the flag each RocketMQ option comes from, for
@@ -123,6 +191,7 @@ func (p *protocolFlags) flagsOf(m map[string]string) {
 	m["WithCredentials"] = fmt.Sprintf("--access-key %s", p.accessKey)
 	m["WithNamespace"] = fmt.Sprintf("--namespace %q", p.namespace)
 	m["WithTLS"] = "--tls"
+	m["WithDialOptions"] = "--tls"
 }
 
 // checkAddr checks --addr as producer.New reads it (host:port, a
@@ -160,10 +229,10 @@ func newProducerError(err error, flags map[string]string, addr string, proto pro
 		if f, ok := flags[oe.Option]; ok {
 			return f + ": " + oneLine(reason), 2
 		}
-		return oneLine(err.Error()), 2
+		return cleanError(err), 2
 	}
 	if proto == producer.RocketMQ5 {
-		return fmt.Sprintf("--addr %s: %s", addr, oneLine(err.Error())), 1
+		return fmt.Sprintf("--addr %s: %s", addr, cleanError(err)), 1
 	}
-	return fmt.Sprintf("--addr %s: %s", addr, oneLine(err.Error())), 2
+	return fmt.Sprintf("--addr %s: %s", addr, cleanError(err)), 2
 }

@@ -171,7 +171,7 @@ func TestReplayBadFlags(t *testing.T) {
 		want string // in the one line on stderr
 	}{
 		{"no spool", []string{"--addr", "127.0.0.1:1"}, "--spool is required"},
-		{"no addr", []string{"--spool", "x"}, "--addr is required"},
+		{"empty addr", []string{"--spool", "x", "--addr", ""}, "--addr is required"},
 		{"unknown flag", []string{"--spool", "x", "--addr", "a:1", "--nope"}, "-nope"},
 		{"max attempts 0", []string{"--spool", "x", "--addr", "a:1", "--max-attempts", "0"}, "--max-attempts 0"},
 		{"max attempts text", []string{"--spool", "x", "--addr", "a:1", "--max-attempts", "many"}, "-max-attempts"},
@@ -181,7 +181,7 @@ func TestReplayBadFlags(t *testing.T) {
 		{"extra argument", []string{"--spool", "x", "--addr", "a:1", "extra"}, `unexpected argument "extra"`},
 		{"bad addr", []string{"--spool", "x", "--addr", ",,"}, "--addr"},
 		{"protocol unknown", []string{"--spool", "x", "--addr", "a:1", "--protocol", "v3"}, `--protocol "v3"`},
-		{"tls on rocketry", []string{"--spool", "x", "--addr", "a:1", "--tls"}, "--tls: only with --protocol rocketmq"},
+		{"ca unreadable", []string{"--spool", "x", "--addr", "a:1", "--ca", "/no/such/ca.pem"}, "--ca /no/such/ca.pem"},
 		{"bad namespace", []string{"--spool", "x", "--addr", "a:1", "--protocol", "rocketmq", "--namespace", "a/b"}, `--namespace "a/b"`},
 		{"secret without access key", []string{"--spool", "x", "--addr", "a:1", "--protocol", "rocketmq", "--secret-key", "s"}, "--secret-key"},
 	}

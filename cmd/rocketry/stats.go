@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
@@ -21,9 +20,11 @@ func init() {
 
 func runStats(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("stats")
-	addr := fs.String("addr", "127.0.0.1:7777", "broker `address`")
+	addr := fs.String("addr", defaultAddr(), "broker `address` ($"+addrEnv+", when set, changes the default)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the broker")
+	var tf tlsFlags
+	tf.bind(fs)
 	if code, ok := parseFlags("stats", fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -31,7 +32,12 @@ func runStats(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rocketry stats: --timeout %v must be positive\n", *timeout)
 		return 2
 	}
-	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds, err := tf.dialOption()
+	if err != nil {
+		fmt.Fprintf(stderr, "rocketry stats: %v\n", err)
+		return 2
+	}
+	conn, err := grpc.NewClient(*addr, creds)
 	if err != nil {
 		fmt.Fprintf(stderr, "rocketry stats: --addr %q: %v\n", *addr, err)
 		return 2
@@ -41,7 +47,7 @@ func runStats(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	s, err := rocketryv1.NewConsumerServiceClient(conn).GetStats(ctx, &rocketryv1.GetStatsRequest{})
 	if err != nil {
-		fmt.Fprintf(stderr, "rocketry stats: %s: %v\n", *addr, err)
+		fmt.Fprintf(stderr, "rocketry stats: %s: %s\n", *addr, cleanError(err))
 		return 1
 	}
 	if *asJSON {
