@@ -32,7 +32,11 @@ import (
 // slowly (+0.3% every 100 ms in which an attempt had to wait for it; +5%
 // while under 90% of the last estimates), until the next throttle measures
 // again. A throttle less than 50 ms after the last counted one
-// only halves the rate (too short to measure). The episode ends after
+// only halves the rate (too short to measure). After pacerStall without a
+// throttle while attempts wait, the broker has room the probe has not found
+// (its spell of refusals is over, or its capacity grew): slow start again,
+// so that a pace learnt in a bad spell holds the sends back for a fraction
+// of a second, not for the rest of the episode. The episode ends after
 // pacerQuiet without a throttle.
 //
 // A throttle that carries the broker's own hint (google.rpc.RetryInfo) ends
@@ -55,6 +59,7 @@ const (
 	pacerPeakDecay = 0.9                    // the peak fades by this at each estimate
 	pacerRecent    = 250 * time.Millisecond // the window of the recent store rate
 	pacerMargin    = 0.97                   // the rate after an estimate: just under it
+	pacerStall     = 2 * time.Second        // without a throttle for this long, slow start again
 	pacerQuiet     = 30 * time.Second       // an episode ends after this without a throttle
 	pacerMinRate   = 1.0                    // attempts per second, at least
 )
@@ -63,12 +68,12 @@ const (
 // It is safe for concurrent use.
 type pacer struct {
 	on         atomic.Bool  // an episode is open: attempts wait for lim
-	epoch      atomic.Int64 // counts the rate's cuts: a wait that spans one is made again
 	binding    atomic.Bool  // an attempt waited for lim since the last raise
 	stores     atomic.Int64 // attempts stored through this endpoint
 	nextSample atomic.Int64 // unix ns of the next history sample
 
 	mu        sync.Mutex
+	changed   chan struct{} // closed when the rate changes or the episode ends
 	lim       *rate.Limiter
 	r         float64   // lim's rate
 	peak      float64   // the highest recent estimate, fading
@@ -130,6 +135,7 @@ func (p *pacer) throttled(now time.Time) {
 		p.slowStart = true
 		p.lim = rate.NewLimiter(rate.Limit(p.r), burstFor(p.r))
 		p.lastAt, p.lastN, p.stepAt = now, n, now
+		p.changed = make(chan struct{})
 		p.on.Store(true)
 		return
 	}
@@ -148,8 +154,7 @@ func (p *pacer) throttled(now time.Time) {
 		// rate would get through. Each refused message waits out its own
 		// schedule, and the episode ends: a pace learnt during a spell
 		// would only hold back the sends after it.
-		p.on.Store(false)
-		p.lim = nil
+		p.endLocked()
 		return
 	}
 	est := float64(n-p.lastN) / dt.Seconds()
@@ -160,13 +165,28 @@ func (p *pacer) throttled(now time.Time) {
 }
 
 func (p *pacer) setRate(now time.Time, r float64) {
-	if r < p.r {
-		p.epoch.Add(1)
-	}
-	p.r = max(r, pacerMinRate)
 	p.stepAt = now
-	p.lim.SetLimitAt(now, rate.Limit(p.r))
-	p.lim.SetBurstAt(now, burstFor(p.r))
+	p.limitLocked(now, max(r, pacerMinRate))
+}
+
+// limitLocked sets the rate to r, and wakes the attempts waiting for a
+// turn: their turns were handed out at the old rate, they take new ones.
+// Called with mu held.
+func (p *pacer) limitLocked(now time.Time, r float64) {
+	p.r = r
+	p.lim.SetLimitAt(now, rate.Limit(r))
+	p.lim.SetBurstAt(now, burstFor(r))
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// endLocked ends the episode, and lets the attempts waiting go. Called
+// with mu held.
+func (p *pacer) endLocked() {
+	p.on.Store(false)
+	p.lim = nil
+	close(p.changed)
+	p.changed = nil
 }
 
 // burstFor is the limiter's burst at rate r: 2 ms of it, at least 1.
@@ -176,15 +196,17 @@ func burstFor(r float64) int {
 
 // wait makes an attempt that is about to start wait its turn while an
 // episode is open: false when the wait would end at or after ctx's deadline
-// (nothing is waited then) or ctx ended during it. A wait across a cut of
-// the rate (a throttle) is made again at the new rate: turns handed out at
-// the old rate would otherwise all go to a broker that has just refused.
+// (nothing is waited then) or ctx ended during it. When the rate changes
+// during the wait, the turn is given back and taken again at the new rate:
+// turns handed out at a rate that was just cut would all go to a broker
+// that has just refused, and turns handed out at a slow start's first rate
+// (one a second) would hold the sends for as many seconds as there are
+// sends waiting, long after the rate has grown.
 func (p *pacer) wait(ctx context.Context) (ok bool, deadline bool) {
 	if p == nil {
 		return true, false
 	}
 	for p.on.Load() {
-		epoch := p.epoch.Load()
 		now := time.Now()
 		p.mu.Lock()
 		if !p.on.Load() {
@@ -197,6 +219,7 @@ func (p *pacer) wait(ctx context.Context) (ok bool, deadline bool) {
 			break
 		}
 		r := p.lim.ReserveN(now, 1)
+		changed := p.changed
 		p.mu.Unlock()
 		d := r.DelayFrom(now)
 		if d <= 0 {
@@ -207,12 +230,17 @@ func (p *pacer) wait(ctx context.Context) (ok bool, deadline bool) {
 			r.CancelAt(now)
 			return false, true
 		}
-		if !sleep(ctx, d) {
+		t := newTimer(d)
+		select {
+		case <-t.C:
+			return true, false
+		case <-ctx.Done():
+			t.Stop()
 			r.Cancel()
 			return false, false
-		}
-		if p.epoch.Load() == epoch {
-			return true, false
+		case <-changed:
+			t.Stop()
+			r.Cancel()
 		}
 	}
 	return true, false
@@ -225,8 +253,9 @@ func (p *pacer) hinted() {
 		return
 	}
 	p.mu.Lock()
-	p.on.Store(false)
-	p.lim = nil
+	if p.on.Load() {
+		p.endLocked()
+	}
 	p.mu.Unlock()
 }
 
@@ -234,13 +263,12 @@ func (p *pacer) hinted() {
 // episode after pacerQuiet without a throttle.
 func (p *pacer) stepLocked(now time.Time) {
 	if now.Sub(p.lastAt) > pacerQuiet {
-		p.on.Store(false)
-		p.lim = nil
+		p.endLocked()
 		return
 	}
 	step, factor := pacerProbe, pacerRaise
 	switch {
-	case p.slowStart:
+	case p.slowStart, now.Sub(p.lastAt) > pacerStall:
 		step, factor = pacerSlowStep, 2
 	case p.r < pacerFar*p.peak:
 		factor = pacerRecover
@@ -256,9 +284,7 @@ func (p *pacer) stepLocked(now time.Time) {
 	if !p.binding.Swap(false) {
 		return
 	}
-	p.r *= factor
-	p.lim.SetLimitAt(now, rate.Limit(p.r))
-	p.lim.SetBurstAt(now, burstFor(p.r))
+	p.limitLocked(now, p.r*factor)
 }
 
 // rateNow is the episode's rate, 0 when none is open (for tests and

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
@@ -45,13 +46,16 @@ func TestPacerEstimate(t *testing.T) {
 	assert.False(t, p.slowStart)
 
 	// Demand short of capacity reads low: the rate is cut by half at most,
-	// and the cut starts a new epoch: waits that span it are made again at
-	// the new rate.
-	epoch := p.epoch.Load()
+	// and the cut wakes the waits: they are made again at the new rate.
+	changed := p.changed
 	p.stored(t0.Add(420 * time.Millisecond))
 	p.throttled(t0.Add(450 * time.Millisecond))
 	assert.InDelta(t, pacerMargin*1500/2, p.rateNow(), 1)
-	assert.Equal(t, epoch+1, p.epoch.Load())
+	select {
+	case <-changed:
+	default:
+		t.Error("a cut of the rate wakes the attempts waiting for a turn")
+	}
 	for range 75 {
 		p.stored(t0.Add(480 * time.Millisecond))
 	}
@@ -195,4 +199,97 @@ func TestPacerSpellEndsEpisode(t *testing.T) {
 	p.throttled(t0.Add(100 * time.Millisecond))
 	assert.False(t, p.on.Load())
 	assert.Zero(t, p.rateNow())
+}
+
+// TestPacerStallSlowStartsAgain: a pace learnt in a bad spell does not hold
+// the sends back once the broker has room again: after pacerStall without
+// a throttle, a rate that holds attempts back doubles every pacerSlowStep,
+// and one that holds nobody back stays.
+func TestPacerStallSlowStartsAgain(t *testing.T) {
+	var p pacer
+	t0 := time.Unix(1000, 0)
+	p.stored(t0)
+	p.throttled(t0.Add(100 * time.Millisecond))
+	for range 20 { // 20 stores in 1 s: a spell's 20/s
+		p.stored(t0.Add(500 * time.Millisecond))
+	}
+	last := t0.Add(1100 * time.Millisecond)
+	p.throttled(last)
+	r0 := p.rateNow()
+	require.InDelta(t, pacerMargin*20, r0, 0.1)
+
+	step := func(at time.Time, binding bool) {
+		p.binding.Store(binding)
+		p.mu.Lock()
+		p.stepLocked(at)
+		p.mu.Unlock()
+	}
+	// Before the stall: the slow probe.
+	step(last.Add(pacerStall-pacerSlowStep), true)
+	assert.InDelta(t, r0*pacerRaise, p.rateNow(), 0.01, "near the peak: +0.3%")
+	// After it, nobody waiting: the rate stays.
+	stall := last.Add(pacerStall + time.Millisecond)
+	step(stall, false)
+	assert.InDelta(t, r0*pacerRaise, p.rateNow(), 0.01)
+	// Attempts waiting: doubling every pacerSlowStep, so that 20/s reaches
+	// 2,000/s in well under a second.
+	for i := 1; i <= 7; i++ {
+		step(stall.Add(time.Duration(i)*pacerSlowStep), true)
+	}
+	assert.InDelta(t, r0*pacerRaise*128, p.rateNow(), 0.5)
+	assert.True(t, p.on.Load(), "the episode goes on: the next throttle measures again")
+}
+
+// TestPacerWaitTakesNewTurns: turns handed out at a slow start's first rate
+// (one a second) do not hold the attempts once the rate has grown: a raise
+// wakes them, and they take new turns at the new rate. Before, the tenth
+// of ten attempts queued at 1/s waited nine seconds whatever the rate
+// became.
+func TestPacerWaitTakesNewTurns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var p pacer
+		p.throttled(time.Now()) // nothing stored: an episode at 1/s
+		require.InDelta(t, pacerMinRate, p.rateNow(), 0)
+		start := time.Now()
+		var wg sync.WaitGroup
+		var waited [10]time.Duration
+		for i := range waited {
+			wg.Go(func() {
+				ok, late := p.wait(t.Context())
+				assert.True(t, ok)
+				assert.False(t, late)
+				waited[i] = time.Since(start)
+			})
+		}
+		synctest.Wait() // all ten hold a turn: the first at once, the others up to 9 s out
+		time.Sleep(10 * time.Millisecond)
+		p.mu.Lock()
+		p.setRate(time.Now(), 1000)
+		p.mu.Unlock()
+		wg.Wait()
+		for _, w := range waited {
+			assert.Less(t, w, 100*time.Millisecond, "every attempt goes within a few turns at 1,000/s")
+		}
+	})
+}
+
+// TestPacerEndLetsWaitsGo: the end of an episode (a hint here) lets the
+// attempts waiting for a turn go at once.
+func TestPacerEndLetsWaitsGo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var p pacer
+		p.throttled(time.Now())
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 5 {
+			wg.Go(func() {
+				ok, _ := p.wait(t.Context())
+				assert.True(t, ok)
+				assert.Less(t, time.Since(start), 10*time.Millisecond)
+			})
+		}
+		synctest.Wait()
+		p.hinted()
+		wg.Wait()
+	})
 }
