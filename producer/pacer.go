@@ -166,16 +166,22 @@ func (p *pacer) throttled(now time.Time) {
 
 func (p *pacer) setRate(now time.Time, r float64) {
 	p.stepAt = now
-	p.limitLocked(now, max(r, pacerMinRate))
+	p.limitLocked(now, max(r, pacerMinRate), true)
 }
 
-// limitLocked sets the rate to r, and wakes the attempts waiting for a
-// turn: their turns were handed out at the old rate, they take new ones.
-// Called with mu held.
-func (p *pacer) limitLocked(now time.Time, r float64) {
+// limitLocked sets the rate to r. With anew, the turns handed out so far
+// are void: the limiter starts again at r, and the attempts waiting for a
+// turn wake and take new ones (the old limiter's reservations are dropped,
+// not cancelled: cancelled out of order, they would lose tokens). Called
+// with mu held.
+func (p *pacer) limitLocked(now time.Time, r float64, anew bool) {
 	p.r = r
-	p.lim.SetLimitAt(now, rate.Limit(r))
-	p.lim.SetBurstAt(now, burstFor(r))
+	if !anew {
+		p.lim.SetLimitAt(now, rate.Limit(r))
+		p.lim.SetBurstAt(now, burstFor(r))
+		return
+	}
+	p.lim = rate.NewLimiter(rate.Limit(r), burstFor(r))
 	close(p.changed)
 	p.changed = make(chan struct{})
 }
@@ -196,12 +202,12 @@ func burstFor(r float64) int {
 
 // wait makes an attempt that is about to start wait its turn while an
 // episode is open: false when the wait would end at or after ctx's deadline
-// (nothing is waited then) or ctx ended during it. When the rate changes
-// during the wait, the turn is given back and taken again at the new rate:
-// turns handed out at a rate that was just cut would all go to a broker
-// that has just refused, and turns handed out at a slow start's first rate
-// (one a second) would hold the sends for as many seconds as there are
-// sends waiting, long after the rate has grown.
+// (nothing is waited then) or ctx ended during it. When the rate is set
+// anew during the wait (a throttle's estimate, a doubling), the turn is
+// taken again at the new rate: turns handed out at a rate that was just cut
+// would all go to a broker that has just refused, and turns handed out at a
+// slow start's first rate (one a second) would hold the sends for as many
+// seconds as there are sends waiting, long after the rate has grown.
 func (p *pacer) wait(ctx context.Context) (ok bool, deadline bool) {
 	if p == nil {
 		return true, false
@@ -239,8 +245,7 @@ func (p *pacer) wait(ctx context.Context) (ok bool, deadline bool) {
 			r.Cancel()
 			return false, false
 		case <-changed:
-			t.Stop()
-			r.Cancel()
+			t.Stop() // the turn is void: take a new one
 		}
 	}
 	return true, false
@@ -284,7 +289,9 @@ func (p *pacer) stepLocked(now time.Time) {
 	if !p.binding.Swap(false) {
 		return
 	}
-	p.limitLocked(now, p.r*factor)
+	// A doubling voids the turns handed out (slow start's first rate is
+	// one a second); a probe's small step keeps them.
+	p.limitLocked(now, p.r*factor, factor == 2)
 }
 
 // rateNow is the episode's rate, 0 when none is open (for tests and
