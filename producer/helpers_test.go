@@ -194,9 +194,9 @@ func msg(topic string) *Message {
 // memSink is a DeadLetterSink in memory, for the producer's own tests; the durable store has its own
 // (producer/deadletter).
 type memSink struct {
-	mu    sync.Mutex
-	recs  map[string]*DeadLetter
-	puts  int
+	mu   sync.Mutex
+	recs map[string]*DeadLetter
+	puts int
 }
 
 func newMemSink() *memSink { return &memSink{recs: map[string]*DeadLetter{}} }

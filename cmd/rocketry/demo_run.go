@@ -20,6 +20,7 @@ import (
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/internal/xrand"
 	"github.com/rocketry-go/rocketry/producer"
+	"github.com/rocketry-go/rocketry/producer/deadletter"
 )
 
 const (
@@ -38,6 +39,7 @@ type demoRun struct {
 	counters *demoCounters
 	start    time.Time
 	spool    string
+	store    *deadletter.Store // at spool, open for the whole run
 
 	// consumer side
 	cc         *grpc.ClientConn
@@ -86,7 +88,11 @@ func demo(c *demoConfig, stdout, stderr io.Writer) (*demoSummary, error) {
 			os.RemoveAll(dir)
 		}
 	}()
-	r.spool = filepath.Join(dir, "dead-letter.spool")
+	r.spool = filepath.Join(dir, "dead-letter.db")
+	if r.store, err = deadletter.Open(r.spool); err != nil {
+		return nil, err
+	}
+	defer r.store.Close()
 
 	r.b, err = broker.New(
 		broker.WithQueues(c.queues),
@@ -163,10 +169,10 @@ func demo(c *demoConfig, stdout, stderr io.Writer) (*demoSummary, error) {
 	if c.replay && sum.DeadLettered > 0 {
 		r.replaySpool(ctx, sum)
 	}
-	if left, _ := producer.ReadSpool(r.spool); len(left) > 0 {
+	if left, _ := r.store.Len(); left > 0 {
 		keepDir = true
 		sum.SpoolPath = r.spool
-		sum.SpoolLeft = len(left)
+		sum.SpoolLeft = left
 	}
 
 	stopBG()
@@ -205,7 +211,7 @@ func (r *demoRun) connectParams() grpc.DialOption {
 }
 
 // newProducer builds the demo's producer; withSpool adds the dead-letter
-// spool and the observer (the replay's producer has neither).
+// store and the observer (the replay's producer has neither).
 func (r *demoRun) newProducer(withSpool bool) (*producer.Producer, error) {
 	c := r.c
 	failure := backoff.Immediate
@@ -224,7 +230,7 @@ func (r *demoRun) newProducer(withSpool bool) (*producer.Producer, error) {
 		producer.WithDialOptions(r.connectParams()),
 	}
 	if withSpool {
-		opts = append(opts, producer.WithSpool(r.spool), producer.WithObserver(r.counters.observe))
+		opts = append(opts, producer.WithDeadLetterSink(r.store), producer.WithObserver(r.counters.observe))
 	}
 	return producer.New(r.b.Addr(), opts...)
 }
@@ -394,11 +400,8 @@ func (r *demoRun) replaySpool(ctx context.Context, sum *demoSummary) {
 		return
 	}
 	defer rp.Close(context.Background())
-	res, err := producer.ReplaySpool(ctx, r.spool, func(ctx context.Context, m *producer.Message) error {
-		_, err := rp.Send(ctx, m)
-		return err
-	})
-	sum.Replay = &demoReplay{Read: res.Read, Stored: res.Stored, Failed: res.Failed}
+	res, err := r.store.Replay(ctx, rp, deadletter.ReplayOptions{})
+	sum.Replay = &demoReplay{Read: res.Stored + res.Failed + res.Corrupt, Stored: res.Stored, Failed: res.Failed + res.Corrupt + res.Left}
 	if err != nil {
 		sum.Problems = append(sum.Problems, "replay: "+shortError(err))
 	}

@@ -7,13 +7,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/rocketry-go/rocketry/producer"
+	"github.com/rocketry-go/rocketry/producer/deadletter"
 )
 
 func init() {
-	register(command{name: "replay", summary: "resend a dead-letter spool to a broker, removing what is stored", run: runReplay})
+	register(command{name: "replay", summary: "resend a dead-letter store to a broker, removing what is stored", run: runReplay})
 }
 
 // replayConfig holds the replay command's flags.
@@ -23,6 +25,7 @@ type replayConfig struct {
 	maxAttempts    int
 	attemptTimeout time.Duration
 	timeout        time.Duration
+	maxThrottled   int
 	jsonOut        bool
 	proto          protocolFlags
 
@@ -31,11 +34,12 @@ type replayConfig struct {
 
 func replayFlags(c *replayConfig) *flag.FlagSet {
 	fs := newFlagSet("replay")
-	fs.StringVar(&c.spool, "spool", "", "the dead-letter spool file to replay (required)")
+	fs.StringVar(&c.spool, "spool", "", "the dead-letter store file to replay (required)")
 	fs.StringVar(&c.addr, "addr", "", "broker address HOST:PORT, or a comma-separated list of them (required)")
 	fs.IntVar(&c.maxAttempts, "max-attempts", 3, "attempts per message, the first one included")
 	fs.DurationVar(&c.attemptTimeout, "attempt-timeout", 3*time.Second, "time limit of one attempt")
 	fs.DurationVar(&c.timeout, "timeout", 0, "give up after this long, keeping what was not sent (0 = no limit)")
+	fs.IntVar(&c.maxThrottled, "max-throttled", 0, "stop (exit 1) after this many messages in a row throttled, keeping the rest for a later replay (0 = no limit)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the summary as one JSON object")
 	c.proto.bind(fs)
 	return fs
@@ -58,6 +62,8 @@ func (c *replayConfig) validate() error {
 		return fmt.Errorf("--attempt-timeout %v: must be > 0", c.attemptTimeout)
 	case c.timeout < 0:
 		return fmt.Errorf("--timeout %v: must be >= 0 (0 = no limit)", c.timeout)
+	case c.maxThrottled < 0:
+		return fmt.Errorf("--max-throttled %d: must be >= 0 (0 = no limit)", c.maxThrottled)
 	}
 	return nil
 }
@@ -69,6 +75,7 @@ type replaySummary struct {
 	Stored     int    `json:"stored"`
 	Duplicates int    `json:"duplicates"` // of Stored: already stored by the broker (rocketry.v1 only: RocketMQ 5 answers them OK)
 	Failed     int    `json:"failed"`
+	Left       int    `json:"left"` // not tried: --timeout or --max-throttled stopped the replay
 	Corrupt    bool   `json:"corrupt"`
 	Error      string `json:"error,omitempty"`
 }
@@ -105,21 +112,22 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	}
 
 	sum := replaySummary{Spool: c.spool}
-	var firstFailure error
-	send := func(ctx context.Context, m *producer.Message) error {
-		r, err := p.Send(ctx, m)
-		if err != nil {
-			if firstFailure == nil {
-				firstFailure = fmt.Errorf("message %s: %w", m.ID, err)
-			}
-			return err
-		}
-		if r.Duplicate {
-			sum.Duplicates++
-		}
-		return nil
+	var res deadletter.ReplayResult
+	var store *deadletter.Store
+	_, rerr := os.Stat(c.spool) // a replay never creates a store
+	if rerr == nil {
+		store, rerr = deadletter.Open(c.spool)
 	}
-	res, rerr := producer.ReplaySpool(ctx, c.spool, send)
+	if rerr == nil {
+		r := &firstFailure{p: p}
+		res, rerr = store.Replay(ctx, r, deadletter.ReplayOptions{MaxThrottled: c.maxThrottled})
+		if err := store.Close(); err != nil && rerr == nil {
+			rerr = err
+		}
+		if rerr == nil && r.err != nil {
+			sum.Error = oneLine(r.err.Error())
+		}
+	}
 
 	closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -127,11 +135,10 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		rerr = err
 	}
 
-	sum.Read, sum.Stored, sum.Failed, sum.Corrupt = res.Read, res.Stored, res.Failed, res.Corrupt
+	sum.Read, sum.Stored, sum.Duplicates, sum.Failed = res.Stored+res.Failed+res.Corrupt, res.Stored, res.Duplicates, res.Failed
+	sum.Left, sum.Corrupt = res.Left, res.Corrupt > 0
 	if rerr != nil {
 		sum.Error = oneLine(rerr.Error())
-	} else if firstFailure != nil {
-		sum.Error = oneLine(firstFailure.Error())
 	}
 	if c.jsonOut {
 		enc := json.NewEncoder(stdout)
@@ -143,20 +150,34 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	} else {
 		corrupt := "no"
 		if sum.Corrupt {
-			corrupt = "yes (bad bytes saved next to the spool)"
+			corrupt = fmt.Sprintf("%d records unreadable (kept; rocketry spool ls shows them)", res.Corrupt)
 		}
 		dups := fmt.Sprintf("%d already stored", sum.Duplicates)
 		if c.proto.protocol == protoRocketMQ {
 			dups = "RocketMQ 5 does not say which were already stored"
 		}
-		fmt.Fprintf(stdout, "replayed %s: read %d, stored %d (%s), failed %d (kept in the spool), corrupt: %s\n",
-			sum.Spool, sum.Read, sum.Stored, dups, sum.Failed, corrupt)
+		fmt.Fprintf(stdout, "replayed %s: read %d, stored %d (%s), failed %d (kept in the store), not tried %d, corrupt: %s\n",
+			sum.Spool, sum.Read, sum.Stored, dups, sum.Failed, sum.Left, corrupt)
 	}
 	if sum.Error != "" {
 		fmt.Fprintf(stderr, "rocketry replay: %s\n", sum.Error)
 	}
-	if rerr != nil || res.Failed > 0 || res.Corrupt {
+	if rerr != nil || res.Failed > 0 || res.Corrupt > 0 || res.Left > 0 {
 		return 1
 	}
 	return 0
+}
+
+// firstFailure resends with p and keeps the first failure, for the summary.
+type firstFailure struct {
+	p   *producer.Producer
+	err error
+}
+
+func (f *firstFailure) Resend(ctx context.Context, d *producer.DeadLetter) (*producer.SendReceipt, error) {
+	r, err := f.p.Resend(ctx, d)
+	if err != nil && f.err == nil {
+		f.err = fmt.Errorf("message %s: %w", d.Message.ID, err)
+	}
+	return r, err
 }
