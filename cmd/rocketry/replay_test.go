@@ -166,7 +166,9 @@ func TestReplayFailures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = db.Update(func(tx *bolt.Tx) error { return tx.Bucket([]byte("records")).Put([]byte("m-1x"), []byte("\xffnot a record")) })
+		err = db.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket([]byte("records")).Put([]byte("m-1x"), []byte("\xffnot a record"))
+		})
 		if cerr := db.Close(); err != nil || cerr != nil {
 			t.Fatal(err, cerr)
 		}

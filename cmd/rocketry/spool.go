@@ -37,8 +37,8 @@ type spoolRecord struct {
 	Properties    map[string]string `json:"properties,omitempty"`
 	Transactional bool              `json:"transactional,omitempty"`
 	BodyBytes     int               `json:"body_bytes"`
-	Body          string            `json:"body,omitempty"`          // show: the body when it is UTF-8
-	BodyBase64    []byte            `json:"body_base64,omitempty"`   // show: the body when it is not
+	Body          string            `json:"body,omitempty"`        // show: the body when it is UTF-8
+	BodyBase64    []byte            `json:"body_base64,omitempty"` // show: the body when it is not
 	Attempts      int               `json:"attempts"`
 	Code          string            `json:"code"`
 	Error         string            `json:"error"`

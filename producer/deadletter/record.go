@@ -54,6 +54,20 @@ func encode(d *producer.DeadLetter) ([]byte, error) {
 		return nil, fmt.Errorf("%w: message %q: body is %d bytes, over the limit of %d", ErrTooLarge, d.Message.ID, len(d.Message.Body), MaxBodyBytes)
 	}
 	m := d.Message
+	pb := toProto(d)
+	if n := proto.Size(pb); n > MaxRecordBytes {
+		return nil, fmt.Errorf("%w: message %q: record is %d bytes, over the limit of %d", ErrTooLarge, m.ID, n, MaxRecordBytes)
+	}
+	b, err := proto.Marshal(pb)
+	if err != nil {
+		return nil, fmt.Errorf("deadletter: message %q: %w", m.ID, err)
+	}
+	return b, nil
+}
+
+// toProto is d's stored form; its slices and map are shared.
+func toProto(d *producer.DeadLetter) *rocketryv1.SpoolRecord {
+	m := d.Message
 	attempts := min(max(d.Attempts, math.MinInt32), math.MaxInt32)
 	pb := &rocketryv1.SpoolRecord{
 		Message: &rocketryv1.Message{
@@ -68,14 +82,7 @@ func encode(d *producer.DeadLetter) ([]byte, error) {
 	if !d.SpooledAt.IsZero() {
 		pb.SpooledAt = timestamppb.New(d.SpooledAt)
 	}
-	if n := proto.Size(pb); n > MaxRecordBytes {
-		return nil, fmt.Errorf("%w: message %q: record is %d bytes, over the limit of %d", ErrTooLarge, m.ID, n, MaxRecordBytes)
-	}
-	b, err := proto.Marshal(pb)
-	if err != nil {
-		return nil, fmt.Errorf("deadletter: message %q: %w", m.ID, err)
-	}
-	return b, nil
+	return pb
 }
 
 // decode reads the value stored under k. Its error wraps ErrCorrupt.
