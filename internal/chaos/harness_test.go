@@ -23,6 +23,7 @@ import (
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/internal/xrand"
 	"github.com/rocketry-go/rocketry/producer"
+	"github.com/rocketry-go/rocketry/producer/deadletter"
 )
 
 // topic is the topic every chaos message goes to.
@@ -40,6 +41,7 @@ const (
 	fBacklogStorm                  // MaxBacklog + the draining consumer paused
 	fStorageStorm                  // MaxStorageLoad + a consumer group reset to 0
 	fUnavailable                   // Faults.Unavailable: 503 on every send
+	fHold                          // the broker's answers held in its proxy (stored, answer late): proxied scenarios only
 	fCalm                          // no fault, no throttle
 	numFaultKinds
 )
@@ -47,10 +49,10 @@ const (
 var faultNames = [numFaultKinds]string{
 	fRestart: "restart", fDrop: "drop", fInternal: "internal", fBlackhole: "blackhole",
 	fLatency: "latency", fBacklogStorm: "backlog_storm", fStorageStorm: "storage_storm",
-	fUnavailable: "unavailable", fCalm: "calm",
+	fUnavailable: "unavailable", fHold: "hold", fCalm: "calm",
 }
 
-// allFaults is every kind of step.
+// allFaults is every kind of step but fHold, which needs proxies.
 var allFaults = []faultKind{fRestart, fDrop, fInternal, fBlackhole, fLatency, fBacklogStorm, fStorageStorm, fUnavailable, fCalm}
 
 // scenario is one chaos run. Everything random in it (the schedule, which
@@ -66,13 +68,14 @@ type scenario struct {
 	syncWorkers    int           // goroutines calling Send
 	asyncShare     float64       // share of messages sent with SendAsync / TrySendAsync
 	txShare        float64       // share of transactional messages
-	fallback       bool          // WithFallback instead of WithSpool
+	fallback       bool          // WithFallback instead of a dead-letter store
 	maxAttempts    int           // WithMaxAttempts
 	attemptTimeout time.Duration // WithAttemptTimeout
 	maxInFlight    int           // WithMaxInFlight
 	tick           time.Duration // one schedule step per tick
 	kinds          []faultKind   // what the schedule draws from
-	replay         bool          // replay the spool at the end, to calm brokers
+	replay         bool          // replay the store at the end, to every live broker (calm by then)
+	proxied        bool          // each broker behind a holdProxy, for fHold steps
 	failoverAlways bool          // WithFailoverOnUnknownOutcome (duplicates across brokers allowed)
 }
 
@@ -88,7 +91,7 @@ type outcome struct {
 	sameBrokerDup    int // ids stored more than once on one broker (a broken dedup)
 	crossBroker      int // ids stored on two or more brokers
 	crossCauses      map[string]int
-	handedBack       int // spool records or fallback calls
+	handedBack       int // store records or fallback calls
 	handedBackDup    int // ids handed back more than once
 	storedAndBack    int // ids both stored and handed back (unknown outcome, then failure)
 	lost             int // ids neither stored nor handed back
@@ -105,6 +108,7 @@ type outcome struct {
 	restartErrTexts []string
 
 	replayed, replayMissing, replayDup int
+	replayCross                        int // ids stored on two brokers after the replay, not before
 
 	closeCancelled  bool          // Close's context ended with sends in flight
 	maxThrottleWait time.Duration // the longest wait after a throttle (RetryInfo hints)
@@ -143,6 +147,9 @@ func deadAddr(t testing.TB) string {
 // liveBroker is a broker of a run with its consumers.
 type liveBroker struct {
 	b           *broker.Broker
+	px          *holdProxy // in front of b in proxied scenarios, else nil
+	heldUntil   time.Time  // px holds answers until then (chaos's goroutine only)
+	addr        string     // what the producer dials: b's address or its proxy's
 	cc          *grpc.ClientConn
 	pausedUntil atomic.Int64 // unix nanos: the draining consumer waits until then
 	reset       chan struct{}
@@ -217,6 +224,12 @@ func chaos(sc scenario, lbs []*liveBroker, stop <-chan struct{}, o *outcome) {
 			return
 		case <-tk.C:
 		}
+		for _, lb := range lbs {
+			if lb.px != nil && !lb.heldUntil.IsZero() && time.Now().After(lb.heldUntil) {
+				lb.px.held.Store(false)
+				lb.heldUntil = time.Time{}
+			}
+		}
 		k := sc.kinds[rng.IntN(len(sc.kinds))]
 		lb := lbs[rng.IntN(len(lbs))]
 		x := rng.Float64()
@@ -250,6 +263,13 @@ func chaos(sc scenario, lbs []*liveBroker, stop <-chan struct{}, o *outcome) {
 			}
 		case fUnavailable:
 			lb.b.SetFaults(broker.Faults{Unavailable: true})
+		case fHold:
+			// For 10 to 40 ticks: long enough, often, for a send pinned
+			// there to spend its attempts.
+			if lb.px != nil {
+				lb.px.held.Store(true)
+				lb.heldUntil = time.Now().Add(sc.tick * time.Duration(10+rng.IntN(30)))
+			}
 		case fCalm:
 			lb.b.SetFaults(broker.Faults{})
 			lb.b.SetThrottle(broker.Throttle{})
@@ -268,6 +288,9 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 	var addrs []string
 	defer func() {
 		for _, lb := range lbs {
+			if lb.px != nil {
+				lb.px.close() // before goleak looks, not at t's cleanup
+			}
 			lb.b.Stop()
 			lb.cc.Close()
 		}
@@ -285,8 +308,13 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 			b.Stop()
 			t.Fatal(err)
 		}
-		lbs = append(lbs, &liveBroker{b: b, cc: cc, reset: make(chan struct{}, 1)})
-		addrs = append(addrs, b.Addr())
+		lb := &liveBroker{b: b, addr: b.Addr(), cc: cc, reset: make(chan struct{}, 1)}
+		if sc.proxied {
+			lb.px = startHoldProxy(t, b.Addr())
+			lb.addr = lb.px.Addr()
+		}
+		lbs = append(lbs, lb)
+		addrs = append(addrs, lb.addr)
 	}
 	for range sc.down {
 		// In the middle, so that round robin and failover both meet it.
@@ -341,7 +369,7 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 	if sc.failoverAlways {
 		opts = append(opts, producer.WithFailoverOnUnknownOutcome())
 	}
-	spoolPath := filepath.Join(t.TempDir(), "dead.spool")
+	var store *deadletter.Store
 	if sc.fallback {
 		opts = append(opts, producer.WithFallback(func(m *producer.Message, err error) {
 			if i := msgIndex(m.ID); i >= 0 && i < n {
@@ -349,7 +377,11 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 			}
 		}))
 	} else {
-		opts = append(opts, producer.WithSpool(spoolPath))
+		if store, err = deadletter.Open(filepath.Join(t.TempDir(), "dead.db")); err != nil {
+			t.Fatalf("deadletter.Open() = %v", err)
+		}
+		defer store.Close()
+		opts = append(opts, producer.WithDeadLetterSink(store))
 	}
 	p, err := producer.New(strings.Join(addrs, ","), opts...)
 	if err != nil {
@@ -465,6 +497,9 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 		lb.b.SetFaults(broker.Faults{})
 		lb.b.SetThrottle(broker.Throttle{})
 		lb.pausedUntil.Store(0)
+		if lb.px != nil {
+			lb.px.held.Store(false)
+		}
 	}
 	// Async sends have no deadline, and a broker's RetryInfo hint may make
 	// one wait long after a throttle: Close gives them a few seconds, then
@@ -515,12 +550,14 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 			}
 		}
 	} else {
-		recs, err := producer.ReadSpool(spoolPath)
+		err := store.Scan(func(d *producer.DeadLetter, err error) error {
+			if err == nil {
+				back[d.Message.ID]++
+			}
+			return err
+		})
 		if err != nil {
-			t.Errorf("ReadSpool() = %v; want nil", err)
-		}
-		for _, r := range recs {
-			back[r.Message.ID]++
+			t.Errorf("Scan() = %v; want nil", err)
 		}
 	}
 	for _, c := range back {
@@ -548,7 +585,7 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 			for k, x := range seq {
 				letter := "D"
 				for bi, lb := range lbs {
-					if lb.b.Addr() == x.ep {
+					if lb.addr == x.ep {
 						letter = string(rune('A' + bi))
 					}
 				}
@@ -574,19 +611,21 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 	}
 
 	if sc.replay && !sc.fallback {
-		replay(t, sc, lbs, addrs, spoolPath, o)
+		replay(t, sc, lbs, store, storedOn, o)
 	}
 	o.elapsed = time.Since(start)
 	return o
 }
 
-// replay resends the spool to the (calm) brokers, then checks that every
-// message is stored and that no broker stored one twice.
-func replay(t *testing.T, sc scenario, lbs []*liveBroker, addrs []string, spoolPath string, o *outcome) {
+// replay resends the store to every (calm) broker, then checks that every
+// message is stored, that no broker stored one twice, and counts those the
+// replay stored on a second broker (before is how many brokers held each
+// ID before it).
+func replay(t *testing.T, sc scenario, lbs []*liveBroker, store *deadletter.Store, before map[string]int, o *outcome) {
 	t.Helper()
 	live := make([]string, 0, len(lbs))
 	for _, lb := range lbs {
-		live = append(live, lb.b.Addr())
+		live = append(live, lb.addr)
 	}
 	p, err := producer.New(strings.Join(live, ","), producer.WithMaxAttempts(5), producer.WithAttemptTimeout(2*time.Second))
 	if err != nil {
@@ -595,12 +634,9 @@ func replay(t *testing.T, sc scenario, lbs []*liveBroker, addrs []string, spoolP
 	defer p.Close(context.Background())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := producer.ReplaySpool(ctx, spoolPath, func(ctx context.Context, m *producer.Message) error {
-		_, err := p.Send(ctx, m)
-		return err
-	})
-	if err != nil || res.Failed != 0 {
-		t.Errorf("ReplaySpool() = %+v, %v; want every record stored", res, err)
+	res, err := store.Replay(ctx, p, deadletter.ReplayOptions{})
+	if err != nil || res.Failed != 0 || res.Corrupt != 0 || res.Left != 0 {
+		t.Errorf("Replay() = %+v, %v; want every record stored", res, err)
 	}
 	o.replayed = res.Stored
 	seen := map[string]int{}
@@ -617,8 +653,12 @@ func replay(t *testing.T, sc scenario, lbs []*liveBroker, addrs []string, spoolP
 		}
 	}
 	for i := range sc.messages {
-		if seen[msgID(sc.seed, i)] == 0 {
+		id := msgID(sc.seed, i)
+		if seen[id] == 0 {
 			o.replayMissing++
+		}
+		if seen[id] > 1 && before[id] < 2 {
+			o.replayCross++
 		}
 	}
 }
