@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"time"
 
@@ -91,6 +92,8 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("%w: %s (waited %v for its lock)", ErrLocked, path, c.lockTimeout)
 	case errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrVersionMismatch), errors.Is(err, bolt.ErrChecksum):
 		return nil, fmt.Errorf("%w: %s: %v", ErrNotStore, path, err)
+	case errors.As(err, new(*fs.PathError)):
+		return nil, fmt.Errorf("deadletter: %w", err) // it names the file
 	case err != nil:
 		return nil, fmt.Errorf("deadletter: open %s: %w", path, err)
 	}
