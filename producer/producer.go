@@ -188,6 +188,12 @@ func (p *Producer) enter() bool {
 // ctx bounds the whole send; each attempt has its own timeout within it
 // (WithAttemptTimeout), and no wait ends after ctx's deadline.
 func (p *Producer) Send(ctx context.Context, m *Message) (*SendReceipt, error) {
+	return p.sendSync(ctx, m, "")
+}
+
+// sendSync is Send; with maybeAt, every attempt goes where the message may
+// be stored (Resend).
+func (p *Producer) sendSync(ctx context.Context, m *Message, maybeAt string) (*SendReceipt, error) {
 	if err := p.prepare(m); err != nil {
 		return nil, err
 	}
@@ -197,7 +203,15 @@ func (p *Producer) Send(ctx context.Context, m *Message) (*SendReceipt, error) {
 	if !p.enter() {
 		return nil, ErrClosed
 	}
-	r, se := p.send(ctx, m, nil, nil)
+	var pn *pin
+	if maybeAt != "" {
+		var err error
+		if pn, err = p.pinFor(ctx, m, maybeAt); err != nil {
+			p.leave()
+			return nil, err
+		}
+	}
+	r, se := p.send(ctx, m, nil, pn)
 	p.core.leave()
 	defer p.sends.leave()
 	if se != nil {

@@ -42,37 +42,23 @@ func (p *Producer) Resend(ctx context.Context, d *DeadLetter) (*SendReceipt, err
 	if m.ID == "" {
 		return nil, fmt.Errorf("%w: dead letter's message has no ID (a replay could not be deduplicated)", ErrInvalidMessage)
 	}
-	if err := p.prepare(m); err != nil {
+	return p.sendSync(ctx, m, d.MaybeStoredAt)
+}
+
+// pinFor returns the pin of a resend of m to the endpoint named at: nil
+// when this Producer does not have it and may send elsewhere
+// (WithFailoverOnUnknownOutcome), an error wrapping ErrEndpointUnknown when
+// it may not.
+func (p *Producer) pinFor(ctx context.Context, m *Message, at string) (*pin, error) {
+	pn, err := p.findPin(ctx, m.Topic, at)
+	switch {
+	case err != nil:
 		return nil, err
+	case pn == nil && !p.cfg.failoverAlways:
+		return nil, fmt.Errorf("%w: message %q, endpoint %q (this producer has %v; WithFailoverOnUnknownOutcome sends it elsewhere)",
+			ErrEndpointUnknown, m.ID, at, p.endpointNames())
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if !p.enter() {
-		return nil, ErrClosed
-	}
-	var pn *pin
-	if d.MaybeStoredAt != "" {
-		var err error
-		pn, err = p.findPin(ctx, m.Topic, d.MaybeStoredAt)
-		switch {
-		case err != nil:
-			p.leave()
-			return nil, err
-		case pn == nil && !p.cfg.failoverAlways:
-			p.leave()
-			return nil, fmt.Errorf("%w: message %q, endpoint %q (this producer has %v; WithFailoverOnUnknownOutcome sends it elsewhere)",
-				ErrEndpointUnknown, m.ID, d.MaybeStoredAt, p.endpointNames())
-		}
-	}
-	r, se := p.send(ctx, m, nil, pn)
-	p.core.leave()
-	defer p.sends.leave()
-	if se != nil {
-		p.handOff(m, se)
-		return nil, se
-	}
-	return r, nil
+	return pn, nil
 }
 
 // findPin returns the endpoint named name (nil when there is none): one of the
