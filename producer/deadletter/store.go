@@ -222,7 +222,7 @@ func (s *Store) Len() (int, error) {
 // IDs), until fn returns an error, which Scan returns. A record that cannot
 // be read is passed as a nil record and an error wrapping ErrCorrupt that
 // names its key. fn runs inside a read transaction: it must not call the
-// Store's other methods but Get.
+// Store's methods (a write would wait for the transaction to end).
 func (s *Store) Scan(fn func(d *producer.DeadLetter, err error) error) error {
 	err := s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketRecords)
