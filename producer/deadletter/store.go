@@ -241,7 +241,11 @@ func (s *Store) Scan(fn func(d *producer.DeadLetter, err error) error) error {
 // cannot be read, which are skipped.
 func (s *Store) page(after []byte, n int) (recs []*producer.DeadLetter, bad []error, last []byte, err error) {
 	err = s.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketRecords).Cursor()
+		b := tx.Bucket(bucketRecords)
+		if b == nil { // a bbolt file that is not ours, opened read-only
+			return nil
+		}
+		c := b.Cursor()
 		var k, v []byte
 		if after == nil {
 			k, v = c.First()
