@@ -26,6 +26,7 @@ type replayConfig struct {
 	attemptTimeout time.Duration
 	timeout        time.Duration
 	maxThrottled   int
+	failover       bool
 	jsonOut        bool
 	proto          protocolFlags
 
@@ -40,6 +41,7 @@ func replayFlags(c *replayConfig) *flag.FlagSet {
 	fs.DurationVar(&c.attemptTimeout, "attempt-timeout", 3*time.Second, "time limit of one attempt")
 	fs.DurationVar(&c.timeout, "timeout", 0, "give up after this long, keeping what was not sent (0 = no limit)")
 	fs.IntVar(&c.maxThrottled, "max-throttled", 0, "stop (exit 1) after this many messages in a row throttled, keeping the rest for a later replay (0 = no limit)")
+	fs.BoolVar(&c.failover, "failover-unknown", false, "send a message that may be stored on a broker (its outcome was unknown there) to another one when that broker is not in --addr or fails: it may then be stored twice")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the summary as one JSON object")
 	c.proto.bind(fs)
 	return fs
@@ -92,6 +94,9 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	opts := append(c.proto.options(), producer.WithMaxAttempts(c.maxAttempts), producer.WithAttemptTimeout(c.attemptTimeout))
+	if c.failover {
+		opts = append(opts, producer.WithFailoverOnUnknownOutcome())
+	}
 	p, err := producer.New(c.addr, opts...)
 	if err != nil {
 		flags := map[string]string{

@@ -274,6 +274,12 @@ func TestReplayPinnedToAnotherBroker(t *testing.T) {
 	assert.Contains(t, stderr, `endpoint "127.0.0.1:9"`)
 	assert.Empty(t, storedIDs(b, "orders"))
 	assert.Equal(t, 3, storeLen(t, path))
+
+	// The caller may accept another broker.
+	sum, code, stderr = replayJSON(t, "--spool", path, "--addr", b.Addr(), "--failover-unknown")
+	assert.Equal(t, 0, code, "stderr %q", stderr)
+	assert.Equal(t, 3, sum.Stored)
+	assert.Len(t, storedIDs(b, "orders"), 3)
 }
 
 // TestReplayStopsWhenThrottled: with --max-throttled, a replay to a broker
