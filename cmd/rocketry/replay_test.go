@@ -206,6 +206,7 @@ func TestReplayBadFlags(t *testing.T) {
 		{"attempt timeout 0", []string{"--spool", "x", "--addr", "a:1", "--attempt-timeout", "0s"}, "--attempt-timeout 0s"},
 		{"attempt timeout bad", []string{"--spool", "x", "--addr", "a:1", "--attempt-timeout", "soon"}, "-attempt-timeout"},
 		{"negative timeout", []string{"--spool", "x", "--addr", "a:1", "--timeout", "-1s"}, "--timeout -1s"},
+		{"negative max throttled", []string{"--spool", "x", "--addr", "a:1", "--max-throttled", "-1"}, "--max-throttled -1"},
 		{"extra argument", []string{"--spool", "x", "--addr", "a:1", "extra"}, `unexpected argument "extra"`},
 		{"bad addr", []string{"--spool", "x", "--addr", ",,"}, "--addr"},
 		{"protocol unknown", []string{"--spool", "x", "--addr", "a:1", "--protocol", "v3"}, `--protocol "v3"`},
