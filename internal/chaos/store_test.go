@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -209,4 +210,50 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return string(l.b)
+}
+
+// replay resends the store to every (calm) broker, then checks that every
+// message is stored, that no broker stored one twice, and counts those the
+// replay stored on a second broker (before is how many brokers held each
+// ID before it).
+func replay(t *testing.T, sc scenario, lbs []*liveBroker, store *deadletter.Store, before map[string]int, o *outcome) {
+	t.Helper()
+	live := make([]string, 0, len(lbs))
+	for _, lb := range lbs {
+		live = append(live, lb.addr)
+	}
+	p, err := producer.New(strings.Join(live, ","), producer.WithMaxAttempts(5), producer.WithAttemptTimeout(2*time.Second))
+	if err != nil {
+		t.Fatalf("producer.New() = %v", err)
+	}
+	defer p.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := store.Replay(ctx, p, deadletter.ReplayOptions{})
+	if err != nil || res.Failed != 0 || res.Corrupt != 0 || res.Left != 0 {
+		t.Errorf("Replay() = %+v, %v; want every record stored", res, err)
+	}
+	o.replayed = res.Stored
+	seen := map[string]int{}
+	for _, lb := range lbs {
+		per := map[string]int{}
+		for _, rm := range lb.b.Messages(topic) {
+			per[rm.GetMessage().GetMessageId()]++
+		}
+		for id, c := range per {
+			seen[id]++
+			if c > 1 {
+				o.replayDup++
+			}
+		}
+	}
+	for i := range sc.messages {
+		id := msgID(sc.seed, i)
+		if seen[id] == 0 {
+			o.replayMissing++
+		}
+		if seen[id] > 1 && before[id] < 2 {
+			o.replayCross++
+		}
+	}
 }
