@@ -5,6 +5,9 @@
 //
 //   - [github.com/rocketry-go/rocketry/producer]: the Producer (sync and async
 //     sends) and a gRPC client interceptor with the same retry decisions.
+//   - [github.com/rocketry-go/rocketry/producer/deadletter]: the durable
+//     dead-letter store (bbolt) a Producer hands what it cannot send to, and
+//     its replay.
 //   - [github.com/rocketry-go/rocketry/backoff]: delay schedules: the gRPC
 //     connection backoff and SNS-style delivery policies.
 //   - [github.com/rocketry-go/rocketry/broker]: a test broker that stores,

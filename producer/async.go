@@ -10,7 +10,7 @@ import (
 // SendAsync starts sending m and returns at once. It returns nil when the
 // send was accepted (m.ID is set by then): cb (if not nil) then runs exactly
 // once, later, with the receipt or the error, exactly as Send would return
-// them (retries, fallback and spool included). cb runs on one of the
+// them (retries and the dead-letter sink included). cb runs on one of the
 // producer's worker goroutines, which holds one of the MaxInFlight slots
 // until cb returns: cb must not block, and a panic in it crashes the program
 // as in any goroutine.
@@ -71,7 +71,7 @@ func (p *Producer) sendAsync(ctx context.Context, m *Message, cb func(*SendRecei
 // runAsync runs one async send on a worker; it holds a slot.
 func (p *Producer) runAsync(j asyncJob) {
 	ctx := j.ctx
-	r, se := p.send(ctx, j.m, j.wm, p.async.batch)
+	r, se := p.send(ctx, j.m, j.wm, p.async.batch, nil)
 	p.core.leave()
 	if se != nil {
 		p.handOff(ctx, j.m, se)

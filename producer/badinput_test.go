@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 	"github.com/rocketry-go/rocketry/broker/brokertest"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/producer"
+	"github.com/rocketry-go/rocketry/producer/deadletter"
 )
 
 // Bad input (issue 7): every invalid option and message gets a clear error
@@ -65,15 +65,11 @@ func checkClear(t *testing.T, call string, err error, want string) {
 func TestBadOptions(t *testing.T) {
 	b := brokertest.Start(t)
 	cc := &countingConn{}
-	dir := t.TempDir()
-	notADir := filepath.Join(dir, "file")
-	if err := os.WriteFile(notADir, []byte("x"), 0o600); err != nil {
+	store, err := deadletter.Open(filepath.Join(t.TempDir(), "dead.db"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	notASpool := filepath.Join(dir, "not-a-spool")
-	if err := os.WriteFile(notASpool, []byte("this is not a spool file at all"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { store.Close() })
 	fallback := func(*producer.Message, error) {}
 	tests := []struct {
 		name string
@@ -103,12 +99,9 @@ func TestBadOptions(t *testing.T) {
 		{"negative body limit", []producer.Option{producer.WithMaxBodyBytes(-1)}, "WithMaxBodyBytes(-1)"},
 		{"nil logger", []producer.Option{producer.WithLogger(nil)}, "WithLogger(nil)"},
 		{"nil delivery policy", []producer.Option{producer.WithDeliveryPolicy(nil)}, "WithDeliveryPolicy(nil)"},
-		{"empty spool path", []producer.Option{producer.WithSpool("")}, `WithSpool("")`},
-		{"spool in a missing directory", []producer.Option{producer.WithSpool(filepath.Join(dir, "missing", "s.spool"))}, "WithSpool"},
-		{"spool under a file", []producer.Option{producer.WithSpool(filepath.Join(notADir, "s.spool"))}, "WithSpool"},
-		{"spool that is a directory", []producer.Option{producer.WithSpool(dir)}, "WithSpool"},
-		{"spool that is not a spool", []producer.Option{producer.WithSpool(notASpool)}, "WithSpool"},
-		{"fallback and spool", []producer.Option{producer.WithFallback(fallback), producer.WithSpool(filepath.Join(dir, "both.spool"))}, "excludes WithFallback"},
+		{"nil dead-letter sink", []producer.Option{producer.WithDeadLetterSink(nil)}, "WithDeadLetterSink(nil)"},
+		{"fallback and store", []producer.Option{producer.WithFallback(fallback), producer.WithDeadLetterSink(store)}, "excludes WithFallback"},
+		{"body limit over the store's", []producer.Option{producer.WithDeadLetterSink(store), producer.WithMaxBodyBytes(deadletter.MaxBodyBytes + 1)}, "WithMaxBodyBytes(1073741825): over the dead-letter sink's limit"},
 		{"second of two bad options", []producer.Option{producer.WithMaxAttempts(2), producer.WithMaxInFlight(0)}, "WithMaxInFlight(0)"},
 	}
 	for _, tt := range tests {
@@ -190,7 +183,7 @@ func TestBadScopes(t *testing.T) {
 		want string
 	}{
 		{"WithMaxInFlight in the interceptor", producer.WithMaxInFlight(8), "WithMaxInFlight does not apply to UnaryClientInterceptor"},
-		{"WithSpool in the interceptor", producer.WithSpool("x"), "WithSpool does not apply to UnaryClientInterceptor"},
+		{"WithDeadLetterSink in the interceptor", producer.WithDeadLetterSink(producer.FallbackFunc(func(*producer.Message, error) {})), "WithDeadLetterSink does not apply to UnaryClientInterceptor"},
 		{"WithFallback in the interceptor", producer.WithFallback(func(*producer.Message, error) {}), "WithFallback does not apply"},
 		{"invalid option in the interceptor", producer.WithMaxAttempts(0), "WithMaxAttempts(0)"},
 	} {
@@ -291,7 +284,12 @@ func checkInvalid(t *testing.T, call string, err error, want string) {
 // spooled ("spool failed; message not kept"). It must be refused up front.
 func TestInvalidUTF8TagNotRetriedNorLostWithSpool(t *testing.T) {
 	b := brokertest.Start(t)
-	p, err := producer.New(b.Addr(), producer.WithSpool(filepath.Join(t.TempDir(), "dead.spool")))
+	store, err := deadletter.Open(filepath.Join(t.TempDir(), "dead.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	p, err := producer.New(b.Addr(), producer.WithDeadLetterSink(store))
 	if err != nil {
 		t.Fatal(err)
 	}

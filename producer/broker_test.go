@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -242,9 +241,9 @@ func TestBrokerRefusals(t *testing.T) {
 	}
 }
 
-// TestExhaustionIntoFallbackAndSpool: a message whose attempts are spent
-// goes to the fallback, or else to the spool, and Send says so.
-func TestExhaustionIntoFallbackAndSpool(t *testing.T) {
+// TestExhaustionIntoFallbackAndSink: a message whose attempts are spent
+// goes to the fallback, or else to the dead-letter sink, and Send says so.
+func TestExhaustionIntoFallbackAndSink(t *testing.T) {
 	b := brokertest.Start(t, broker.WithFaults(broker.Faults{Unavailable: true}))
 	t.Run("fallback", func(t *testing.T) {
 		var got []*Message
@@ -267,9 +266,9 @@ func TestExhaustionIntoFallbackAndSpool(t *testing.T) {
 			t.Errorf("fallback got %v; want the message once", got)
 		}
 	})
-	t.Run("spool", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "dead.spool")
-		p, err := New(b.Addr(), WithSpool(path))
+	t.Run("sink", func(t *testing.T) {
+		sink := newMemSink()
+		p, err := New(b.Addr(), WithDeadLetterSink(sink))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -282,13 +281,13 @@ func TestExhaustionIntoFallbackAndSpool(t *testing.T) {
 		if err := p.Close(context.Background()); err != nil {
 			t.Fatalf("Close() = %v", err)
 		}
-		recs, err := ReadSpool(path)
-		if err != nil || len(recs) != 1 {
-			t.Fatalf("ReadSpool() = %d records, %v; want 1", len(recs), err)
+		r := sink.get(m.ID)
+		if sink.len() != 1 || r == nil {
+			t.Fatalf("sink holds %d records, %v; want 1, of %s", sink.len(), r, m.ID)
 		}
-		r := recs[0]
-		if r.Message.ID != m.ID || r.Attempts != 3 || r.Code != rocketryv1.Code_CODE_UNAVAILABLE || r.Err == "" {
-			t.Errorf("spool record = %+v; want ID %s, 3 attempts, 503, an error", r, m.ID)
+		// 503 with the broker's detail: known not stored, so no endpoint.
+		if r.Message != m || r.Attempts != 3 || r.Code != rocketryv1.Code_CODE_UNAVAILABLE || r.Err == "" || r.MaybeStoredAt != "" || r.SendError != se {
+			t.Errorf("dead letter = %+v; want ID %s, 3 attempts, 503, an error, no endpoint, the send's error", r, m.ID)
 		}
 	})
 }
@@ -303,8 +302,8 @@ func TestAsyncUnderFaults(t *testing.T) {
 		n = 2000
 	}
 	b := brokertest.Start(t, broker.WithFaults(broker.Faults{InternalRate: 0.2}), broker.WithSeed(1))
-	path := filepath.Join(t.TempDir(), "dead.spool")
-	p, err := New(b.Addr(), WithSpool(path), WithMaxInFlight(256), WithFailureSchedule(backoff.Constant(time.Millisecond)))
+	sink := newMemSink()
+	p, err := New(b.Addr(), WithDeadLetterSink(sink), WithMaxInFlight(256), WithFailureSchedule(backoff.Constant(time.Millisecond)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,26 +353,18 @@ func TestAsyncUnderFaults(t *testing.T) {
 			t.Errorf("broker stored %s %d times; want 1", id, c)
 		}
 	}
-	recs, err := ReadSpool(path)
-	if err != nil {
-		t.Fatalf("ReadSpool() = %v", err)
-	}
-	spooled := map[string]bool{}
-	for _, r := range recs {
-		spooled[r.Message.ID] = true
-	}
 	lost := 0
 	for _, id := range ids {
-		if seen[id] == 0 && !spooled[id] {
+		if seen[id] == 0 && sink.get(id) == nil {
 			lost++
 		}
 	}
-	if lost != 0 || int(failed.Load()) != len(recs) {
-		t.Errorf("lost %d messages, %d failed, %d spooled; want 0 lost and every failure spooled", lost, failed.Load(), len(recs))
+	if lost != 0 || int(failed.Load()) != sink.len() || sink.puts != sink.len() {
+		t.Errorf("lost %d messages, %d failed, %d spooled (%d puts); want 0 lost and every failure spooled once", lost, failed.Load(), sink.len(), sink.puts)
 	}
 	st := b.Stats()
 	t.Logf("%d async sends, 2 restarts: callbacks %d (each once), stored %d (distinct IDs %d, duplicates refused %d), failed and spooled %d, lost %d; broker requests %d, faults %v",
-		n, stored.Load()+failed.Load(), stored.Load(), len(seen), st.GetDuplicates(), len(recs), lost, st.GetSendRequests(), st.GetFaults())
+		n, stored.Load()+failed.Load(), stored.Load(), len(seen), st.GetDuplicates(), sink.len(), lost, st.GetSendRequests(), st.GetFaults())
 }
 
 // TestSlowBrokerBounded: many async sends against a slow broker keep at

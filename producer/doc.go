@@ -59,9 +59,13 @@
 //
 // A send that fails after its message was validated returns a [*SendError]
 // (errors.Is tells why; errors.As gives the attempt count, the last
-// outcome, the broker code and the last cause) and hands the message to the
-// fallback ([WithFallback]) or the dead-letter spool on disk ([WithSpool],
-// replayed by [ReplaySpool] and `rocketry replay`). An invalid message
+// outcome, the broker code and the last cause) and hands the message to its
+// [DeadLetterSink]: a fallback ([WithFallback]) or a durable store on disk
+// ([WithDeadLetterSink] with package
+// github.com/rocketry-go/rocketry/producer/deadletter, replayed by its
+// Replay and `rocketry replay`). The [DeadLetter] names the endpoint where
+// the message may be stored after an unknown outcome, and [Producer.Resend]
+// sends it there and nowhere else, so a replay stores nothing twice. An invalid message
 // ([ErrInvalidMessage]) is returned to the caller only: no attempt is made.
 // An invalid option is an [*OptionError] naming it.
 //

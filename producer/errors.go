@@ -12,8 +12,8 @@ import (
 
 // ErrInvalidMessage is returned, wrapped with what is wrong, when a message
 // fails validation (nil, empty topic, body over the limit); no attempt is
-// made. Such a message is the caller's bug: it is not handed to the fallback
-// or the spool.
+// made. Such a message is the caller's bug: it is not handed to the
+// dead-letter sink.
 var ErrInvalidMessage = errors.New("producer: invalid message")
 
 // ErrClosed is returned when a send is started on a closed Producer, and is
@@ -67,9 +67,14 @@ type SendError struct {
 	// Last is the kind of the last attempt's outcome (0 when no attempt
 	// was made).
 	Last OutcomeKind
-	// Spooled is true when the message was handed to the fallback or
-	// written to the spool.
+	// Spooled is true when the message was handed to the dead-letter sink
+	// (WithDeadLetterSink, WithFallback) and kept.
 	Spooled bool
+	// MaybeStoredAt names the endpoint (host:port, or a RocketMQ 5 broker
+	// name) of the last attempt whose outcome was unknown: the message may
+	// be stored there, and a replay sends it there (Producer.Resend). Empty
+	// when every attempt's outcome was known.
+	MaybeStoredAt string
 	// Cause is the last attempt's error (nil when no attempt was made).
 	Cause error
 

@@ -58,8 +58,9 @@ type executor struct {
 	a             attempter
 	id            string
 	transactional bool
-	ep            int  // the endpoint of the next attempt
-	pinned        bool // an attempt had an unknown outcome: the message may be stored on ep
+	ep            int    // the endpoint of the next attempt
+	pinned        bool   // an attempt had an unknown outcome: the message may be stored on ep
+	maybeAt       string // the endpoint of the last attempt whose outcome was unknown
 
 	attempts  int
 	failures  int
@@ -137,6 +138,9 @@ func (x *executor) run(ctx context.Context) *SendError {
 			return nil
 		}
 
+		if o.Kind == FailedUnknown && !unsent {
+			x.maybeAt = x.a.endpoint(x.ep) // the message may be stored there
+		}
 		d := x.decide(ctx, o, unsent, start, time.Now())
 		if d.throttled && c.watched() {
 			c.emit(ctx, Event{Kind: EventThrottle, MessageID: x.id, Attempt: x.attempts, Code: o.Code, Reason: o.Reason, Endpoint: x.a.endpoint(x.ep), Err: o.Err})
@@ -261,6 +265,16 @@ func (x *executor) decide(ctx context.Context, o Outcome, unsent bool, start, no
 	return d
 }
 
+// pin starts a resend where its message may be stored: on pn's endpoint,
+// as after an unknown outcome there (a retry stays unless
+// WithFailoverOnUnknownOutcome). nil: no pin.
+func (x *executor) pin(pn *pin) {
+	if pn == nil {
+		return
+	}
+	x.ep, x.pinned, x.maybeAt = pn.ep, true, pn.at
+}
+
 // throttleDelay is the throttle schedule's delay for retry n, drawn once.
 func (x *executor) throttleDelay(n int) (time.Duration, bool) {
 	if x.drawnFor != n {
@@ -316,15 +330,16 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 func (x *executor) sendError(d decision) *SendError {
 	return &SendError{
-		MessageID: x.id,
-		Attempts:  x.attempts,
-		Code:      x.last.Code,
-		WireCode:  x.last.WireCode,
-		Reason:    x.reason,
-		Cause:     x.last.Err,
-		Last:      x.last.Kind,
-		kind:      d.kind,
-		ctxErr:    d.ctxErr,
+		MessageID:     x.id,
+		Attempts:      x.attempts,
+		Code:          x.last.Code,
+		WireCode:      x.last.WireCode,
+		Reason:        x.reason,
+		Cause:         x.last.Err,
+		Last:          x.last.Kind,
+		MaybeStoredAt: x.maybeAt,
+		kind:          d.kind,
+		ctxErr:        d.ctxErr,
 	}
 }
 

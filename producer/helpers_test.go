@@ -190,3 +190,41 @@ func msSchedule(t testing.TB) *backoff.Connection {
 func msg(topic string) *Message {
 	return &Message{Topic: topic, Body: []byte("hello")}
 }
+
+// memSink is a DeadLetterSink in memory, for the producer's own tests; the durable store has its own
+// (producer/deadletter).
+type memSink struct {
+	mu   sync.Mutex
+	recs map[string]*DeadLetter
+	puts int
+}
+
+func newMemSink() *memSink { return &memSink{recs: map[string]*DeadLetter{}} }
+
+func (s *memSink) Put(d *DeadLetter) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recs[d.Message.ID] = d
+	s.puts++
+	return nil
+}
+
+func (s *memSink) get(id string) *DeadLetter {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.recs[id]
+}
+
+func (s *memSink) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.recs)
+}
+
+// limitedSink is a sink with a body limit.
+type limitedSink struct {
+	*memSink
+	limit int
+}
+
+func (s limitedSink) MaxBodyBytes() int { return s.limit }

@@ -31,7 +31,7 @@ import (
 // any attempt. A failed call returns a *SendError (status.Code and
 // status.FromError see the last attempt's status through it). Per-call
 // options are given with WithCallOptions. WithMaxInFlight, WithFallback,
-// WithSpool, WithMaxBodyBytes, WithDialOptions, WithFailoverOnUnknownOutcome
+// WithDeadLetterSink, WithMaxBodyBytes, WithDialOptions, WithFailoverOnUnknownOutcome
 // and WithHook do not apply here. Options are validated here: an invalid one is an
 // *OptionError naming it.
 func NewUnaryClientInterceptor(opts ...Option) (grpc.UnaryClientInterceptor, error) {

@@ -59,8 +59,8 @@ func TestInterceptorOnBroker(t *testing.T) {
 		{name: "transactional request not retried", faults: broker.Faults{InternalRate: 1}, req: sendReq("d", true),
 			wantErr: ErrNotRetryable, wantCode: codes.Internal, wantRequests: 1},
 		{name: "4xx not retried", req: &rocketryv1.SendMessageRequest{}, wantErr: ErrNotRetryable, wantCode: codes.InvalidArgument, wantRequests: 1},
-		{name: "per-call option that does not apply", req: sendReq("e", false), copts: []grpc.CallOption{WithCallOptions(WithSpool("x"))},
-			wantContains: "producer: WithSpool does not apply to WithCallOptions", wantRequests: 0},
+		{name: "per-call option that does not apply", req: sendReq("e", false), copts: []grpc.CallOption{WithCallOptions(WithDeadLetterSink(newMemSink()))},
+			wantContains: "producer: WithDeadLetterSink does not apply to WithCallOptions", wantRequests: 0},
 		{name: "invalid per-call option", req: sendReq("f", false), copts: []grpc.CallOption{WithCallOptions(WithMaxAttempts(0))},
 			wantContains: "producer: WithMaxAttempts(0): must be >= 1", wantRequests: 0},
 	}

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math"
 	mathrand "math/rand/v2"
-	"strconv"
 	"time"
 
 	"github.com/rocketry-go/rocketry/backoff"
@@ -69,8 +68,8 @@ type config struct {
 	rateBurst      int
 	rand           backoff.Rand
 	maxInFlight    int
-	fallback       func(*Message, error)
-	spoolPath      string
+	sink           DeadLetterSink // WithDeadLetterSink, WithFallback
+	sinkAfter      bool           // sink is a fallback: run after the send leaves the core (handOff)
 	observer       Observer
 	hook           Hook
 	budgetMax      float64 // 0: no budget
@@ -125,8 +124,8 @@ func build(sc scope, where string, opts []Option) (config, error) {
 	if err := c.applyAll(sc, where, opts); err != nil {
 		return config{}, err
 	}
-	if c.fallback != nil && c.spoolPath != "" {
-		return config{}, &OptionError{Option: "WithSpool", Value: strconv.Quote(c.spoolPath), Where: where, Reason: "excludes WithFallback: set at most one dead-letter sink"}
+	if err := c.checkSink(where); err != nil {
+		return config{}, err
 	}
 	c.settleAttempts()
 	if err := c.checkProtocol(where); err != nil {
@@ -305,21 +304,6 @@ func WithMaxInFlight(n int) Option {
 	}}
 }
 
-// WithFallback sets a function that is handed every message whose send
-// failed after validation (attempts spent, deadline too short, not
-// retryable, cancelled or closed), with the send's *SendError, before Send
-// returns or the callback runs; the default is none. It excludes WithSpool. f runs on the sending goroutine and must be safe
-// for concurrent use. f must not be nil. Applies to New only.
-func WithFallback(f func(m *Message, err error)) Option {
-	return option{"WithFallback", scopeProducer, func(c *config) error {
-		if f == nil {
-			return invalid("nil", "must not be nil")
-		}
-		c.fallback = f
-		return nil
-	}}
-}
-
 // WithObserver sets a function called on every event of every send
 // (attempt, success, retry with its delay and why, throttle, exhaustion,
 // dead letter); the default is none, which costs nothing. o runs on the
@@ -381,8 +365,8 @@ func WithMaxBodyBytes(n int) Option {
 }
 
 // WithLogger sets the logger, overriding the default that discards: retries
-// are logged at debug level, dead letters at warn level, failures to spool
-// at error level. l must not be nil. Applies everywhere.
+// are logged at debug level, dead letters at warn level, failures of the
+// dead-letter sink at error level. l must not be nil. Applies everywhere.
 func WithLogger(l *slog.Logger) Option {
 	return option{"WithLogger", scopeAll, func(c *config) error {
 		if l == nil {
@@ -425,20 +409,6 @@ func WithDeliveryPolicy(p *backoff.DeliveryPolicy) Option {
 		if r := p.MaxReceivesPerSecond(); r > 0 {
 			c.rateLimit, c.rateBurst = r, 1
 		}
-		return nil
-	}}
-}
-
-// WithSpool sets a dead-letter spool on local disk (OpenSpool): every
-// message whose send failed after validation is appended there, with its
-// ID and last error; it excludes WithFallback. New opens the spool and Close closes it; `rocketry
-// replay` resends it. path must not be empty. Applies to New only.
-func WithSpool(path string) Option {
-	return option{"WithSpool", scopeProducer, func(c *config) error {
-		if path == "" {
-			return invalid(fmt.Sprintf("%q", path), "path must not be empty")
-		}
-		c.spoolPath = path
 		return nil
 	}}
 }

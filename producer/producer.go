@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,7 +31,6 @@ type Producer struct {
 	pacers    []pacer       // one per conn; nil without pacing
 	ids       *idGen
 	rmq       *rmqClient // RocketMQ5: the client, which makes the IDs
-	spool     *Spool
 
 	// sends counts the sends in flight, their fallbacks and callbacks
 	// included; core counts the same sends up to their dead-letter
@@ -133,17 +130,6 @@ func newProducer(cfg config, conns []grpc.ClientConnInterface, endpoints []strin
 	p.async.init(cfg.maxInFlight)
 	p.hardCtx, p.hardStop = context.WithCancelCause(context.Background())
 	p.async.batch = newBatcher(cfg.batch, p.async.slots, p.hardCtx)
-	if cfg.spoolPath != "" {
-		s, err := OpenSpool(cfg.spoolPath)
-		if err != nil {
-			return nil, &OptionError{Option: "WithSpool", Value: strconv.Quote(cfg.spoolPath), Where: "New", Reason: err.Error()}
-		}
-		if rerr := s.Recovered(); rerr != nil {
-			cfg.logger.LogAttrs(context.Background(), slog.LevelWarn, "producer: spool repaired on open; damaged bytes saved beside it",
-				slog.String("spool", cfg.spoolPath), slog.String("error", rerr.Error()))
-		}
-		p.spool = s
-	}
 	return p, nil
 }
 
@@ -191,16 +177,23 @@ func (p *Producer) enter() bool {
 //
 // The message is validated first: an invalid one fails with an error
 // wrapping ErrInvalidMessage, without any attempt, and is not handed to the
-// fallback or spool (it is the caller's to fix). m.ID is set when empty.
+// dead-letter sink (it is the caller's to fix). m.ID is set when empty.
 // Every later failure is a *SendError (errors.Is tells why: ErrAttemptsExhausted,
 // ErrDeadlineTooShort, ErrNotRetryable, ErrRetryBudget, ErrClosed, or ctx's
-// error) and the message has been handed to the fallback, else the spool,
-// when one is configured (SendError.Spooled). A Send on a closed Producer
+// error) and the message has been handed to the dead-letter sink
+// (WithDeadLetterSink, WithFallback), when one is configured
+// (SendError.Spooled). A Send on a closed Producer
 // returns ErrClosed.
 //
 // ctx bounds the whole send; each attempt has its own timeout within it
 // (WithAttemptTimeout), and no wait ends after ctx's deadline.
 func (p *Producer) Send(ctx context.Context, m *Message) (*SendReceipt, error) {
+	return p.sendSync(ctx, m, "")
+}
+
+// sendSync is Send; with maybeAt, every attempt goes where the message may
+// be stored (Resend).
+func (p *Producer) sendSync(ctx context.Context, m *Message, maybeAt string) (*SendReceipt, error) {
 	if err := p.prepare(m); err != nil {
 		return nil, err
 	}
@@ -210,8 +203,16 @@ func (p *Producer) Send(ctx context.Context, m *Message) (*SendReceipt, error) {
 	if !p.enter() {
 		return nil, ErrClosed
 	}
+	var pn *pin
+	if maybeAt != "" {
+		var err error
+		if pn, err = p.pinFor(ctx, m, maybeAt); err != nil {
+			p.leave()
+			return nil, err
+		}
+	}
 	ctx, wm := p.startSend(ctx, m, false)
-	r, se := p.send(ctx, m, wm, nil)
+	r, se := p.send(ctx, m, wm, nil, pn)
 	p.core.leave()
 	defer p.sends.leave()
 	if se != nil {
@@ -279,11 +280,12 @@ func (p *Producer) prepare(m *Message) error {
 }
 
 // send runs one prepared send through the executor; wm is what goes on the
-// wire (m, or a copy with a hook's properties). It ends with the spool
-// written, when the send failed and the spool is the dead-letter sink; the
-// fallback is the caller's (handOff), after core.leave. With bt, the send's
-// first attempt joins a batch (batch.go).
-func (p *Producer) send(ctx context.Context, m, wm *Message, bt *batcher) (*SendReceipt, *SendError) {
+// wire (m, or a copy with a hook's properties). It ends with the dead letter
+// kept, when the send failed and there is a sink; the fallback is the
+// caller's (handOff), after core.leave. With bt, the send's first attempt
+// joins a batch (batch.go); with pn, every attempt goes to the endpoint
+// where the message may be stored (Resend).
+func (p *Producer) send(ctx context.Context, m, wm *Message, bt *batcher, pn *pin) (*SendReceipt, *SendError) {
 	// One cancellation path: the send's context ends with the caller's,
 	// or with ErrClosed when Close gives up waiting. A caller's
 	// context.Background() can never end and carries nothing: the send
@@ -302,23 +304,19 @@ func (p *Producer) send(ctx context.Context, m, wm *Message, bt *batcher) (*Send
 	var r *SendReceipt
 	var se *SendError
 	if p.rmq != nil {
-		r, se = p.sendRocketMQ(sctx, wm, bt)
+		r, se = p.sendRocketMQ(sctx, wm, bt, pn)
 	} else {
-		r, se = p.sendV1(sctx, wm, bt)
+		r, se = p.sendV1(sctx, wm, bt, pn)
 	}
 	if se == nil {
 		return r, nil
 	}
-	if p.cfg.fallback != nil {
-		se.Spooled = true // handOff gives it to the fallback next
-	} else {
-		p.spoolOne(m, se)
-	}
+	p.putDeadLetter(m, se)
 	return nil, se
 }
 
 // sendV1 runs the executor over rocketry.v1.
-func (p *Producer) sendV1(ctx context.Context, m *Message, bt *batcher) (*SendReceipt, *SendError) {
+func (p *Producer) sendV1(ctx context.Context, m *Message, bt *batcher, pn *pin) (*SendReceipt, *SendError) {
 	c := &sendCall{p: p}
 	if bt != nil {
 		c.be = &batchEntry{bt: bt}
@@ -338,6 +336,7 @@ func (p *Producer) sendV1(ctx context.Context, m *Message, bt *batcher) (*SendRe
 	if len(p.conns) > 1 {
 		x.ep = int(p.next.Add(1))
 	}
+	x.pin(pn)
 	se := x.run(ctx)
 	// The receipt keeps c alive: drop the references to the caller's data.
 	c.msg.Keys, c.msg.Properties, c.msg.Body = nil, nil, nil
@@ -352,12 +351,16 @@ func (p *Producer) sendV1(ctx context.Context, m *Message, bt *batcher) (*SendRe
 
 // sendRocketMQ runs the executor over apache.rocketmq.v2: first attempts go
 // round robin over the queues of the topic's route.
-func (p *Producer) sendRocketMQ(ctx context.Context, m *Message, bt *batcher) (*SendReceipt, *SendError) {
+func (p *Producer) sendRocketMQ(ctx context.Context, m *Message, bt *batcher, pn *pin) (*SendReceipt, *SendError) {
 	c := p.rmq.newCall(m)
 	if bt != nil {
 		c.be = &batchEntry{bt: bt}
 	}
 	x := executor{cfg: &p.cfg, a: c, id: m.ID, ep: int(p.next.Add(1))}
+	if pn != nil && pn.route != nil {
+		c.route = pn.route // the route pn.ep indexes, for the whole send
+	}
+	x.pin(pn)
 	if se := x.run(ctx); se != nil {
 		return nil, se
 	}
@@ -408,53 +411,16 @@ func (c *sendCall) attempt(ctx context.Context, ep int, wait bool, deadline time
 	return classifyError(err), c.peer.Addr == nil
 }
 
-// spoolOne writes a failed message to the spool, when there is one.
-func (p *Producer) spoolOne(m *Message, se *SendError) {
-	if p.spool == nil {
-		return
-	}
-	rec := SpoolRecord{Message: m, Attempts: se.Attempts, Code: se.Code}
-	if se.Cause != nil {
-		rec.Err = se.Cause.Error()
-	} else {
-		rec.Err = se.Error()
-	}
-	if err := p.spool.Append(rec); err != nil {
-		p.cfg.logger.LogAttrs(context.Background(), slog.LevelError, "producer: spool failed; message not kept",
-			slog.String("message_id", m.ID), slog.String("error", err.Error()))
-		return
-	}
-	se.Spooled = true
-	p.logDeadLetter(m, se)
-}
-
-// handOff gives a failed message to the fallback, when there is one, and
-// reports the send's final events. It runs after core.leave: the fallback
-// is the caller's code.
-func (p *Producer) handOff(ctx context.Context, m *Message, se *SendError) {
-	if p.cfg.fallback != nil {
-		p.cfg.fallback(m, se)
-		p.logDeadLetter(m, se)
-	}
-	p.cfg.finish(ctx, se)
-}
-
-func (p *Producer) logDeadLetter(m *Message, se *SendError) {
-	if p.cfg.logger.Enabled(context.Background(), slog.LevelWarn) {
-		p.cfg.logger.LogAttrs(context.Background(), slog.LevelWarn, "producer: dead letter",
-			slog.String("message_id", m.ID), slog.Int("attempts", se.Attempts), slog.String("error", se.Error()))
-	}
-}
-
 // Close stops accepting sends (they fail with ErrClosed), waits for the
 // sends in flight, sync and async, to finish (their fallbacks and callbacks
 // included), then stops the async workers and closes the connections New
-// made and the spool.
+// made. It does not close the dead-letter sink, which is the caller's:
+// close it after Close returns.
 //
 // When ctx ends first, the sends still in flight are cancelled: each ends
-// with a *SendError wrapping ErrClosed, its message goes to the spool or the
-// fallback, and its callback runs. Close waits until every send has
-// finished its attempts and the spool is written (cancelled attempts end at
+// with a *SendError wrapping ErrClosed, its message goes to the dead-letter
+// sink, and its callback runs. Close waits until every send has
+// finished its attempts and WithDeadLetterSink's Put has returned (cancelled attempts end at
 // once), not for fallbacks and callbacks still running, so that a Close
 // called from one of them returns; it then returns ctx's error. Close may
 // be called more than once; later calls wait for the first one within
@@ -494,11 +460,6 @@ func (p *Producer) Close(ctx context.Context) error {
 	}
 	if cerr := p.closeConns(); cerr != nil && err == nil {
 		err = cerr
-	}
-	if p.spool != nil {
-		if serr := p.spool.Close(); serr != nil && err == nil {
-			err = serr
-		}
 	}
 	return err
 }

@@ -85,7 +85,7 @@ func newRocketMQ(target string, cfg config, addrs []string) (*Producer, error) {
 	if cfg.rmq.serverRetryPolicy {
 		cfg.throttle = serverSchedule{c: c, fallback: cfg.throttle}
 	}
-	// The options first (the spool is opened here), the network after.
+	// The options first, the network after.
 	p, err := newProducer(cfg, nil, addrs)
 	if err != nil {
 		return nil, err
@@ -93,9 +93,6 @@ func newRocketMQ(target string, cfg config, addrs []string) (*Producer, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.attemptTimeout)
 	defer cancel()
 	if err := c.start(ctx); err != nil {
-		if p.spool != nil {
-			_ = p.spool.Close()
-		}
 		p.hardStop(ErrClosed)
 		p.async.stop(true)
 		return nil, fmt.Errorf("producer: New(%q): %w", target, err)

@@ -194,11 +194,11 @@ func TestInterceptorRetriesRocketMQ5(t *testing.T) {
 	assert.ErrorIs(t, err, ErrNotRetryable)
 }
 
-// TestRocketMQSpoolCheckedFirst: a spool that cannot be opened is reported
-// before New reaches the proxy (here, nothing answers).
-func TestRocketMQSpoolCheckedFirst(t *testing.T) {
-	_, err := New("127.0.0.1:1", WithProtocol(RocketMQ5), WithSpool(t.TempDir()+"/missing/dir/s.spool"))
+// TestRocketMQSinkCheckedFirst: a body limit over the dead-letter sink's is
+// reported before New reaches the proxy (here, nothing answers).
+func TestRocketMQSinkCheckedFirst(t *testing.T) {
+	_, err := New("127.0.0.1:1", WithProtocol(RocketMQ5), WithDeadLetterSink(limitedSink{newMemSink(), 10}), WithMaxBodyBytes(11))
 	var oe *OptionError
 	require.ErrorAs(t, err, &oe)
-	assert.Equal(t, "WithSpool", oe.Option)
+	assert.Equal(t, "WithMaxBodyBytes", oe.Option)
 }

@@ -175,7 +175,8 @@ func TestNewRefusesBadInput(t *testing.T) {
 		{"a:1", WithRetryBudget(10, 2), "producer: WithRetryBudget(10, 2): tokenRatio"},
 		{"a:1", WithMaxBodyBytes(-1), "producer: WithMaxBodyBytes(-1): must be >= 0"},
 		{"a:1", WithLogger(nil), "producer: WithLogger(nil)"},
-		{"a:1", WithSpool(""), `producer: WithSpool(""): path must not be empty`},
+		{"a:1", WithDeadLetterSink(nil), "producer: WithDeadLetterSink(nil): must not be nil"},
+		{"a:1", WithDeadLetterSink(limitedSink{newMemSink(), 1 << 20}), "producer: WithMaxBodyBytes(4194304): over the dead-letter sink's limit of 1048576 bytes"},
 		{"a:1", WithDeliveryPolicy(nil), "producer: WithDeliveryPolicy(nil)"},
 	}
 	for _, tt := range tests {
@@ -193,8 +194,11 @@ func TestNewRefusesBadInput(t *testing.T) {
 			t.Errorf("New(%q, ...) = %v; want it to contain %q", tt.target, err, tt.want)
 		}
 	}
-	if _, err := New("a:1", WithFallback(func(*Message, error) {}), WithSpool(t.TempDir()+"/s")); err == nil || !strings.Contains(err.Error(), "at most one") {
-		t.Errorf("New(fallback and spool) = %v; want an error saying at most one", err)
+	if _, err := New("a:1", WithFallback(func(*Message, error) {}), WithDeadLetterSink(newMemSink())); err == nil || !strings.Contains(err.Error(), "at most one") {
+		t.Errorf("New(fallback and sink) = %v; want an error saying at most one", err)
+	}
+	if _, err := New("a:1", WithDeadLetterSink(newMemSink()), WithFallback(func(*Message, error) {})); err == nil || !strings.Contains(err.Error(), "at most one") {
+		t.Errorf("New(sink and fallback) = %v; want an error saying at most one", err)
 	}
 }
 

@@ -176,7 +176,7 @@ func TestBadInput(t *testing.T) {
 	// failure of the run, exit 1 (as replay_test.go pins), still found
 	// before any call.
 	checkRefused(t, []string{"replay", "--spool", missing, "--addr", dead}, 1, "no such file")
-	checkRefused(t, []string{"replay", "--spool", notSpool, "--addr", dead}, 1, "not a rocketry spool")
+	checkRefused(t, []string{"replay", "--spool", notSpool, "--addr", dead}, 1, "not a dead-letter store")
 }
 
 // checkRefused runs args and checks that the command returned at once with

@@ -127,14 +127,14 @@ func (r *demoRun) verify() *demoSummary {
 	s.Sent = s.SentAsync + s.SentSync
 	stored := r.storedCounts()
 	spooled := map[string]bool{}
-	recs, err := producer.ReadSpool(r.spool)
-	if err != nil && len(recs) == 0 && k.deadLettered.Load() > 0 {
-		s.Problems = append(s.Problems, "reading the spool: "+shortError(err))
-	}
-	for _, rec := range recs {
-		if rec.Message != nil {
-			spooled[rec.Message.ID] = true
+	err := r.store.Scan(func(d *producer.DeadLetter, err error) error {
+		if err == nil {
+			spooled[d.Message.ID] = true
 		}
+		return err
+	})
+	if err != nil {
+		s.Problems = append(s.Problems, "reading the dead-letter store: "+shortError(err))
 	}
 	for i := range c.messages {
 		id := demoID(i)

@@ -21,6 +21,7 @@ import (
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/internal/xrand"
 	"github.com/rocketry-go/rocketry/producer"
+	"github.com/rocketry-go/rocketry/producer/deadletter"
 )
 
 const (
@@ -39,6 +40,7 @@ type demoRun struct {
 	counters *sendCounters
 	start    time.Time
 	spool    string
+	store    *deadletter.Store // at spool, open for the whole run
 
 	// consumer side
 	cc         *grpc.ClientConn
@@ -88,11 +90,15 @@ func demo(c *demoConfig, stop *stopper, stdout, stderr io.Writer) (*demoSummary,
 	if err != nil {
 		return nil, err
 	}
-	// The spool goes with the in-process broker: its messages could not
+	// The store goes with the in-process broker: its messages could not
 	// be sent anywhere after the run.
 	defer os.RemoveAll(dir)
 	stop.onExit(func() { os.RemoveAll(dir) })
-	r.spool = filepath.Join(dir, "dead-letter.spool")
+	r.spool = filepath.Join(dir, "dead-letter.db")
+	if r.store, err = deadletter.Open(r.spool); err != nil {
+		return nil, err
+	}
+	defer r.store.Close()
 
 	r.b, err = broker.New(
 		broker.WithQueues(c.queues),
@@ -164,8 +170,8 @@ func demo(c *demoConfig, stop *stopper, stdout, stderr io.Writer) (*demoSummary,
 	if c.replay && sum.DeadLettered > 0 && stop.why() == nil {
 		r.replaySpool(ctx, sum)
 	}
-	if left, _ := producer.ReadSpool(r.spool); len(left) > 0 {
-		sum.SpoolLeft = len(left)
+	if left, _ := r.store.Len(); left > 0 {
+		sum.SpoolLeft = left
 	}
 
 	stopBG()
@@ -204,7 +210,7 @@ func (r *demoRun) connectParams() grpc.DialOption {
 }
 
 // newProducer builds the demo's producer; withSpool adds the dead-letter
-// spool and the observer (the replay's producer has neither).
+// store and the observer (the replay's producer has neither).
 func (r *demoRun) newProducer(withSpool bool) (*producer.Producer, error) {
 	c := r.c
 	failure := backoff.Immediate
@@ -223,7 +229,7 @@ func (r *demoRun) newProducer(withSpool bool) (*producer.Producer, error) {
 		producer.WithDialOptions(r.connectParams()),
 	}
 	if withSpool {
-		opts = append(opts, producer.WithSpool(r.spool), producer.WithObserver(r.counters.observe))
+		opts = append(opts, producer.WithDeadLetterSink(r.store), producer.WithObserver(r.counters.observe))
 	}
 	return producer.New(r.b.Addr(), opts...)
 }
@@ -413,11 +419,8 @@ func (r *demoRun) replaySpool(ctx context.Context, sum *demoSummary) {
 		return
 	}
 	defer rp.Close(context.Background())
-	res, err := producer.ReplaySpool(ctx, r.spool, func(ctx context.Context, m *producer.Message) error {
-		_, err := rp.Send(ctx, m)
-		return err
-	})
-	sum.Replay = &demoReplay{Read: res.Read, Stored: res.Stored, Failed: res.Failed}
+	res, err := r.store.Replay(ctx, rp, deadletter.ReplayOptions{})
+	sum.Replay = &demoReplay{Read: res.Stored + res.Failed + res.Corrupt, Stored: res.Stored, Failed: res.Failed + res.Corrupt + res.Left}
 	if err != nil {
 		sum.Problems = append(sum.Problems, "replay: "+shortError(err))
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/producer"
+	"github.com/rocketry-go/rocketry/producer/deadletter"
 )
 
 func init() {
@@ -74,7 +75,7 @@ func produceFlags(c *produceConfig) *flag.FlagSet {
 	fs.StringVar(&c.throttlePolicy, "throttle-policy", connectionBackoff,
 		fmt.Sprintf("wait after throttling (530, or 42900 on RocketMQ 5): %s, a preset (%s), or a file holding an SNS delivery policy in JSON",
 			connectionBackoff, strings.Join(backoff.PresetNames, ", ")))
-	fs.StringVar(&c.spool, "spool", "", "dead-letter spool file for messages whose attempts are spent (rocketry replay resends it)")
+	fs.StringVar(&c.spool, "spool", "", "dead-letter store file for messages whose attempts are spent (rocketry replay resends it, rocketry spool shows it)")
 	fs.DurationVar(&c.timeout, "timeout", 0,
 		"stop sending after this long: the sends in flight get --grace, the summary counts the messages never sent; exit 0 when every message sent was stored or spooled (0 = no limit)")
 	fs.DurationVar(&c.grace, "grace", defaultGrace,
@@ -186,7 +187,7 @@ func (c *produceConfig) optionFlags() map[string]string {
 		"WithMaxInFlight":    fmt.Sprintf("--in-flight %d", c.inFlight),
 		"WithDeliveryPolicy": "--throttle-policy " + c.throttlePolicy,
 		"WithRateLimit":      "--throttle-policy " + c.throttlePolicy,
-		"WithSpool":          "--spool " + c.spool,
+		"WithDeadLetterSink": "--spool " + c.spool,
 	}
 	c.proto.flagsOf(m)
 	return m
@@ -297,7 +298,13 @@ func runProduce(args []string, stdout, stderr io.Writer) int {
 		opts = append(opts, producer.WithDeliveryPolicy(policy))
 	}
 	if c.spool != "" {
-		opts = append(opts, producer.WithSpool(c.spool))
+		store, err := deadletter.Open(c.spool)
+		if err != nil {
+			fmt.Fprintf(stderr, "rocketry produce: --spool %s: %s\n", c.spool, oneLine(err.Error()))
+			return 2
+		}
+		defer store.Close() // after p.Close, below: every Put has returned
+		opts = append(opts, producer.WithDeadLetterSink(store))
 	}
 	p, err := producer.New(c.addr, opts...)
 	if err != nil {

@@ -7,13 +7,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/rocketry-go/rocketry/producer"
+	"github.com/rocketry-go/rocketry/producer/deadletter"
 )
 
 func init() {
-	register(command{name: "replay", summary: "resend a dead-letter spool to a broker, removing what is stored", run: runReplay})
+	register(command{name: "replay", summary: "resend a dead-letter store to a broker, removing what is stored", run: runReplay})
 }
 
 // replayConfig holds the replay command's flags.
@@ -24,6 +26,8 @@ type replayConfig struct {
 	attemptTimeout time.Duration
 	timeout        time.Duration
 	grace          time.Duration
+	maxThrottled   int
+	failover       bool
 	jsonOut        bool
 	quiet          bool
 	proto          protocolFlags
@@ -33,12 +37,14 @@ type replayConfig struct {
 
 func replayFlags(c *replayConfig) *flag.FlagSet {
 	fs := newFlagSet("replay")
-	fs.StringVar(&c.spool, "spool", "", "the dead-letter spool file to replay (required)")
+	fs.StringVar(&c.spool, "spool", "", "the dead-letter store file to replay (required)")
 	fs.StringVar(&c.addr, "addr", defaultAddr(), "broker address HOST:PORT, or a comma-separated list of them ($"+addrEnv+", when set, changes the default)")
 	fs.IntVar(&c.maxAttempts, "max-attempts", 3, "attempts per message, the first one included")
 	fs.DurationVar(&c.attemptTimeout, "attempt-timeout", 3*time.Second, "time limit of one attempt")
-	fs.DurationVar(&c.timeout, "timeout", 0, "stop after this long, keeping what was not sent in the spool (0 = no limit)")
+	fs.DurationVar(&c.timeout, "timeout", 0, "stop after this long, keeping what was not sent in the store (0 = no limit)")
 	fs.DurationVar(&c.grace, "grace", defaultGrace, "after --timeout or SIGINT/SIGTERM, how long the send in flight gets to finish")
+	fs.IntVar(&c.maxThrottled, "max-throttled", 0, "stop (exit 1) after this many messages in a row throttled, keeping the rest for a later replay (0 = no limit)")
+	fs.BoolVar(&c.failover, "failover-unknown", false, "send a message that may be stored on a broker (its outcome was unknown there) to another one when that broker is not in --addr or fails: it may then be stored twice")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the summary as one JSON object")
 	fs.BoolVar(&c.quiet, "quiet", false, "no live progress on stderr (it shows only on a terminal anyway)")
 	c.proto.bind(fs)
@@ -64,6 +70,8 @@ func (c *replayConfig) validate() error {
 		return fmt.Errorf("--timeout %v: must be >= 0 (0 = no limit)", c.timeout)
 	case c.grace < 0:
 		return fmt.Errorf("--grace %v: must be >= 0", c.grace)
+	case c.maxThrottled < 0:
+		return fmt.Errorf("--max-throttled %d: must be >= 0 (0 = no limit)", c.maxThrottled)
 	}
 	return nil
 }
@@ -71,12 +79,12 @@ func (c *replayConfig) validate() error {
 // replaySummary is what the replay command prints.
 type replaySummary struct {
 	Spool      string `json:"spool"`
-	Read       int    `json:"read"`
+	Read       int    `json:"read"` // the records tried (Stored, Failed) and the unreadable ones
 	Stored     int    `json:"stored"`
 	Duplicates int    `json:"duplicates"` // of Stored: already stored by the broker (rocketry.v1 only: RocketMQ 5 answers them OK)
-	Failed     int    `json:"failed"`
+	Failed     int    `json:"failed"`     // sent and failed, kept in the store
+	Left       int    `json:"left"`       // not tried: a stop, --timeout or --max-throttled ended the replay first; kept in the store
 	Corrupt    bool   `json:"corrupt"`
-	NotTried   int    `json:"not_tried"`         // of Failed: never sent, the run stopped first
 	Stopped    string `json:"stopped,omitempty"` // why the run stopped early: --timeout, a signal
 	Error      string `json:"error,omitempty"`
 }
@@ -99,6 +107,9 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	}
 	k := newSendCounters(0)
 	opts = append(opts, producer.WithMaxAttempts(c.maxAttempts), producer.WithAttemptTimeout(c.attemptTimeout), producer.WithObserver(k.observe))
+	if c.failover {
+		opts = append(opts, producer.WithFailoverOnUnknownOutcome())
+	}
 	p, err := producer.New(c.addr, opts...)
 	if err != nil {
 		flags := map[string]string{
@@ -111,39 +122,42 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rocketry replay: %s\n", msg)
 		return code
 	}
-	stop, disp := c.watch(k, stderr)
+	// A replay never creates a store; one it cannot open is the summary's
+	// error.
+	var store *deadletter.Store
+	total := -1
+	_, rerr := os.Stat(c.spool)
+	if rerr == nil {
+		store, rerr = deadletter.Open(c.spool)
+	}
+	if rerr == nil {
+		defer store.Close()
+		total, rerr = store.Len()
+	}
+	stop, disp := c.watch(k, int64(total), stderr)
 	defer stop.stop()
 	defer disp.finish()
-	// The send in flight at a stop gets --grace; ReplaySpool sends no
-	// more once stop.ctx has ended.
+	// The send in flight at a stop gets --grace; Replay sends no more once
+	// stop.ctx has ended.
 	graceCtx, cancelGrace := stop.graceContext(c.grace)
 	defer cancelGrace()
 
 	sum := replaySummary{Spool: c.spool}
-	var firstFailure error
-	send := func(_ context.Context, m *producer.Message) error {
-		start := time.Now()
-		k.inFlight.Add(1)
-		r, err := p.Send(graceCtx, m)
-		k.ended(start, err)
-		if err != nil {
-			if firstFailure == nil {
-				firstFailure = fmt.Errorf("message %s: %w", m.ID, err)
+	rs := &replaySender{p: p, ctx: graceCtx, k: k}
+	var res deadletter.ReplayResult
+	if rerr == nil {
+		res, rerr = store.Replay(stop.ctx, rs, deadletter.ReplayOptions{MaxThrottled: c.maxThrottled})
+		if why := stop.why(); why != nil {
+			sum.Stopped = why.Error()
+			if errors.Is(rerr, context.Canceled) || errors.Is(rerr, context.DeadlineExceeded) {
+				rerr = nil // the summary says why it stopped
 			}
-			return err
 		}
-		if r.Duplicate {
-			sum.Duplicates++
+		if err := store.Close(); err != nil && rerr == nil {
+			rerr = err
 		}
-		return nil
 	}
-	res, rerr := producer.ReplaySpool(stop.ctx, c.spool, send)
 	disp.finish()
-	if why := stop.why(); why != nil {
-		sum.Stopped = why.Error()
-		sum.NotTried = res.Read - int(k.done.Load())
-		rerr = withoutCanceled(rerr)
-	}
 
 	closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -151,11 +165,12 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		rerr = err
 	}
 
-	sum.Read, sum.Stored, sum.Failed, sum.Corrupt = res.Read, res.Stored, res.Failed, res.Corrupt
+	sum.Read, sum.Stored, sum.Duplicates, sum.Failed = res.Stored+res.Failed+res.Corrupt, res.Stored, res.Duplicates, res.Failed
+	sum.Left, sum.Corrupt = res.Left, res.Corrupt > 0
 	if rerr != nil {
 		sum.Error = cleanError(rerr)
-	} else if firstFailure != nil {
-		sum.Error = cleanError(firstFailure)
+	} else if rs.err != nil {
+		sum.Error = cleanError(rs.err)
 	}
 	if c.jsonOut {
 		enc := json.NewEncoder(stdout)
@@ -167,16 +182,16 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	} else {
 		corrupt := "no"
 		if sum.Corrupt {
-			corrupt = "yes (bad bytes saved next to the spool)"
+			corrupt = fmt.Sprintf("%d records unreadable (kept; rocketry spool ls shows them)", res.Corrupt)
 		}
 		dups := fmt.Sprintf("%d already stored", sum.Duplicates)
 		if c.proto.protocol == protoRocketMQ {
 			dups = "RocketMQ 5 does not say which were already stored"
 		}
-		fmt.Fprintf(stdout, "replayed %s: read %d, stored %d (%s), failed %d (kept in the spool), corrupt: %s\n",
-			sum.Spool, sum.Read, sum.Stored, dups, sum.Failed, corrupt)
+		fmt.Fprintf(stdout, "replayed %s: read %d, stored %d (%s), failed %d (kept in the store), not tried %d, corrupt: %s\n",
+			sum.Spool, sum.Read, sum.Stored, dups, sum.Failed, sum.Left, corrupt)
 		if sum.Stopped != "" {
-			fmt.Fprintf(stdout, "stopped (%s): %s not tried, kept in the spool\n", sum.Stopped, plural(int64(sum.NotTried), "record", "records"))
+			fmt.Fprintf(stdout, "stopped (%s): %s not tried, kept in the store\n", sum.Stopped, plural(int64(sum.Left), "record", "records"))
 		}
 	}
 	if sum.Error != "" {
@@ -185,20 +200,16 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case stop.interrupted():
 		return exitInterrupted
-	case rerr != nil || res.Failed > 0 || res.Corrupt:
+	case rerr != nil || res.Failed > 0 || res.Corrupt > 0 || res.Left > 0:
 		return 1
 	}
 	return 0
 }
 
-// watch starts the replay's stop watch and live display, which counts the
-// records of the spool (when it can read them) as its total.
-func (c *replayConfig) watch(k *sendCounters, stderr io.Writer) (*stopper, *liveProgress) {
+// watch starts the replay's stop watch and live display, with the store's
+// records as its total.
+func (c *replayConfig) watch(k *sendCounters, total int64, stderr io.Writer) (*stopper, *liveProgress) {
 	stop := watchStop("replay", c.timeout, stderr)
-	total := int64(-1)
-	if recs, err := producer.ReadSpool(c.spool); err == nil && !c.quiet {
-		total = int64(len(recs))
-	}
 	disp := startProgress(stderr, c.quiet, "replaying", total, k.done.Load, func(elapsed time.Duration, room int) string {
 		return sendStatus(k, total, elapsed, room)
 	})
@@ -209,11 +220,23 @@ func (c *replayConfig) watch(k *sendCounters, stderr io.Writer) (*stopper, *live
 	return stop, disp
 }
 
-// withoutCanceled drops the context error ReplaySpool adds when it is
-// stopped: the summary says so.
-func withoutCanceled(err error) error {
-	if err == nil || errors.Is(err, context.Canceled) && !errors.Is(err, producer.ErrSpoolCorrupt) {
-		return nil
+// replaySender resends each record with p on ctx (which ends --grace after
+// a stop), counts it for the display, and keeps the first failure for the
+// summary.
+type replaySender struct {
+	p   *producer.Producer
+	ctx context.Context
+	k   *sendCounters
+	err error
+}
+
+func (s *replaySender) Resend(_ context.Context, d *producer.DeadLetter) (*producer.SendReceipt, error) {
+	start := time.Now()
+	s.k.inFlight.Add(1)
+	r, err := s.p.Resend(s.ctx, d)
+	s.k.ended(start, err)
+	if err != nil && s.err == nil {
+		s.err = fmt.Errorf("message %s: %w", d.Message.ID, err)
 	}
-	return err
+	return r, err
 }

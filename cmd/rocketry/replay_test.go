@@ -4,19 +4,21 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
 
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/producer"
+	"github.com/rocketry-go/rocketry/producer/deadletter"
 )
 
 // leakCheck checks for leaked goroutines after every cleanup of t (it runs
@@ -26,17 +28,22 @@ func leakCheck(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, opt) })
 }
 
-// writeSpool writes n messages (ids m-0.., topic "orders") to a new spool.
-func writeSpool(t *testing.T, n int) string {
+// writeSpool writes n messages (ids m-0.., topic "orders") to a new
+// dead-letter store, each pinned to maybeAt (empty: none).
+func writeSpool(t *testing.T, n int, maybeAt ...string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "dead.spool")
-	s, err := producer.OpenSpool(path)
+	path := filepath.Join(t.TempDir(), "dead.db")
+	s, err := deadletter.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
 		m := &producer.Message{ID: fmt.Sprintf("m-%d", i), Topic: "orders", Body: []byte(fmt.Sprintf("body %d", i))}
-		if err := s.Append(producer.SpoolRecord{Message: m, Err: "unavailable", Attempts: 3, Code: rocketryv1.Code_CODE_UNAVAILABLE}); err != nil {
+		d := &producer.DeadLetter{Message: m, Err: "unavailable", Attempts: 3, Code: rocketryv1.Code_CODE_UNAVAILABLE, SpooledAt: time.Now()}
+		if len(maybeAt) > 0 {
+			d.MaybeStoredAt = maybeAt[0]
+		}
+		if err := s.Put(d); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -44,6 +51,21 @@ func writeSpool(t *testing.T, n int) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// storeLen counts the records of the store at path.
+func storeLen(t *testing.T, path string) int {
+	t.Helper()
+	s, err := deadletter.Open(path, deadletter.WithReadOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	n, err := s.Len()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // storedIDs counts the broker's stored messages of topic by id.
@@ -132,27 +154,33 @@ func TestReplayFailures(t *testing.T) {
 		if code != 1 || sum.Read != 3 || sum.Failed != 3 || sum.Stored != 0 || !strings.Contains(stderr, "m-0") {
 			t.Fatalf("replay = %d, %+v, stderr %q; want 1, 3 failed, an error naming m-0", code, sum, stderr)
 		}
-		if recs, err := producer.ReadSpool(path); err != nil || len(recs) != 3 {
-			t.Fatalf("spool after a failed replay: %d records, %v; want all 3 kept", len(recs), err)
+		if n := storeLen(t, path); n != 3 {
+			t.Fatalf("store after a failed replay: %d records; want all 3 kept", n)
 		}
 	})
 
-	t.Run("corrupt spool", func(t *testing.T) {
+	t.Run("corrupt record", func(t *testing.T) {
 		b := brokertest.Start(t)
-		path := writeSpool(t, 3)
-		data, err := os.ReadFile(path)
+		path := writeSpool(t, 2)
+		db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(path, data[:len(data)-4], 0o600); err != nil { // torn tail
-			t.Fatal(err)
+		err = db.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket([]byte("records")).Put([]byte("m-1x"), []byte("\xffnot a record"))
+		})
+		if cerr := db.Close(); err != nil || cerr != nil {
+			t.Fatal(err, cerr)
 		}
 		sum, code, stderr := replayJSON(t, "--spool", path, "--addr", b.Addr())
-		if code != 1 || sum.Read != 2 || sum.Stored != 2 || !sum.Corrupt || !strings.Contains(stderr, "corrupt") {
-			t.Fatalf("replay(torn spool) = %d, %+v, stderr %q; want 1, 2 stored, corrupt", code, sum, stderr)
+		if code != 1 || sum.Read != 3 || sum.Stored != 2 || !sum.Corrupt {
+			t.Fatalf("replay(a corrupt record) = %d, %+v, stderr %q; want 1, 2 stored, corrupt", code, sum, stderr)
 		}
 		if seen := storedIDs(b, "orders"); len(seen) != 2 || seen["m-0"] != 1 || seen["m-1"] != 1 {
 			t.Fatalf("broker holds %v; want m-0 and m-1 once", seen)
+		}
+		if n := storeLen(t, path); n != 1 {
+			t.Fatalf("store after the replay: %d records; want the corrupt one kept", n)
 		}
 	})
 
@@ -178,6 +206,7 @@ func TestReplayBadFlags(t *testing.T) {
 		{"attempt timeout 0", []string{"--spool", "x", "--addr", "a:1", "--attempt-timeout", "0s"}, "--attempt-timeout 0s"},
 		{"attempt timeout bad", []string{"--spool", "x", "--addr", "a:1", "--attempt-timeout", "soon"}, "-attempt-timeout"},
 		{"negative timeout", []string{"--spool", "x", "--addr", "a:1", "--timeout", "-1s"}, "--timeout -1s"},
+		{"negative max throttled", []string{"--spool", "x", "--addr", "a:1", "--max-throttled", "-1"}, "--max-throttled -1"},
 		{"extra argument", []string{"--spool", "x", "--addr", "a:1", "extra"}, `unexpected argument "extra"`},
 		{"bad addr", []string{"--spool", "x", "--addr", ",,"}, "--addr"},
 		{"protocol unknown", []string{"--spool", "x", "--addr", "a:1", "--protocol", "v3"}, `--protocol "v3"`},
@@ -199,4 +228,80 @@ func TestReplayBadFlags(t *testing.T) {
 	if code := run([]string{"replay", "-h"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "-spool") {
 		t.Errorf("run(replay -h) = %d, %q; want 0 and the flags", code, out.String())
 	}
+}
+
+// TestReplayToSeveralBrokersStaysWhereStored is the regression test of
+// issue 13's first item: `rocketry replay --addr a,b` spread first
+// attempts round robin, and a spool record did not say which broker had the
+// unknown outcome, so a message already stored on a was stored again on b
+// (10 of 20 in the report). A record now keeps that endpoint, and the
+// replay sends it there only.
+func TestReplayToSeveralBrokersStaysWhereStored(t *testing.T) {
+	leakCheck(t)
+	const n = 20
+	a, b := brokertest.Start(t), brokertest.Start(t)
+	// a stored the messages, but their senders never heard: they were
+	// dead-lettered with a as the endpoint of the unknown outcome.
+	_, code, stderr := replayJSON(t, "--spool", writeSpool(t, n), "--addr", a.Addr())
+	require.Equal(t, 0, code, "stderr %q", stderr)
+
+	path := writeSpool(t, n, a.Addr())
+	sum, code, stderr := replayJSON(t, "--spool", path, "--addr", a.Addr()+","+b.Addr())
+	require.Equal(t, 0, code, "stderr %q", stderr)
+	assert.Equal(t, replaySummary{Spool: path, Read: n, Stored: n, Duplicates: n}, sum)
+	onA, onB := storedIDs(a, "orders"), storedIDs(b, "orders")
+	twice := 0
+	for i := range n {
+		id := fmt.Sprintf("m-%d", i)
+		assert.Equal(t, 1, onA[id], "broker a holds %s", id)
+		if onB[id] > 0 {
+			twice++
+		}
+	}
+	assert.Zero(t, twice, "messages stored on both brokers")
+	assert.Zero(t, storeLen(t, path), "records left in the store")
+}
+
+// TestReplayPinnedToAnotherBroker: a record that may be stored on a broker
+// the replay is not given is kept, with an error naming that broker; no
+// other broker gets it.
+func TestReplayPinnedToAnotherBroker(t *testing.T) {
+	leakCheck(t)
+	b := brokertest.Start(t)
+	path := writeSpool(t, 3, "127.0.0.1:9") // nothing listens there
+	sum, code, stderr := replayJSON(t, "--spool", path, "--addr", b.Addr())
+	assert.Equal(t, 1, code)
+	assert.Equal(t, replaySummary{Spool: path, Read: 3, Failed: 3, Error: sum.Error}, sum)
+	assert.Contains(t, stderr, `endpoint "127.0.0.1:9"`)
+	assert.Empty(t, storedIDs(b, "orders"))
+	assert.Equal(t, 3, storeLen(t, path))
+
+	// The caller may accept another broker.
+	sum, code, stderr = replayJSON(t, "--spool", path, "--addr", b.Addr(), "--failover-unknown")
+	assert.Equal(t, 0, code, "stderr %q", stderr)
+	assert.Equal(t, 3, sum.Stored)
+	assert.Len(t, storedIDs(b, "orders"), 3)
+}
+
+// TestReplayStopsWhenThrottled: with --max-throttled, a replay to a broker
+// that keeps throttling stops early with exit 1, and what it did not store
+// stays in the store for the next replay, which finishes the job.
+func TestReplayStopsWhenThrottled(t *testing.T) {
+	leakCheck(t)
+	// One message per 100 s: the first is stored, the others throttled
+	// (SEND_RATE).
+	b := brokertest.Start(t, broker.WithThrottle(broker.Throttle{MaxSendRate: 0.01}))
+	path := writeSpool(t, 10)
+	sum, code, stderr := replayJSON(t, "--spool", path, "--addr", b.Addr(), "--max-attempts", "1", "--max-throttled", "3")
+	assert.Equal(t, 1, code)
+	assert.Equal(t, replaySummary{Spool: path, Read: 4, Stored: 1, Failed: 3, Left: 6, Error: sum.Error}, sum)
+	assert.Contains(t, stderr, "keeps throttling")
+	assert.Equal(t, 9, storeLen(t, path))
+
+	require.NoError(t, b.SetThrottle(broker.Throttle{}))
+	sum, code, stderr = replayJSON(t, "--spool", path, "--addr", b.Addr())
+	assert.Equal(t, 0, code, "stderr %q", stderr)
+	assert.Equal(t, 9, sum.Stored)
+	assert.Zero(t, storeLen(t, path))
+	assert.Len(t, storedIDs(b, "orders"), 10)
 }

@@ -23,35 +23,11 @@ import (
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/internal/xrand"
 	"github.com/rocketry-go/rocketry/producer"
+	"github.com/rocketry-go/rocketry/producer/deadletter"
 )
 
 // topic is the topic every chaos message goes to.
 const topic = "chaos"
-
-// faultKind is one kind of step of the chaos schedule.
-type faultKind int
-
-const (
-	fRestart      faultKind = iota // broker.Restart
-	fDrop                          // broker.DropConnections
-	fInternal                      // Faults.InternalRate
-	fBlackhole                     // Faults.BlackholeRate: attempt timeouts
-	fLatency                       // Faults.Latency spike, around the attempt timeout
-	fBacklogStorm                  // MaxBacklog + the draining consumer paused
-	fStorageStorm                  // MaxStorageLoad + a consumer group reset to 0
-	fUnavailable                   // Faults.Unavailable: 503 on every send
-	fCalm                          // no fault, no throttle
-	numFaultKinds
-)
-
-var faultNames = [numFaultKinds]string{
-	fRestart: "restart", fDrop: "drop", fInternal: "internal", fBlackhole: "blackhole",
-	fLatency: "latency", fBacklogStorm: "backlog_storm", fStorageStorm: "storage_storm",
-	fUnavailable: "unavailable", fCalm: "calm",
-}
-
-// allFaults is every kind of step.
-var allFaults = []faultKind{fRestart, fDrop, fInternal, fBlackhole, fLatency, fBacklogStorm, fStorageStorm, fUnavailable, fCalm}
 
 // scenario is one chaos run. Everything random in it (the schedule, which
 // messages go sync or async, the brokers' fault draws, the producer's
@@ -66,13 +42,14 @@ type scenario struct {
 	syncWorkers    int           // goroutines calling Send
 	asyncShare     float64       // share of messages sent with SendAsync / TrySendAsync
 	txShare        float64       // share of transactional messages
-	fallback       bool          // WithFallback instead of WithSpool
+	fallback       bool          // WithFallback instead of a dead-letter store
 	maxAttempts    int           // WithMaxAttempts
 	attemptTimeout time.Duration // WithAttemptTimeout
 	maxInFlight    int           // WithMaxInFlight
 	tick           time.Duration // one schedule step per tick
 	kinds          []faultKind   // what the schedule draws from
-	replay         bool          // replay the spool at the end, to calm brokers
+	replay         bool          // replay the store at the end, to every live broker (calm by then)
+	proxied        bool          // each broker behind a holdProxy, for fHold steps
 	failoverAlways bool          // WithFailoverOnUnknownOutcome (duplicates across brokers allowed)
 }
 
@@ -88,7 +65,7 @@ type outcome struct {
 	sameBrokerDup    int // ids stored more than once on one broker (a broken dedup)
 	crossBroker      int // ids stored on two or more brokers
 	crossCauses      map[string]int
-	handedBack       int // spool records or fallback calls
+	handedBack       int // store records or fallback calls
 	handedBackDup    int // ids handed back more than once
 	storedAndBack    int // ids both stored and handed back (unknown outcome, then failure)
 	lost             int // ids neither stored nor handed back
@@ -105,6 +82,7 @@ type outcome struct {
 	restartErrTexts []string
 
 	replayed, replayMissing, replayDup int
+	replayCross                        int // ids stored on two brokers after the replay, not before
 
 	closeCancelled  bool          // Close's context ended with sends in flight
 	maxThrottleWait time.Duration // the longest wait after a throttle (RetryInfo hints)
@@ -143,6 +121,9 @@ func deadAddr(t testing.TB) string {
 // liveBroker is a broker of a run with its consumers.
 type liveBroker struct {
 	b           *broker.Broker
+	px          *holdProxy // in front of b in proxied scenarios, else nil
+	heldUntil   time.Time  // px holds answers until then (chaos's goroutine only)
+	addr        string     // what the producer dials: b's address or its proxy's
 	cc          *grpc.ClientConn
 	pausedUntil atomic.Int64 // unix nanos: the draining consumer waits until then
 	reset       chan struct{}
@@ -205,58 +186,6 @@ func (lb *liveBroker) consume(ctx context.Context, wg *sync.WaitGroup) {
 	}()
 }
 
-// chaos runs the seeded schedule on the live brokers, one step per tick,
-// until stop closes; it counts the steps into o.
-func chaos(sc scenario, lbs []*liveBroker, stop <-chan struct{}, o *outcome) {
-	rng := rand.New(rand.NewPCG(sc.seed, 0xc4a05))
-	tk := time.NewTicker(sc.tick)
-	defer tk.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tk.C:
-		}
-		k := sc.kinds[rng.IntN(len(sc.kinds))]
-		lb := lbs[rng.IntN(len(lbs))]
-		x := rng.Float64()
-		o.steps[k]++
-		switch k {
-		case fRestart:
-			if err := lb.b.Restart(); err != nil {
-				o.restartErrs++
-				if len(o.restartErrTexts) < 3 {
-					o.restartErrTexts = append(o.restartErrTexts, err.Error())
-				}
-			}
-		case fDrop:
-			lb.b.DropConnections()
-		case fInternal:
-			lb.b.SetFaults(broker.Faults{InternalRate: 0.1 + 0.4*x})
-		case fBlackhole:
-			lb.b.SetFaults(broker.Faults{BlackholeRate: 0.05 + 0.25*x})
-		case fLatency:
-			// From a quarter of the attempt timeout to 1.5 times it: some
-			// answers come just before the attempt gives up, some after.
-			lb.b.SetFaults(broker.Faults{Latency: sc.attemptTimeout/4 + time.Duration(x*float64(sc.attemptTimeout)*5/4)})
-		case fBacklogStorm:
-			lb.b.SetThrottle(broker.Throttle{MaxBacklog: 20 + int64(x*80)})
-			lb.pausedUntil.Store(time.Now().Add(sc.tick * time.Duration(1+rng.IntN(3))).UnixNano())
-		case fStorageStorm:
-			lb.b.SetThrottle(broker.Throttle{MaxStorageLoad: 50, ColdReadDistance: 20, StorageLoadWindow: 50 * time.Millisecond})
-			select {
-			case lb.reset <- struct{}{}:
-			default:
-			}
-		case fUnavailable:
-			lb.b.SetFaults(broker.Faults{Unavailable: true})
-		case fCalm:
-			lb.b.SetFaults(broker.Faults{})
-			lb.b.SetThrottle(broker.Throttle{})
-		}
-	}
-}
-
 // runScenario runs sc and returns what happened. It stops every broker and
 // connection it started before returning.
 func runScenario(t *testing.T, sc scenario) *outcome {
@@ -268,6 +197,9 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 	var addrs []string
 	defer func() {
 		for _, lb := range lbs {
+			if lb.px != nil {
+				lb.px.close() // before goleak looks, not at t's cleanup
+			}
 			lb.b.Stop()
 			lb.cc.Close()
 		}
@@ -285,8 +217,13 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 			b.Stop()
 			t.Fatal(err)
 		}
-		lbs = append(lbs, &liveBroker{b: b, cc: cc, reset: make(chan struct{}, 1)})
-		addrs = append(addrs, b.Addr())
+		lb := &liveBroker{b: b, addr: b.Addr(), cc: cc, reset: make(chan struct{}, 1)}
+		if sc.proxied {
+			lb.px = startHoldProxy(t, b.Addr())
+			lb.addr = lb.px.Addr()
+		}
+		lbs = append(lbs, lb)
+		addrs = append(addrs, lb.addr)
 	}
 	for range sc.down {
 		// In the middle, so that round robin and failover both meet it.
@@ -341,7 +278,7 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 	if sc.failoverAlways {
 		opts = append(opts, producer.WithFailoverOnUnknownOutcome())
 	}
-	spoolPath := filepath.Join(t.TempDir(), "dead.spool")
+	var store *deadletter.Store
 	if sc.fallback {
 		opts = append(opts, producer.WithFallback(func(m *producer.Message, err error) {
 			if i := msgIndex(m.ID); i >= 0 && i < n {
@@ -349,7 +286,11 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 			}
 		}))
 	} else {
-		opts = append(opts, producer.WithSpool(spoolPath))
+		if store, err = deadletter.Open(filepath.Join(t.TempDir(), "dead.db")); err != nil {
+			t.Fatalf("deadletter.Open() = %v", err)
+		}
+		defer store.Close()
+		opts = append(opts, producer.WithDeadLetterSink(store))
 	}
 	p, err := producer.New(strings.Join(addrs, ","), opts...)
 	if err != nil {
@@ -465,6 +406,9 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 		lb.b.SetFaults(broker.Faults{})
 		lb.b.SetThrottle(broker.Throttle{})
 		lb.pausedUntil.Store(0)
+		if lb.px != nil {
+			lb.px.held.Store(false)
+		}
 	}
 	// Async sends have no deadline, and a broker's RetryInfo hint may make
 	// one wait long after a throttle: Close gives them a few seconds, then
@@ -515,12 +459,14 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 			}
 		}
 	} else {
-		recs, err := producer.ReadSpool(spoolPath)
+		err := store.Scan(func(d *producer.DeadLetter, err error) error {
+			if err == nil {
+				back[d.Message.ID]++
+			}
+			return err
+		})
 		if err != nil {
-			t.Errorf("ReadSpool() = %v; want nil", err)
-		}
-		for _, r := range recs {
-			back[r.Message.ID]++
+			t.Errorf("Scan() = %v; want nil", err)
 		}
 	}
 	for _, c := range back {
@@ -548,7 +494,7 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 			for k, x := range seq {
 				letter := "D"
 				for bi, lb := range lbs {
-					if lb.b.Addr() == x.ep {
+					if lb.addr == x.ep {
 						letter = string(rune('A' + bi))
 					}
 				}
@@ -574,53 +520,10 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 	}
 
 	if sc.replay && !sc.fallback {
-		replay(t, sc, lbs, addrs, spoolPath, o)
+		replay(t, sc, lbs, store, storedOn, o)
 	}
 	o.elapsed = time.Since(start)
 	return o
-}
-
-// replay resends the spool to the (calm) brokers, then checks that every
-// message is stored and that no broker stored one twice.
-func replay(t *testing.T, sc scenario, lbs []*liveBroker, addrs []string, spoolPath string, o *outcome) {
-	t.Helper()
-	live := make([]string, 0, len(lbs))
-	for _, lb := range lbs {
-		live = append(live, lb.b.Addr())
-	}
-	p, err := producer.New(strings.Join(live, ","), producer.WithMaxAttempts(5), producer.WithAttemptTimeout(2*time.Second))
-	if err != nil {
-		t.Fatalf("producer.New() = %v", err)
-	}
-	defer p.Close(context.Background())
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	res, err := producer.ReplaySpool(ctx, spoolPath, func(ctx context.Context, m *producer.Message) error {
-		_, err := p.Send(ctx, m)
-		return err
-	})
-	if err != nil || res.Failed != 0 {
-		t.Errorf("ReplaySpool() = %+v, %v; want every record stored", res, err)
-	}
-	o.replayed = res.Stored
-	seen := map[string]int{}
-	for _, lb := range lbs {
-		per := map[string]int{}
-		for _, rm := range lb.b.Messages(topic) {
-			per[rm.GetMessage().GetMessageId()]++
-		}
-		for id, c := range per {
-			seen[id]++
-			if c > 1 {
-				o.replayDup++
-			}
-		}
-	}
-	for i := range sc.messages {
-		if seen[msgID(sc.seed, i)] == 0 {
-			o.replayMissing++
-		}
-	}
 }
 
 // failKind names why a send failed: its sentinel and its last gRPC code.

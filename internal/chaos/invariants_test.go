@@ -25,7 +25,8 @@ var strictCrossBroker = os.Getenv("ROCKETRY_CHAOS_ALLOW_CROSS") != "1"
 //   - an async callback that did not run exactly once;
 //   - a receipt for a message no broker holds, an error whose message was
 //     not handed back, an error that is not a *SendError;
-//   - after a replay, a message missing or stored twice by one broker;
+//   - after a replay, a message missing, stored twice by one broker, or
+//     stored on a second broker;
 //   - a broker restart that failed;
 //   - a message stored on two brokers (unless ROCKETRY_CHAOS_ALLOW_CROSS=1).
 func checkInvariants(t *testing.T, sc scenario, o *outcome) {
@@ -42,6 +43,7 @@ func checkInvariants(t *testing.T, sc scenario, o *outcome) {
 		{"errors whose message was not handed back", o.failedNotSpooled},
 		{"missing after replay", o.replayMissing},
 		{"stored twice by one broker after replay", o.replayDup},
+		{"stored on a second broker by the replay", o.replayCross},
 		{"broker restarts that failed", o.restartErrs},
 	} {
 		if c.got != 0 {
@@ -82,7 +84,7 @@ func (o *outcome) summary() string {
 		fmt.Fprintf(&b, " (moves away from a broker that stored it, by the answer that made the producer move: %s)", causesString(o.crossCauses))
 	}
 	if o.replayed > 0 || o.replayMissing > 0 {
-		fmt.Fprintf(&b, "; replayed %d, missing after replay %d", o.replayed, o.replayMissing)
+		fmt.Fprintf(&b, "; replayed %d, missing after replay %d, stored on a second broker by the replay %d", o.replayed, o.replayMissing, o.replayCross)
 	}
 	fmt.Fprintf(&b, "; failures by kind %s; longest wait after a throttle %v", mapString(o.failKinds), o.maxThrottleWait.Round(time.Millisecond))
 	if o.closeCancelled {
@@ -131,7 +133,7 @@ func heapAfterGC() uint64 {
 type totals struct {
 	runs                                                         int
 	messages, ok, failed, storedAndBack, lost, sameDup, crossDup int
-	replayed                                                     int
+	replayed, replayCross                                        int
 	closeCancelled                                               int
 	maxThrottleWait                                              time.Duration
 	steps                                                        [numFaultKinds]int
@@ -152,6 +154,7 @@ func (s *totals) add(o *outcome) {
 	s.sameDup += o.sameBrokerDup
 	s.crossDup += o.crossBroker
 	s.replayed += o.replayed
+	s.replayCross += o.replayCross
 	if o.closeCancelled {
 		s.closeCancelled++
 	}
@@ -171,9 +174,9 @@ func (s *totals) add(o *outcome) {
 }
 
 func (s *totals) String() string {
-	return fmt.Sprintf("%d runs, %d messages: %d stored, %d failed and handed back (%d of them also stored), replayed %d; "+
+	return fmt.Sprintf("%d runs, %d messages: %d stored, %d failed and handed back (%d of them also stored), replayed %d (stored on a second broker by the replay %d); "+
 		"lost %d, stored twice by one broker %d, stored on two brokers %d (moves away from a broker that stored it, by the answer that made the producer move: %s); "+
 		"schedule steps %s; broker faults %s; throttled %s; runs whose Close cancelled sends %d; longest wait after a throttle %v",
-		s.runs, s.messages, s.ok, s.failed, s.storedAndBack, s.replayed, s.lost, s.sameDup, s.crossDup, causesString(s.crossCauses),
+		s.runs, s.messages, s.ok, s.failed, s.storedAndBack, s.replayed, s.replayCross, s.lost, s.sameDup, s.crossDup, causesString(s.crossCauses),
 		stepsString(s.steps), mapString(s.brokerFaults), mapString(s.throttled), s.closeCancelled, s.maxThrottleWait.Round(time.Millisecond))
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/rocketry-go/rocketry/backoff"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/producer"
+	"github.com/rocketry-go/rocketry/producer/deadletter"
 )
 
 // TestLoad is the sustained run: ROCKETRY_LOAD=3m sends as fast as the
@@ -46,10 +47,14 @@ func TestLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spool := filepath.Join(t.TempDir(), "dead.spool")
+	store, err := deadletter.Open(filepath.Join(t.TempDir(), "dead.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
 	const inFlight = 512
 	p, err := producer.New(addr, producer.WithMaxInFlight(inFlight), producer.WithMaxAttempts(30),
-		producer.WithThrottleSchedule(throttle), producer.WithAttemptTimeout(2*time.Second), producer.WithSpool(spool))
+		producer.WithThrottleSchedule(throttle), producer.WithAttemptTimeout(2*time.Second), producer.WithDeadLetterSink(store))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,15 +193,15 @@ func TestLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := producer.ReadSpool(spool)
+	recs, err := store.Len()
 	if err != nil {
-		t.Errorf("ReadSpool() = %v", err)
+		t.Errorf("Len() = %v", err)
 	}
 	t.Logf("TOTAL %v: sent %d, answered %d, stored %d (%d duplicates answered), failed %d (spooled %d), broker stored %d, duplicates %d, throttled %v",
-		d, sent.Load(), answered.Load(), ok.Load(), dups.Load(), failed.Load(), len(recs), st.GetStored(), st.GetDuplicates(), st.GetThrottled())
-	if sent.Load() != answered.Load() || notBack.Load() != 0 || int64(len(recs)) != failed.Load() {
+		d, sent.Load(), answered.Load(), ok.Load(), dups.Load(), failed.Load(), recs, st.GetStored(), st.GetDuplicates(), st.GetThrottled())
+	if sent.Load() != answered.Load() || notBack.Load() != 0 || int64(recs) != failed.Load() {
 		t.Errorf("sent %d, answered %d, failures not handed back %d, spooled %d of %d failed; want every send answered and every failure spooled",
-			sent.Load(), answered.Load(), notBack.Load(), len(recs), failed.Load())
+			sent.Load(), answered.Load(), notBack.Load(), recs, failed.Load())
 	}
 	if st.GetStored() != ok.Load()-dups.Load() {
 		t.Errorf("broker stored %d; want one per success, %d", st.GetStored(), ok.Load()-dups.Load())

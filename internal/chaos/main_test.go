@@ -17,6 +17,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(brokerProcessEnv) != "" {
 		os.Exit(brokerProcess())
 	}
+	if os.Getenv(storeProcessEnv) != "" {
+		os.Exit(storeProcess())
+	}
 	goleak.VerifyTestMain(m)
 }
 

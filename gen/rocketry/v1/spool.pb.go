@@ -22,8 +22,8 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// SpoolRecord is one record of a producer's dead-letter spool: a message
-// whose attempts were spent, with why.
+// SpoolRecord is one record of a producer's dead-letter store: a message
+// whose send failed, with why.
 type SpoolRecord struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Message *Message               `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
@@ -32,8 +32,13 @@ type SpoolRecord struct {
 	// attempts is how many attempts were made.
 	Attempts int32 `protobuf:"varint,3,opt,name=attempts,proto3" json:"attempts,omitempty"`
 	// code is the last broker code, or CODE_UNSPECIFIED when none was known.
-	Code          Code                   `protobuf:"varint,4,opt,name=code,proto3,enum=rocketry.v1.Code" json:"code,omitempty"`
-	SpooledAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=spooled_at,json=spooledAt,proto3" json:"spooled_at,omitempty"`
+	Code Code `protobuf:"varint,4,opt,name=code,proto3,enum=rocketry.v1.Code" json:"code,omitempty"`
+	// spooled_at is when the message was first handed to the store.
+	SpooledAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=spooled_at,json=spooledAt,proto3" json:"spooled_at,omitempty"`
+	// maybe_stored_at names the endpoint (host:port, or a RocketMQ 5 broker
+	// name) of the last attempt whose outcome was unknown: the message may be
+	// stored there. Empty when every attempt's outcome was known.
+	MaybeStoredAt string `protobuf:"bytes,6,opt,name=maybe_stored_at,json=maybeStoredAt,proto3" json:"maybe_stored_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -103,18 +108,26 @@ func (x *SpoolRecord) GetSpooledAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *SpoolRecord) GetMaybeStoredAt() string {
+	if x != nil {
+		return x.MaybeStoredAt
+	}
+	return ""
+}
+
 var File_rocketry_v1_spool_proto protoreflect.FileDescriptor
 
 const file_rocketry_v1_spool_proto_rawDesc = "" +
 	"\n" +
-	"\x17rocketry/v1/spool.proto\x12\vrocketry.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1brocketry/v1/messaging.proto\"\xd1\x01\n" +
+	"\x17rocketry/v1/spool.proto\x12\vrocketry.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1brocketry/v1/messaging.proto\"\xf9\x01\n" +
 	"\vSpoolRecord\x12.\n" +
 	"\amessage\x18\x01 \x01(\v2\x14.rocketry.v1.MessageR\amessage\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12\x1a\n" +
 	"\battempts\x18\x03 \x01(\x05R\battempts\x12%\n" +
 	"\x04code\x18\x04 \x01(\x0e2\x11.rocketry.v1.CodeR\x04code\x129\n" +
 	"\n" +
-	"spooled_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tspooledAtB<Z:github.com/rocketry-go/rocketry/gen/rocketry/v1;rocketryv1b\x06proto3"
+	"spooled_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tspooledAt\x12&\n" +
+	"\x0fmaybe_stored_at\x18\x06 \x01(\tR\rmaybeStoredAtB<Z:github.com/rocketry-go/rocketry/gen/rocketry/v1;rocketryv1b\x06proto3"
 
 var (
 	file_rocketry_v1_spool_proto_rawDescOnce sync.Once

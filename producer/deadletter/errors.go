@@ -1,0 +1,40 @@
+package deadletter
+
+import "errors"
+
+// ErrLocked is returned by Open, wrapped with the path and how long it
+// waited, when another process (or another Store in this one) holds the
+// store: two writers never share a store.
+var ErrLocked = errors.New("deadletter: store is in use by another process")
+
+// ErrOldSpool is returned by Open, wrapped with the path and what to do,
+// for a spool file of the format rocketry used before this store (its
+// producer.WithSpool): import it with Store.ImportSpool or
+// `rocketry spool import`.
+var ErrOldSpool = errors.New("deadletter: file is a spool of the old format")
+
+// ErrNotStore is returned by Open, wrapped with the path and the cause, for
+// a file that is neither a dead-letter store nor an old spool. The file is
+// left untouched.
+var ErrNotStore = errors.New("deadletter: file is not a dead-letter store")
+
+// ErrCorrupt is wrapped by the error of a record that cannot be read (a
+// value that does not decode, or whose message ID is not its key), and of an
+// old spool whose record is torn or corrupt (ImportSpool). Such a record is
+// kept, never deleted or replayed.
+var ErrCorrupt = errors.New("deadletter: corrupt record")
+
+// ErrNotFound is returned by Get for an ID the store does not hold.
+var ErrNotFound = errors.New("deadletter: no record of that message ID")
+
+// ErrTooLarge is returned by Put for a record over the store's limits
+// (MaxBodyBytes for the body, MaxRecordBytes for the whole record).
+var ErrTooLarge = errors.New("deadletter: record too large")
+
+// ErrThrottled is returned by Replay, wrapped with the counts, when it
+// stopped early because the broker kept throttling (ReplayOptions.MaxThrottled);
+// the records not sent stay in the store.
+var ErrThrottled = errors.New("deadletter: replay stopped: the broker keeps throttling")
+
+// ErrClosed is returned by the methods of a closed Store.
+var ErrClosed = errors.New("deadletter: store closed")

@@ -1,0 +1,139 @@
+package deadletter
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/producer"
+)
+
+// A record is stored in bucket "records" under its key (see key), its value
+// proto.Marshal(rocketryv1.SpoolRecord), whose message holds the ID.
+const (
+	// MaxBodyBytes is the largest body a record may hold: 1 GiB. A
+	// Producer given a store refuses a WithMaxBodyBytes above it (New).
+	MaxBodyBytes = 1 << 30
+	// MaxRecordBytes is the largest encoded record: the largest value bbolt
+	// stores.
+	MaxRecordBytes = bolt.MaxValueSize
+	// maxPlainKey is the longest ID used as its own key; a longer one is
+	// keyed by its SHA-256 (bbolt keys are at most 32 KiB).
+	maxPlainKey = 1024
+)
+
+var bucketRecords = []byte("records")
+
+// key is the key of message ID id: the ID itself, or, for an ID longer
+// than maxPlainKey bytes, "sha256:" and the hex of its SHA-256 (decode checks
+// that a record's ID maps to its key).
+func key(id string) []byte {
+	if len(id) <= maxPlainKey {
+		return []byte(id)
+	}
+	sum := sha256.Sum256([]byte(id))
+	return []byte("sha256:" + hex.EncodeToString(sum[:]))
+}
+
+// encode makes the value of d, checking the limits.
+func encode(d *producer.DeadLetter) ([]byte, error) {
+	switch {
+	case d == nil || d.Message == nil:
+		return nil, fmt.Errorf("%w: dead letter has no message", producer.ErrInvalidMessage)
+	case d.Message.ID == "":
+		return nil, fmt.Errorf("%w: dead letter's message has no ID (a replay could not be deduplicated)", producer.ErrInvalidMessage)
+	case len(d.Message.Body) > MaxBodyBytes:
+		return nil, fmt.Errorf("%w: message %q: body is %d bytes, over the limit of %d", ErrTooLarge, d.Message.ID, len(d.Message.Body), MaxBodyBytes)
+	}
+	m := d.Message
+	pb := toProto(d)
+	if n := proto.Size(pb); n > MaxRecordBytes {
+		return nil, fmt.Errorf("%w: message %q: record is %d bytes, over the limit of %d", ErrTooLarge, m.ID, n, MaxRecordBytes)
+	}
+	b, err := proto.Marshal(pb)
+	if err != nil {
+		return nil, fmt.Errorf("deadletter: message %q: %w", m.ID, err)
+	}
+	return b, nil
+}
+
+// toProto is d's stored form; its slices and map are shared.
+func toProto(d *producer.DeadLetter) *rocketryv1.SpoolRecord {
+	m := d.Message
+	attempts := min(max(d.Attempts, math.MinInt32), math.MaxInt32)
+	pb := &rocketryv1.SpoolRecord{
+		Message: &rocketryv1.Message{
+			MessageId: m.ID, Topic: m.Topic, Tag: m.Tag, Keys: m.Keys, Properties: m.Properties,
+			Body: m.Body, Transactional: m.Transactional,
+		},
+		Error:         strings.ToValidUTF8(d.Err, "\uFFFD"), // proto strings must be UTF-8
+		Attempts:      int32(attempts),
+		Code:          d.Code,
+		MaybeStoredAt: strings.ToValidUTF8(d.MaybeStoredAt, "\uFFFD"),
+	}
+	if !d.SpooledAt.IsZero() {
+		pb.SpooledAt = timestamppb.New(d.SpooledAt)
+	}
+	return pb
+}
+
+// decode reads the value stored under k. Its error wraps ErrCorrupt.
+func decode(k, v []byte) (*producer.DeadLetter, error) {
+	d, err := decodeOld(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: key %q: %s", ErrCorrupt, k, err)
+	}
+	if string(key(d.Message.ID)) != string(k) {
+		return nil, fmt.Errorf("%w: key %q holds message %q", ErrCorrupt, k, d.Message.ID)
+	}
+	return d, nil
+}
+
+// decodeOld reads an encoded SpoolRecord, as stored here and in an old
+// spool's record: it must decode, and hold a message with an ID.
+func decodeOld(v []byte) (*producer.DeadLetter, error) {
+	var pb rocketryv1.SpoolRecord
+	if err := proto.Unmarshal(v, &pb); err != nil {
+		return nil, fmt.Errorf("record does not decode: %v", err)
+	}
+	pm := pb.GetMessage()
+	if pm.GetMessageId() == "" {
+		return nil, errors.New("record has no message ID")
+	}
+	d := &producer.DeadLetter{
+		Message: &producer.Message{
+			ID: pm.GetMessageId(), Topic: pm.GetTopic(), Tag: pm.GetTag(), Keys: pm.GetKeys(),
+			Properties: pm.GetProperties(), Body: pm.GetBody(), Transactional: pm.GetTransactional(),
+		},
+		Err:           pb.GetError(),
+		Attempts:      int(pb.GetAttempts()),
+		Code:          pb.GetCode(),
+		MaybeStoredAt: pb.GetMaybeStoredAt(),
+	}
+	if pb.SpooledAt != nil {
+		d.SpooledAt = pb.GetSpooledAt().AsTime()
+	}
+	return d, nil
+}
+
+// merge is the record kept when d's ID is put again over old: d, with the
+// first time the message was handed back, and old's endpoint when d has
+// none (the message may still be stored there).
+func merge(old, d *producer.DeadLetter) *producer.DeadLetter {
+	m := *d
+	if !old.SpooledAt.IsZero() && (m.SpooledAt.IsZero() || old.SpooledAt.Before(m.SpooledAt)) {
+		m.SpooledAt = old.SpooledAt
+	}
+	if m.MaybeStoredAt == "" {
+		m.MaybeStoredAt = old.MaybeStoredAt
+	}
+	return &m
+}

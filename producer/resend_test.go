@@ -1,0 +1,81 @@
+package producer
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketry-go/rocketry/broker"
+	"github.com/rocketry-go/rocketry/broker/brokertest"
+)
+
+// sends counts the SendMessage calls each broker received.
+func sends(bs []*broker.Broker) []int64 {
+	out := make([]int64, len(bs))
+	for i, b := range bs {
+		out[i] = b.Stats().GetSendRequests()
+	}
+	return out
+}
+
+// TestResendStaysOnThePin: a dead letter that may be stored on one broker
+// is resent there, over both protocols, even to a broker that fails it:
+// its retries stay, and a failure keeps the pin for the next replay.
+func TestResendStaysOnThePin(t *testing.T) {
+	bs := brokertest.StartCluster(t, 3)
+	addrs := []string{bs[0].Addr(), bs[1].Addr(), bs[2].Addr()}
+	for _, tt := range []struct {
+		proto Protocol
+		pin   string // broker 1's name on the protocol
+	}{
+		{RocketryV1, bs[1].Addr()},
+		{RocketMQ5, "broker-1"},
+	} {
+		t.Run(tt.proto.String(), func(t *testing.T) {
+			sink := newMemSink()
+			p := newTestProducer(t, strings.Join(addrs, ","), WithProtocol(tt.proto), WithMaxAttempts(3), WithDeadLetterSink(sink))
+			for i := range 6 {
+				before := sends(bs)
+				m := &Message{ID: "r-" + tt.proto.String() + "-" + string(rune('a'+i)), Topic: "orders", Body: []byte("x")}
+				_, err := p.Resend(context.Background(), &DeadLetter{Message: m, MaybeStoredAt: tt.pin})
+				require.NoError(t, err)
+				after := sends(bs)
+				assert.Equal(t, []int64{0, 1, 0}, []int64{after[0] - before[0], after[1] - before[1], after[2] - before[2]}, "resend %d", i)
+			}
+
+			require.NoError(t, bs[1].SetFaults(broker.Faults{Unavailable: true}))
+			defer bs[1].SetFaults(broker.Faults{})
+			before := sends(bs)
+			m := &Message{ID: "r-" + tt.proto.String() + "-fail", Topic: "orders", Body: []byte("x")}
+			_, err := p.Resend(context.Background(), &DeadLetter{Message: m, MaybeStoredAt: tt.pin})
+			var se *SendError
+			require.ErrorAs(t, err, &se)
+			after := sends(bs)
+			assert.Equal(t, []int64{0, 3, 0}, []int64{after[0] - before[0], after[1] - before[1], after[2] - before[2]}, "every attempt on the pin")
+			assert.Equal(t, tt.pin, se.MaybeStoredAt, "the pin is kept for the next replay")
+			require.NotNil(t, sink.get(m.ID))
+			assert.Equal(t, tt.pin, sink.get(m.ID).MaybeStoredAt)
+		})
+	}
+}
+
+func TestResendRefuses(t *testing.T) {
+	b := brokertest.Start(t)
+	p := newTestProducer(t, b.Addr())
+	_, err := p.Resend(context.Background(), &DeadLetter{Message: &Message{Topic: "t"}})
+	assert.ErrorIs(t, err, ErrInvalidMessage)
+	_, err = p.Resend(context.Background(), nil)
+	assert.ErrorIs(t, err, ErrInvalidMessage)
+	_, err = p.Resend(context.Background(), &DeadLetter{Message: &Message{ID: "x", Topic: "t"}, MaybeStoredAt: "10.0.0.1:1"})
+	assert.ErrorIs(t, err, ErrEndpointUnknown)
+	assert.ErrorContains(t, err, `endpoint "10.0.0.1:1"`)
+	assert.Zero(t, b.Stats().GetSendRequests())
+
+	// With WithFailoverOnUnknownOutcome, the caller accepts another broker.
+	fp := newTestProducer(t, b.Addr(), WithFailoverOnUnknownOutcome())
+	_, err = fp.Resend(context.Background(), &DeadLetter{Message: &Message{ID: "x", Topic: "t"}, MaybeStoredAt: "10.0.0.1:1"})
+	assert.NoError(t, err)
+}
