@@ -85,9 +85,12 @@ type executor struct {
 // broker where there is one); after an unknown outcome, to the same
 // endpoint for the rest of the send, since the broker there knows the
 // message ID and so cannot store it twice (unless
-// WithFailoverOnUnknownOutcome). A retry after a failure that goes to the
-// same endpoint waits for its connection (gRPC wait-for-ready) instead of
-// failing fast, so it rides out a broker restart within its timeout.
+// WithFailoverOnUnknownOutcome). A retry that stays on its endpoint after
+// an unknown outcome waits for its connection (gRPC wait-for-ready) instead
+// of failing fast, so it rides out the restart of the broker that may hold
+// the message, within its timeout; other retries to the same endpoint wait
+// only with WithWaitForReady, so that an unreachable broker costs
+// milliseconds, not an attempt timeout per attempt (connect.go).
 //
 // Each attempt's call runs on a context with the attempt's timeout (sent to
 // the server as grpc-timeout), unless ctx's deadline comes first; a batched
@@ -163,7 +166,7 @@ func (x *executor) run(ctx context.Context) *SendError {
 			if d.failover || c.failoverAlways {
 				x.ep++
 			}
-			wait = x.a.endpoint(x.ep) == x.a.endpoint(prev)
+			wait = (x.pinned || c.waitForReady) && x.a.endpoint(x.ep) == x.a.endpoint(prev)
 		}
 	}
 }

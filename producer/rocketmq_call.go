@@ -79,7 +79,10 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 	}
 	resp, err := cn.stub.SendMessage(a.c.outgoing(ctx), &a.req, opts...)
 	a.resp = resp
-	return RocketMQClassifier.Classify(resp, err), err != nil && a.peer.Addr == nil
+	if err != nil && a.peer.Addr == nil {
+		return unreachable(RocketMQClassifier.Classify(resp, err), q.addr), true
+	}
+	return RocketMQClassifier.Classify(resp, err), false
 }
 
 // routeOutcome reads the error of a route look-up, which sent nothing: the

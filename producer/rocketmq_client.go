@@ -284,7 +284,7 @@ func (c *rmqClient) conn(addr string) (*rmqConn, error) {
 		creds = credentials.NewTLS(c.set.tls)
 	}
 	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, c.dialOpts...)
-	cc, err := grpc.NewClient(addr, opts...)
+	cc, err := grpc.NewClient(passthrough(addr), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("producer: rocketmq endpoint %q: %w", addr, err)
 	}
