@@ -273,20 +273,20 @@ func (t *targetResolver) acquire(ctx context.Context) (*endpointSet, error) {
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%w: target %q: no answer from the resolver yet: %w", ErrNoEndpoints, t.target, context.Cause(ctx))
 	}
+	if s := t.tryAcquire(); s != nil {
+		return s, nil
+	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
+	closed, err := t.closed, t.lastErr
+	t.mu.Unlock()
+	if closed {
 		return nil, ErrClosed
 	}
-	s := t.cur
-	if s == nil || len(s.eps) == 0 {
-		if t.r != nil {
-			t.r.ResolveNow(resolver.ResolveNowOptions{})
-		}
-		return nil, fmt.Errorf("%w: %w", ErrNoEndpoints, t.lastErr)
+	t.resolveNow()
+	if err == nil {
+		return nil, fmt.Errorf("%w: target %q", ErrNoEndpoints, t.target)
 	}
-	s.refs++
-	return s, nil
+	return nil, fmt.Errorf("%w: %w", ErrNoEndpoints, err)
 }
 
 // tryAcquire is acquire without waiting: nil before the first endpoints.
