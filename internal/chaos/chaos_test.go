@@ -74,6 +74,10 @@ func TestChaosThreeBrokersOneDown(t *testing.T) {
 	runChecked(t, threeBrokersOneDown(2, 1000))
 }
 
+func TestChaosSchemeTarget(t *testing.T) {
+	runChecked(t, threeBrokersScheme(3, 1000))
+}
+
 // TestChaosSeeds is the long run: ROCKETRY_CHAOS_SEEDS=20 runs both
 // scenarios over seeds 1..20 and logs the totals. With
 // ROCKETRY_CHAOS_FAILOVER_ALWAYS=1 it runs the three-broker scenario with
@@ -101,14 +105,16 @@ func TestChaosSeeds(t *testing.T) {
 		t.Logf("TOTAL three brokers, one down, WithFailoverOnUnknownOutcome: %v", &fo)
 		return
 	}
-	var one, three totals
+	var one, three, scheme totals
 	for s := 1; s <= seeds; s++ {
 		one.add(runChecked(t, oneBroker(uint64(s), messages)))
 		three.add(runChecked(t, threeBrokersOneDown(uint64(s), messages)))
+		scheme.add(runChecked(t, threeBrokersScheme(uint64(s), messages)))
 		if t.Failed() {
 			t.Fatalf("stopped at seed %d", s)
 		}
 	}
 	t.Logf("TOTAL one broker: %v", &one)
 	t.Logf("TOTAL three brokers, one down: %v", &three)
+	t.Logf("TOTAL three brokers, one down, behind a scheme target: %v", &scheme)
 }

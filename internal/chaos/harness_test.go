@@ -74,6 +74,7 @@ type scenario struct {
 	kinds          []faultKind   // what the schedule draws from
 	replay         bool          // replay the spool at the end, to calm brokers
 	failoverAlways bool          // WithFailoverOnUnknownOutcome (duplicates across brokers allowed)
+	scheme         bool          // one target with a scheme, its resolver's answer changing (scheme_test.go)
 }
 
 // outcome is what a run did, counted from the producer's answers, the
@@ -351,7 +352,13 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 	} else {
 		opts = append(opts, producer.WithSpool(spoolPath))
 	}
-	p, err := producer.New(strings.Join(addrs, ","), opts...)
+	target, churn := strings.Join(addrs, ","), func(<-chan struct{}) {}
+	if sc.scheme {
+		var res []producer.Option
+		target, res, churn = schemeTarget(sc, addrs)
+		opts = append(opts, res...)
+	}
+	p, err := producer.New(target, opts...)
 	if err != nil {
 		t.Fatalf("producer.New() = %v", err)
 	}
@@ -363,9 +370,14 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 	}
 	stopChaos := make(chan struct{})
 	chaosDone := make(chan struct{})
+	churnDone := make(chan struct{})
 	go func() {
 		defer close(chaosDone)
 		chaos(sc, lbs, stopChaos, o)
+	}()
+	go func() {
+		defer close(churnDone)
+		churn(stopChaos)
 	}()
 
 	// Which messages go sync, async or TrySendAsync, and which are
@@ -461,6 +473,7 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 	// Let the async sends in flight finish, on calm brokers.
 	close(stopChaos)
 	<-chaosDone
+	<-churnDone
 	for _, lb := range lbs {
 		lb.b.SetFaults(broker.Faults{})
 		lb.b.SetThrottle(broker.Throttle{})
