@@ -132,3 +132,20 @@ func TestWaitForReadyWaitsForTheBroker(t *testing.T) {
 	assert.Equal(t, 2, r.Attempts)
 	assert.Len(t, b.Messages("t"), 1)
 }
+
+// TestRocketMQUnreachableProxyIsNamed: New over RocketMQ 5 waits for the
+// proxy's Settings; when no access point can be reached it fails at once,
+// naming why, instead of waiting out the attempt timeout.
+func TestRocketMQUnreachableProxyIsNamed(t *testing.T) {
+	addr := closedAddr(t)
+	p, err := New(addr, WithProtocol(RocketMQ5))
+	if p != nil {
+		_ = p.Close(context.Background())
+	}
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrConnectionRefused)
+	var ce *ConnectError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, addr, ce.Endpoint)
+	assert.NotContains(t, err.Error(), "no Settings", "New waited out its timeout")
+}

@@ -51,14 +51,20 @@ func (s *endpointSet) at(ep int) *endpoint {
 func (s *endpointSet) close() error {
 	var errs []error
 	for _, e := range s.eps {
-		if e.owned != nil {
-			if err := e.owned.Close(); err != nil {
-				errs = append(errs, err)
-			}
-			e.owned = nil
-		}
+		errs = append(errs, e.closeConn())
 	}
 	return errors.Join(errs...)
+}
+
+// closeConn closes the endpoint's connection when the Producer owns it,
+// once. Closing a connection makes no call back into the producer.
+func (e *endpoint) closeConn() error {
+	if e.owned == nil {
+		return nil
+	}
+	err := e.owned.Close()
+	e.owned = nil
+	return err
 }
 
 // WithResolvers adds resolvers for targets with a scheme, looked up by
@@ -318,10 +324,7 @@ func (t *targetResolver) releaseLocked(s *endpointSet) {
 		e.held--
 		if e.held == 0 {
 			delete(t.live, e.name)
-			if e.owned != nil {
-				_ = e.owned.Close() // closing a client conn makes no call back here
-				e.owned = nil
-			}
+			_ = e.closeConn()
 		}
 	}
 }
@@ -352,12 +355,7 @@ func (t *targetResolver) close() error {
 	defer t.mu.Unlock()
 	var errs []error
 	for name, e := range t.live {
-		if e.owned != nil {
-			if err := e.owned.Close(); err != nil {
-				errs = append(errs, err)
-			}
-			e.owned = nil
-		}
+		errs = append(errs, e.closeConn())
 		delete(t.live, name)
 	}
 	t.cur = nil
