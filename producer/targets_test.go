@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -319,6 +320,30 @@ func TestSchemeTargetDNS(t *testing.T) {
 		require.NoError(t, err, "Send(%d)", i)
 	}
 	assert.Len(t, b.Messages("t"), 3)
+}
+
+// TestSchemeTargetUnix: gRPC's unix resolver gives an address whose
+// network is carried in its attributes; the endpoint's own connection
+// dials it as given.
+func TestSchemeTargetUnix(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "b.sock")
+	lis, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	b, err := broker.New()
+	require.NoError(t, err)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = b.Serve(lis)
+	}()
+	t.Cleanup(func() {
+		b.Stop()
+		<-served
+	})
+	p := newTestProducer(t, "unix://"+sock)
+	_, err = p.Send(context.Background(), msg("t"))
+	require.NoError(t, err)
+	assert.Len(t, b.Messages("t"), 1)
 }
 
 // TestSchemeTargetRefused: targets New cannot use fail there, with
