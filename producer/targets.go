@@ -109,10 +109,14 @@ func hasScheme(target string) bool {
 // concurrent use; the resolver calls it from its own goroutines (or from
 // Build).
 type targetResolver struct {
-	target    string // as given to New
-	dial      []grpc.DialOption
-	authority string
-	r         resolver.Resolver
+	target string // as given to New
+	dial   []grpc.DialOption
+
+	// r is the resolver, read without mu: an endpoint's connection asks it
+	// to resolve again (fixedEndpoint.ResolveNow) from gRPC's goroutines,
+	// which closing a connection under mu may wait for.
+	rmu sync.Mutex
+	r   resolver.Resolver
 
 	mu      sync.Mutex
 	cur     *endpointSet         // nil until the first update
@@ -148,20 +152,19 @@ func newTargetResolver(target string, cfg *config) (*targetResolver, error) {
 		authority = ao.OverrideAuthority(rt)
 	}
 	t := &targetResolver{
-		target:    target,
-		dial:      append([]grpc.DialOption{grpc.WithAuthority(authority)}, cfg.v1DialOptions()...),
-		authority: authority,
-		live:      map[string]*endpoint{},
-		first:     make(chan struct{}),
+		target: target,
+		dial:   append([]grpc.DialOption{grpc.WithAuthority(authority)}, cfg.v1DialOptions()...),
+		live:   map[string]*endpoint{},
+		first:  make(chan struct{}),
 	}
 	r, err := b.Build(rt, t, resolver.BuildOptions{DisableServiceConfig: true, Authority: authority})
 	if err != nil {
-		t.close()
+		_ = t.close()
 		return nil, fmt.Errorf("producer: New(%q): resolver: %w", target, err)
 	}
-	t.mu.Lock()
+	t.rmu.Lock()
 	t.r = r
-	t.mu.Unlock()
+	t.rmu.Unlock()
 	return t, nil
 }
 
@@ -260,7 +263,7 @@ func endpointName(e resolver.Endpoint) string {
 // target's authority (the TLS server name, as one channel to the whole
 // target would have used). t.mu is held; grpc.NewClient does no I/O.
 func (t *targetResolver) dialEndpoint(name string, rep resolver.Endpoint) (*endpoint, error) {
-	one := fixedEndpoint{ep: rep}
+	one := fixedEndpoint{ep: rep, t: t}
 	opts := append(t.dial[:len(t.dial):len(t.dial)], grpc.WithResolvers(one))
 	cc, err := grpc.NewClient(fixedScheme+":///"+url.PathEscape(name), opts...)
 	if err != nil {
@@ -332,9 +335,9 @@ func (t *targetResolver) releaseLocked(s *endpointSet) {
 // resolveNow asks the resolver to resolve again (an endpoint could not be
 // reached); resolvers rate-limit it.
 func (t *targetResolver) resolveNow() {
-	t.mu.Lock()
+	t.rmu.Lock()
 	r := t.r
-	t.mu.Unlock()
+	t.rmu.Unlock()
 	if r != nil {
 		r.ResolveNow(resolver.ResolveNowOptions{})
 	}
@@ -345,9 +348,11 @@ func (t *targetResolver) resolveNow() {
 func (t *targetResolver) close() error {
 	t.mu.Lock()
 	t.closed = true
+	t.mu.Unlock()
+	t.rmu.Lock()
 	r := t.r
 	t.r = nil
-	t.mu.Unlock()
+	t.rmu.Unlock()
 	if r != nil {
 		r.Close() // may wait for a resolver goroutine that calls UpdateState
 	}
@@ -369,8 +374,13 @@ const fixedScheme = "rocketry-endpoint"
 
 // fixedEndpoint is the resolver of one endpoint's connection: it gives the
 // endpoint, as the target's resolver gave it (addresses, attributes, server
-// name), and nothing else.
-type fixedEndpoint struct{ ep resolver.Endpoint }
+// name), and nothing else. When the connection asks to resolve again (its
+// broker could not be reached, or went away), the target's resolver is
+// asked: a DNS resolver resolves only when asked.
+type fixedEndpoint struct {
+	ep resolver.Endpoint
+	t  *targetResolver
+}
 
 func (f fixedEndpoint) Scheme() string { return fixedScheme }
 
@@ -378,8 +388,8 @@ func (f fixedEndpoint) Build(_ resolver.Target, cc resolver.ClientConn, _ resolv
 	// One endpoint, for pick_first: an error could only say that the
 	// channel is closing.
 	_ = cc.UpdateState(resolver.State{Endpoints: []resolver.Endpoint{f.ep}, Addresses: f.ep.Addresses})
-	return fixedEndpoint{}, nil
+	return f, nil
 }
 
-func (fixedEndpoint) ResolveNow(resolver.ResolveNowOptions) {}
-func (fixedEndpoint) Close()                                {}
+func (f fixedEndpoint) ResolveNow(resolver.ResolveNowOptions) { f.t.resolveNow() }
+func (fixedEndpoint) Close()                                  {}

@@ -309,6 +309,34 @@ func TestSchemeTargetWaitsForTheResolver(t *testing.T) {
 	assert.Equal(t, 2, se.Attempts)
 }
 
+// TestSchemeTargetResolvesAgain: when an endpoint cannot be reached, its
+// connection asks the target's resolver to resolve again (a DNS resolver
+// resolves only when asked), and the sends follow the new answer.
+func TestSchemeTargetResolvesAgain(t *testing.T) {
+	b := brokertest.Start(t)
+	dead := closedAddr(t)
+	target, r, res := schemeTarget(dead)
+	asked := make(chan struct{}, 1)
+	r.ResolveNowCallback = func(resolver.ResolveNowOptions) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+	}
+	p := newTestProducer(t, target, res, WithMaxAttempts(2))
+	_, err := p.Send(context.Background(), msg("t"))
+	require.ErrorIs(t, err, ErrConnectionRefused)
+	select {
+	case <-asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the resolver was never asked to resolve again")
+	}
+	r.UpdateState(stateOf(b.Addr()))
+	_, err = p.Send(context.Background(), msg("t"))
+	require.NoError(t, err)
+	assert.Len(t, b.Messages("t"), 1)
+}
+
 // TestSchemeTargetDNS: the real dns resolver, from gRPC's registry.
 func TestSchemeTargetDNS(t *testing.T) {
 	b := brokertest.Start(t)
