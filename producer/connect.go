@@ -2,6 +2,8 @@ package producer
 
 import (
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -19,9 +21,12 @@ import (
 // wait-for-ready, which holds the call until the channel is READY; the
 // channel then waits out its connection backoff (1 s, x1.6), so each retry
 // ran into its attempt timeout, and the error said "attempt timeout
-// exceeded". Now a retry waits for its connection only when it may find
-// its message there (after an unknown outcome) or when WithWaitForReady
-// asks; the others fail as fast as gRPC does, naming the cause.
+// exceeded", for every message. Now a retry after a request that never
+// left waits for its connection only for a broker reached lately (within
+// reachWindow: a restart, likely over soon); a broker never reached (a
+// wrong address, nothing listening) or not reached for that long fails as
+// fast as gRPC does, naming the cause. A retry after an unknown outcome
+// always waits: its broker may hold the message.
 
 // passthrough is the gRPC target of a host:port endpoint: the address is
 // handed to the dialer as it is, so that a host that does not resolve
@@ -36,23 +41,68 @@ func (c *config) v1DialOptions() []grpc.DialOption {
 	return append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, c.dialOpts...)
 }
 
-// WithWaitForReady sets whether a retry to a broker that could not be
-// reached waits for its connection (gRPC wait-for-ready) within its attempt
-// timeout, overriding the default of false. By default an attempt whose
-// request never left the client (connection refused, unknown host, not a
-// gRPC server: a *ConnectError) is known not stored, and its retry goes at
-// once to the next endpoint, or fails as fast to the same one when there
-// is only one: the attempts are spent in milliseconds and the error names
-// the cause. Set it when a single broker may be briefly away (a restart)
-// and sends should wait for it instead; each such retry may then take the
-// whole attempt timeout. A retry after an unknown outcome always waits for
-// its connection, since its broker may hold the message. Applies
-// everywhere.
+// waitMode says when a retry after a request that never left waits for
+// its connection (WithWaitForReady).
+type waitMode uint8
+
+const (
+	waitReached waitMode = iota // for a broker reached lately (the default)
+	waitAlways                  // WithWaitForReady(true)
+	waitNever                   // WithWaitForReady(false)
+)
+
+// WithWaitForReady sets whether a retry to a broker whose request never
+// left the client (connection refused, unknown host, not a gRPC server: a
+// *ConnectError; the message is known not stored) waits for its connection
+// (gRPC wait-for-ready) within its attempt timeout. Such a retry goes to
+// the next endpoint where there is one; this is about a retry that stays
+// on the same broker, as with a single endpoint.
+//
+// By default it waits only for a broker reached lately: one that a request
+// reached within the last 10 s. So a broker that restarts is waited for,
+// and a broker never reached (a wrong address, nothing listening), or gone
+// for longer, costs milliseconds, not an attempt timeout per attempt.
+// true waits every time (each such retry may take the whole attempt
+// timeout); false never waits. A retry after an unknown
+// outcome waits for its connection either way, since its broker may hold
+// the message. Through the interceptor, which keeps no state per broker,
+// the default waits as true does. Applies everywhere.
 func WithWaitForReady(on bool) Option {
 	return option{"WithWaitForReady", scopeAll, func(c *config) error {
-		c.waitForReady = on
+		c.waitFor = waitNever
+		if on {
+			c.waitFor = waitAlways
+		}
 		return nil
 	}}
+}
+
+// reachWindow is how long after a request last reached a broker a retry
+// to it still waits for its connection by default (WithWaitForReady).
+const reachWindow = 10 * time.Second
+
+// reach is when a request last reached a broker (unix nanoseconds, to the
+// second: it is written at most once a second); 0: never.
+type reach struct{ last atomic.Int64 }
+
+// sent notes an attempt, started at start, whose request left.
+func (r *reach) sent(start time.Time) {
+	if r == nil {
+		return
+	}
+	if t := start.UnixNano(); t-r.last.Load() >= int64(time.Second) {
+		r.last.Store(t)
+	}
+}
+
+// recent reports whether a request reached the broker within reachWindow
+// of now; a nil reach (the interceptor keeps none) always is.
+func (r *reach) recent(now time.Time) bool {
+	if r == nil {
+		return true
+	}
+	last := r.last.Load()
+	return last != 0 && now.UnixNano()-last < int64(reachWindow)
 }
 
 // ConnectError is the Cause of an attempt whose request never left the

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -148,4 +149,56 @@ func TestRocketMQUnreachableProxyIsNamed(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, addr, ce.Endpoint)
 	assert.NotContains(t, err.Error(), "no Settings", "New waited out its timeout")
+}
+
+// TestWaitsForABrokerReachedLately: by default a broker that a request
+// reached lately is waited for when it goes away (a restart): the retry
+// waits for its connection, and is stored when it comes back, or ends with
+// the attempt timeout when it does not. A broker not reached for longer
+// than reachWindow is not waited for: its attempts fail at once, naming
+// the cause.
+func TestWaitsForABrokerReachedLately(t *testing.T) {
+	addr := closedAddr(t)
+	start := func() *broker.Broker {
+		b, err := broker.New()
+		require.NoError(t, err)
+		require.NoError(t, b.Start(addr))
+		t.Cleanup(b.Stop)
+		return b
+	}
+	b1 := start()
+	var comeBack atomic.Bool
+	restarted := make(chan *broker.Broker, 1)
+	obs := func(e Event) {
+		if e.Kind == EventRetry && comeBack.CompareAndSwap(true, false) {
+			restarted <- start() // the broker is back before the retry
+		}
+	}
+	fast := grpc.WithConnectParams(grpc.ConnectParams{Backoff: grpcbackoff.Config{BaseDelay: 5 * time.Millisecond, Multiplier: 1.6, MaxDelay: 20 * time.Millisecond}})
+	p := newTestProducer(t, addr, WithMaxAttempts(2), WithAttemptTimeout(300*time.Millisecond), WithDialOptions(fast), WithObserver(obs))
+	ctx := context.Background()
+	_, err := p.Send(ctx, msg("t"))
+	require.NoError(t, err)
+
+	b1.Stop()
+	comeBack.Store(true)
+	r, err := p.Send(ctx, msg("t"))
+	require.NoError(t, err, "the retry waits for the broker that was reached")
+	assert.Equal(t, 2, r.Attempts)
+	b2 := <-restarted
+	assert.Len(t, b2.Messages("t"), 1)
+
+	b2.Stop()
+	_, err = p.Send(ctx, msg("t"))
+	var se *SendError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, codes.DeadlineExceeded, status.Code(se.Cause), "the retry waited for the broker reached lately: %v", err)
+
+	// The last request to reach the broker is now older than reachWindow.
+	p.eps.eps[0].reach.last.Store(time.Now().Add(-reachWindow - time.Second).UnixNano())
+	_, err = p.Send(ctx, msg("t"))
+	require.ErrorAs(t, err, &se)
+	assert.ErrorIs(t, err, ErrConnectionRefused, "a broker not reached lately is not waited for")
+	assert.Equal(t, 2, se.Attempts)
+	assert.NotContains(t, err.Error(), "attempt timeout")
 }

@@ -79,7 +79,7 @@ type config struct {
 	logger         *slog.Logger
 	dialOpts       []grpc.DialOption
 	resolvers      []resolver.Builder // WithResolvers: see targets.go
-	waitForReady   bool               // WithWaitForReady: see connect.go
+	waitFor        waitMode           // WithWaitForReady: see connect.go
 	failoverAlways bool               // fail over after an unknown outcome too
 	classifier     Classifier
 	attemptsSet    bool // WithMaxAttempts was given

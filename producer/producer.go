@@ -397,6 +397,13 @@ func (c *sendCall) pacer(ep int) *pacer {
 	return &c.set.at(ep).pace
 }
 
+func (c *sendCall) reach(ep int) *reach {
+	if c.set == nil {
+		return &reach{} // not resolved yet: never reached
+	}
+	return &c.set.at(ep).reach
+}
+
 // attempt makes one attempt on endpoint ep. gRPC fills c.peer only when the
 // request left on a transport: an attempt that fails with c.peer empty was
 // never sent, so its message is known not stored (and when gRPC says the

@@ -104,10 +104,11 @@ type rmqClient struct {
 
 // rmqConn is the connection to one address, with its telemetry session.
 type rmqConn struct {
-	addr string
-	cc   *grpc.ClientConn
-	stub rocketmqv2.MessagingServiceClient
-	tel  *rmqTelemetry
+	addr  string
+	cc    *grpc.ClientConn
+	stub  rocketmqv2.MessagingServiceClient
+	tel   *rmqTelemetry
+	reach reach // of SendMessage calls (connect.go)
 }
 
 // newRMQClient makes the client of the access points addrs (host:port

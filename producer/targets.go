@@ -29,6 +29,7 @@ type endpoint struct {
 	cc    grpc.ClientConnInterface
 	owned *grpc.ClientConn // closed by the Producer; nil for NewFromConn's
 	pace  pacer
+	reach reach
 	held  int // targetResolver.mu: the endpointSets holding it
 }
 
