@@ -38,8 +38,10 @@
 //     said it stored nothing): retry at once ([WithFailureSchedule] to
 //     change it) on another broker. A broker that cannot be reached is
 //     named: the cause is a [*ConnectError] ([ErrConnectionRefused],
-//     [ErrUnknownHost], [ErrNotGRPC]), and with one broker the attempts are
-//     spent at once unless [WithWaitForReady] asks them to wait for it;
+//     [ErrUnknownHost], [ErrNotGRPC]); a retry to the same broker waits for
+//     its connection only when a request reached it in the last 10 s (a
+//     restart), so with one broker that was never reached the attempts are
+//     spent at once ([WithWaitForReady] to change it);
 //   - [FailedUnknown] (the attempt's timeout, a lost connection, a 5xx that
 //     does not say): retry at once on the same broker, which may hold the
 //     message ([WithFailoverOnUnknownOutcome] to change it); the retry
