@@ -108,7 +108,9 @@ func (r *reach) recent(now time.Time) bool {
 // ConnectError is the Cause of an attempt whose request never left the
 // client because its broker could not be reached: the message is known not
 // stored. errors.Is matches Reason (ErrConnectionRefused, ErrUnknownHost,
-// ErrNotGRPC) and errors.As or status.Code read Err, gRPC's UNAVAILABLE.
+// ErrNotGRPC) and errors.As or status.Code read Err, gRPC's UNAVAILABLE
+// (or DEADLINE_EXCEEDED when the attempt waited for the connection until
+// its timeout).
 type ConnectError struct {
 	// Endpoint is the broker's address, as the producer dialled it.
 	Endpoint string
@@ -120,16 +122,21 @@ type ConnectError struct {
 
 // Error says which broker, why, and what gRPC said, on one line.
 func (e *ConnectError) Error() string {
-	detail := ""
+	detail, waited := "", false
 	if s, ok := status.FromError(e.Err); ok {
-		detail = s.Message()
+		detail, waited = s.Message(), s.Code() == codes.DeadlineExceeded
 	} else if e.Err != nil {
 		detail = e.Err.Error()
 	}
+	detail = strings.TrimPrefix(detail, "latest balancer error: ")
 	detail = strings.TrimPrefix(detail, `connection error: desc = "`)
 	detail = strings.TrimSuffix(detail, `"`)
 	detail = strings.TrimPrefix(detail, "transport: Error while dialing: ")
-	msg := "producer: broker " + e.Endpoint + " unreachable: " + strings.TrimPrefix(e.Reason.Error(), "producer: ")
+	msg := "producer: broker " + e.Endpoint + " unreachable"
+	if waited {
+		msg += " until the attempt's deadline"
+	}
+	msg += ": " + strings.TrimPrefix(e.Reason.Error(), "producer: ")
 	if detail != "" {
 		msg += " (" + detail + ")"
 	}
@@ -146,12 +153,14 @@ func (e *ConnectError) GRPCStatus() *status.Status {
 }
 
 // unreachable reads the outcome of an attempt whose request never left the
-// client: when gRPC's error says that the broker at endpoint could not be
-// reached, the outcome is FailedNotStored with a *ConnectError naming the
-// cause; otherwise o is returned as it is.
+// client: when gRPC's error (UNAVAILABLE, or DEADLINE_EXCEEDED after
+// waiting for the connection, with the connection's last error) says that
+// the broker at endpoint could not be reached, the outcome is
+// FailedNotStored with a *ConnectError naming the cause; otherwise o is
+// returned as it is.
 func unreachable(o Outcome, endpoint string) Outcome {
 	s, ok := status.FromError(o.Err)
-	if !ok || s.Code() != codes.Unavailable {
+	if !ok || (s.Code() != codes.Unavailable && s.Code() != codes.DeadlineExceeded) {
 		return o
 	}
 	reason := connectReason(s.Message())

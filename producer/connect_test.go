@@ -193,6 +193,8 @@ func TestWaitsForABrokerReachedLately(t *testing.T) {
 	var se *SendError
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, codes.DeadlineExceeded, status.Code(se.Cause), "the retry waited for the broker reached lately: %v", err)
+	assert.ErrorIs(t, err, ErrConnectionRefused, "the wait's end names why")
+	assert.Contains(t, err.Error(), "unreachable until the attempt's deadline: connection refused")
 
 	// The last request to reach the broker is now older than reachWindow.
 	p.eps.eps[0].reach.last.Store(time.Now().Add(-reachWindow - time.Second).UnixNano())
