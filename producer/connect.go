@@ -63,10 +63,10 @@ const (
 // and a broker never reached (a wrong address, nothing listening), or gone
 // for longer, costs milliseconds, not an attempt timeout per attempt.
 // true waits every time (each such retry may take the whole attempt
-// timeout); false never waits. A retry after an unknown
-// outcome waits for its connection either way, since its broker may hold
-// the message. Through the interceptor, which keeps no state per broker,
-// the default waits as true does. Applies everywhere.
+// timeout); false never waits. A retry after an unknown outcome waits for
+// its connection either way, since its broker may hold the message.
+// Through the interceptor, which keeps no state per broker, the default
+// waits as true does. Applies everywhere.
 func WithWaitForReady(on bool) Option {
 	return option{"WithWaitForReady", scopeAll, func(c *config) error {
 		c.waitFor = waitNever
