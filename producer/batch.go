@@ -97,9 +97,9 @@ type batchConfig struct {
 var defaultBatchConfig = batchConfig{linger: DefaultBatchLinger, maxMessages: DefaultBatchMessages, maxBytes: DefaultBatchBytes}
 
 // batchKey names the open batch of an endpoint and a topic: for rocketry.v1
-// the connection's index, for apache.rocketmq.v2 the broker's address.
+// the endpoint, for apache.rocketmq.v2 the broker's address.
 type batchKey struct {
-	conn  int
+	ep    *endpoint
 	addr  string
 	topic string
 }
@@ -389,8 +389,8 @@ func splitAll(b *batch) {
 
 // rocketry.v1
 
-// v1Batch sends a batch on one connection.
-type v1Batch struct{ cc grpc.ClientConnInterface }
+// v1Batch sends a batch on one endpoint's connection.
+type v1Batch struct{ ep *endpoint }
 
 func (s v1Batch) sendBatch(ctx context.Context, b *batch) {
 	n := len(b.entries)
@@ -400,7 +400,7 @@ func (s v1Batch) sendBatch(ctx context.Context, b *batch) {
 	}
 	var resp rocketryv1.SendMessageResponse
 	var pr peer.Peer
-	err := s.cc.Invoke(ctx, sendMethod, req, &resp, grpc.Peer(&pr), grpc.ForceCodecV2(batchCodec{b}))
+	err := s.ep.cc.Invoke(ctx, sendMethod, req, &resp, grpc.Peer(&pr), grpc.ForceCodecV2(batchCodec{b}))
 	b.markEncoded()
 	if err == nil {
 		if len(resp.Results) != n {
@@ -426,6 +426,9 @@ func (s v1Batch) sendBatch(ctx context.Context, b *batch) {
 		return
 	}
 	unsent := pr.Addr == nil
+	if unsent {
+		o = unreachable(o, s.ep.name)
+	}
 	for _, e := range b.entries {
 		e.o, e.unsent = o, unsent
 	}
@@ -435,21 +438,16 @@ func (s v1Batch) sendBatch(ctx context.Context, b *batch) {
 // its message joins the batch of its connection and topic. ok is false
 // when the message goes alone instead: it could not join, or the batch's
 // answer said nothing of it.
-func (c *sendCall) attemptBatched(ctx context.Context, ep int, e *batchEntry, deadline time.Time) (o Outcome, unsent, ok bool) {
+func (c *sendCall) attemptBatched(ctx context.Context, ep *endpoint, e *batchEntry, deadline time.Time) (o Outcome, unsent, ok bool) {
 	bt := e.bt
 	e.bt = nil // only the first attempt joins a batch
-	conns := c.p.conns
-	idx := 0
-	if len(conns) > 1 {
-		idx = ep % len(conns)
-	}
 	e.v1, e.id = &c.msg, c.msg.MessageId
 	e.size = entrySize(c.msg.MessageId, c.msg.Topic, c.msg.Tag, c.msg.Keys, c.msg.Properties, c.msg.Body)
 	e.deadline = deadline // the batch's call ends by then, and so does the wait for it
 	if e.deadline.IsZero() {
 		e.deadline, _ = ctx.Deadline()
 	}
-	if !bt.join(batchKey{conn: idx, topic: c.msg.Topic}, v1Batch{conns[idx]}, e) {
+	if !bt.join(batchKey{ep: ep, topic: c.msg.Topic}, v1Batch{ep}, e) {
 		return Outcome{}, false, false
 	}
 	o, unsent, answered := bt.wait(ctx, e)
@@ -494,6 +492,9 @@ func (s *rmqBatch) sendBatch(ctx context.Context, b *batch) {
 			return
 		}
 		unsent := pr.Addr == nil
+		if unsent {
+			o = unreachable(o, s.cn.addr)
+		}
 		for _, e := range b.entries {
 			e.o, e.unsent = o, unsent
 		}

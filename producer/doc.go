@@ -7,7 +7,9 @@
 // # Sending
 //
 // [New] dials one endpoint, several ("h1:p1,h2:p2"), or a gRPC resolver
-// target; [NewFromConn] uses a rocketry.v1 connection you own.
+// target ("dns:///brokers:7777", [WithResolvers]), which it resolves into
+// one connection per address, so that each broker behind the name keeps
+// the rules below; [NewFromConn] uses a rocketry.v1 connection you own.
 // [Producer.Send] blocks until the message is stored or the send fails for
 // good; [Producer.SendAsync] returns at once and runs a callback exactly
 // once later, on a producer worker, with at most MaxInFlight sends in
@@ -34,7 +36,12 @@
 //     rate it accepts;
 //   - [FailedNotStored] (the request never left the client, or the broker
 //     said it stored nothing): retry at once ([WithFailureSchedule] to
-//     change it) on another broker;
+//     change it) on another broker. A broker that cannot be reached is
+//     named: the cause is a [*ConnectError] ([ErrConnectionRefused],
+//     [ErrUnknownHost], [ErrNotGRPC]); a retry to the same broker waits for
+//     its connection only when a request reached it in the last 10 s (a
+//     restart), so with one broker that was never reached the attempts are
+//     spent at once ([WithWaitForReady] to change it);
 //   - [FailedUnknown] (the attempt's timeout, a lost connection, a 5xx that
 //     does not say): retry at once on the same broker, which may hold the
 //     message ([WithFailoverOnUnknownOutcome] to change it); the retry

@@ -44,6 +44,30 @@ var ErrNotRetryable = errors.New("producer: not retryable")
 // the retry budget (WithRetryBudget) is spent.
 var ErrRetryBudget = errors.New("producer: retry budget spent")
 
+// ErrInvalidTarget is returned by New, wrapped with what is wrong, when its
+// target is empty, is not a list of host:port, names a scheme no resolver
+// is registered for, or has a scheme where the protocol takes none
+// (RocketMQ5).
+var ErrInvalidTarget = errors.New("producer: invalid target")
+
+// ErrConnectionRefused is the Reason of a *ConnectError (an attempt's
+// Cause) when the broker's host refused the connection: nothing listens on
+// its port.
+var ErrConnectionRefused = errors.New("producer: connection refused")
+
+// ErrUnknownHost is the Reason of a *ConnectError when the broker's host
+// name does not resolve.
+var ErrUnknownHost = errors.New("producer: unknown host")
+
+// ErrNotGRPC is the Reason of a *ConnectError when something answered on
+// the broker's port but not as a gRPC server (an HTTP/1 server, say).
+var ErrNotGRPC = errors.New("producer: not a gRPC server")
+
+// ErrNoEndpoints is wrapped by an attempt's Cause when a target with a
+// scheme has no endpoint to send to: its resolver gave no address, failed,
+// or has not answered within the attempt. The message is known not stored.
+var ErrNoEndpoints = errors.New("producer: no endpoint resolved")
+
 // SendError is the error of a send that made at least one attempt (or was
 // cancelled before it could) and did not store its message. errors.Is works
 // both with the reason the send ended (ErrAttemptsExhausted,

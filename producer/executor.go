@@ -86,9 +86,13 @@ type executor struct {
 // broker where there is one); after an unknown outcome, to the same
 // endpoint for the rest of the send, since the broker there knows the
 // message ID and so cannot store it twice (unless
-// WithFailoverOnUnknownOutcome). A retry after a failure that goes to the
-// same endpoint waits for its connection (gRPC wait-for-ready) instead of
-// failing fast, so it rides out a broker restart within its timeout.
+// WithFailoverOnUnknownOutcome). A retry that stays on its endpoint after
+// an unknown outcome waits for its connection (gRPC wait-for-ready) instead
+// of failing fast, so it rides out the restart of the broker that may hold
+// the message, within its timeout; other retries to the same endpoint wait
+// only for a broker reached lately (WithWaitForReady changes it), so that
+// an unreachable broker costs milliseconds, not an attempt timeout per
+// attempt (connect.go).
 //
 // Each attempt's call runs on a context with the attempt's timeout (sent to
 // the server as grpc-timeout), unless ctx's deadline comes first; a batched
@@ -120,6 +124,9 @@ func (x *executor) run(ctx context.Context) *SendError {
 			adl = start.Add(timeout)
 		}
 		o, unsent := x.a.attempt(ctx, x.ep, wait, adl)
+		if !unsent {
+			x.a.reach(x.ep).sent(start)
+		}
 		if pc != nil {
 			switch {
 			case o.Kind == Stored:
@@ -167,7 +174,7 @@ func (x *executor) run(ctx context.Context) *SendError {
 			if d.failover || c.failoverAlways {
 				x.ep++
 			}
-			wait = x.a.endpoint(x.ep) == x.a.endpoint(prev)
+			wait = x.a.endpoint(x.ep) == x.a.endpoint(prev) && x.waits()
 		}
 	}
 }
@@ -273,6 +280,20 @@ func (x *executor) pin(pn *pin) {
 		return
 	}
 	x.ep, x.pinned, x.maybeAt = pn.ep, true, pn.at
+}
+
+// waits reports whether a retry that stays on its endpoint after a failure
+// waits for the connection (gRPC wait-for-ready): after an unknown outcome
+// always, since the broker may hold the message; else as WithWaitForReady
+// says, by default for a broker reached lately (connect.go).
+func (x *executor) waits() bool {
+	switch {
+	case x.pinned || x.cfg.waitFor == waitAlways:
+		return true
+	case x.cfg.waitFor == waitNever:
+		return false
+	}
+	return x.a.reach(x.ep).recent(time.Now())
 }
 
 // throttleDelay is the throttle schedule's delay for retry n, drawn once.

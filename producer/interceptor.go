@@ -113,6 +113,10 @@ type interceptCall struct {
 
 func (c *interceptCall) pacer(int) *pacer { return c.pc }
 
+// reach is none: the interceptor keeps no state per broker, so a retry to
+// its target waits for the connection unless WithWaitForReady(false).
+func (c *interceptCall) reach(int) *reach { return nil }
+
 func (c *interceptCall) endpoint(int) string {
 	if c.cc == nil {
 		return ""

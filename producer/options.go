@@ -11,6 +11,7 @@ import (
 	"github.com/rocketry-go/rocketry/backoff"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/resolver"
 )
 
 // Defaults of the options.
@@ -77,7 +78,9 @@ type config struct {
 	maxBody        int
 	logger         *slog.Logger
 	dialOpts       []grpc.DialOption
-	failoverAlways bool // fail over after an unknown outcome too
+	resolvers      []resolver.Builder // WithResolvers: see targets.go
+	waitFor        waitMode           // WithWaitForReady: see connect.go
+	failoverAlways bool               // fail over after an unknown outcome too
 	classifier     Classifier
 	attemptsSet    bool // WithMaxAttempts was given
 	pacing         bool // pace endpoints that throttle without a hint

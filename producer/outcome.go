@@ -105,4 +105,9 @@ type attempter interface {
 	endpoint(ep int) string
 	// pacer is endpoint ep's throttle state (pacer.go); nil: none.
 	pacer(ep int) *pacer
+	// reach is when a request last reached endpoint ep's broker: a retry
+	// that stays there after a request that never left waits for the
+	// connection when it is recent (connect.go). nil: none kept. Called
+	// after an attempt on ep, or before a retry to the same broker.
+	reach(ep int) *reach
 }

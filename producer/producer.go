@@ -12,7 +12,6 @@ import (
 
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/peer"
 )
 
@@ -23,14 +22,12 @@ const sendMethod = "/rocketry.v1.MessagingService/SendMessage"
 // README's table; ARCHITECTURE.md draws the executor). It is safe for
 // concurrent use.
 type Producer struct {
-	cfg       config
-	conns     []grpc.ClientConnInterface
-	endpoints []string
-	owned     []*grpc.ClientConn
-	next      atomic.Uint32 // round robin over conns for first attempts
-	pacers    []pacer       // one per conn; nil without pacing
-	ids       *idGen
-	rmq       *rmqClient // RocketMQ5: the client, which makes the IDs
+	cfg     config
+	eps     *endpointSet    // rocketry.v1 to host:port endpoints: fixed (targets.go)
+	targets *targetResolver // rocketry.v1 to a target with a scheme: resolved
+	next    atomic.Uint32   // round robin over the endpoints for first attempts
+	ids     *idGen
+	rmq     *rmqClient // RocketMQ5: the client, which makes the IDs
 
 	// sends counts the sends in flight, their fallbacks and callbacks
 	// included; core counts the same sends up to their dead-letter
@@ -52,16 +49,30 @@ type Producer struct {
 //   - a comma-separated list of them, "h1:p1,h2:p2,h3:p3": one connection per
 //     endpoint; first attempts go round robin over them, and a retry after a
 //     failure goes to the next one, or
-//   - a gRPC target with a scheme, such as "dns:///host:port", dialled as
-//     one connection.
+//   - a gRPC target with a scheme, such as "dns:///brokers:7777" (any
+//     scheme a gRPC resolver is registered for, or given with
+//     WithResolvers): the producer resolves it and keeps one connection per
+//     resolved address, following the resolver's updates, so that the
+//     rules above hold for each broker behind the name. A send keeps the
+//     addresses it started with for all its attempts; a connection to an
+//     address the resolver dropped is closed once no send holds it.
+//     RocketMQ5 takes host:port access points only.
 //
 // Connections are insecure unless WithDialOptions says otherwise; they are
-// made lazily, so New does not wait for a broker. Every option is validated
-// here; an error names the option that is wrong.
+// made lazily, so New does not wait for a broker (nor for the resolver: a
+// send waits for its first answer within its attempt). Every option is
+// validated here; an error names the option that is wrong, and a bad
+// target wraps ErrInvalidTarget.
 func New(target string, opts ...Option) (*Producer, error) {
 	cfg, err := build(scopeNew, "New", opts)
 	if err != nil {
 		return nil, err
+	}
+	if t := strings.TrimSpace(target); hasScheme(t) {
+		if cfg.protocol == RocketMQ5 {
+			return nil, badTarget("producer: New(%q): %v takes the proxy's access points as host:port[,host:port], not a target with a scheme (the brokers come from the proxy's routes)", target, RocketMQ5)
+		}
+		return newResolved(t, cfg)
 	}
 	addrs, err := splitTarget(target)
 	if err != nil {
@@ -70,28 +81,36 @@ func New(target string, opts ...Option) (*Producer, error) {
 	if cfg.protocol == RocketMQ5 {
 		return newRocketMQ(target, cfg, addrs)
 	}
-	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, cfg.dialOpts...)
-	conns := make([]grpc.ClientConnInterface, 0, len(addrs))
-	owned := make([]*grpc.ClientConn, 0, len(addrs))
+	dial := cfg.v1DialOptions()
+	set := &endpointSet{eps: make([]*endpoint, 0, len(addrs))}
 	for _, a := range addrs {
-		cc, err := grpc.NewClient(a, dial...)
+		cc, err := grpc.NewClient(passthrough(a), dial...)
 		if err != nil {
-			for _, c := range owned {
-				_ = c.Close()
-			}
+			_ = set.close()
 			return nil, fmt.Errorf("producer: New(%q): %s: %w", target, a, err)
 		}
-		conns = append(conns, cc)
-		owned = append(owned, cc)
+		set.eps = append(set.eps, &endpoint{name: a, cc: cc, owned: cc})
 	}
-	p, err := newProducer(cfg, conns, addrs)
+	p, err := newProducer(cfg, set)
 	if err != nil {
-		for _, c := range owned {
-			_ = c.Close()
-		}
+		_ = set.close()
 		return nil, err
 	}
-	p.owned = owned
+	return p, nil
+}
+
+// newResolved makes the Producer of a target with a scheme (targets.go).
+func newResolved(target string, cfg config) (*Producer, error) {
+	t, err := newTargetResolver(target, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	p, err := newProducer(cfg, nil)
+	if err != nil {
+		_ = t.close()
+		return nil, err
+	}
+	p.targets = t
 	return p, nil
 }
 
@@ -110,20 +129,18 @@ func NewFromConn(cc grpc.ClientConnInterface, opts ...Option) (*Producer, error)
 	if c, ok := cc.(interface{ Target() string }); ok {
 		name = c.Target()
 	}
-	return newProducer(cfg, []grpc.ClientConnInterface{cc}, []string{name})
+	return newProducer(cfg, &endpointSet{eps: []*endpoint{{name: name, cc: cc}}})
 }
 
-func newProducer(cfg config, conns []grpc.ClientConnInterface, endpoints []string) (*Producer, error) {
+// newProducer makes a Producer of eps: the endpoints of a host:port list or
+// of NewFromConn; nil for RocketMQ 5 and for a target with a scheme.
+func newProducer(cfg config, eps *endpointSet) (*Producer, error) {
 	p := &Producer{
 		cfg:       cfg,
-		conns:     conns,
-		endpoints: endpoints,
+		eps:       eps,
 		ids:       newIDGen(),
 		closing:   make(chan struct{}),
 		closeDone: make(chan struct{}),
-	}
-	if cfg.pacing {
-		p.pacers = make([]pacer, len(conns))
 	}
 	p.sends.init()
 	p.core.init()
@@ -136,16 +153,13 @@ func newProducer(cfg config, conns []grpc.ClientConnInterface, endpoints []strin
 func splitTarget(target string) ([]string, error) {
 	t := strings.TrimSpace(target)
 	if t == "" {
-		return nil, fmt.Errorf("producer: New(%q): target is empty", target)
-	}
-	if strings.Contains(t, "://") {
-		return []string{t}, nil
+		return nil, badTarget("producer: New(%q): target is empty", target)
 	}
 	parts := strings.Split(t, ",")
 	for i, a := range parts {
 		a = strings.TrimSpace(a)
 		if _, _, err := net.SplitHostPort(a); err != nil {
-			return nil, fmt.Errorf("producer: New(%q): endpoint %q is not host:port", target, a)
+			return nil, badTarget("producer: New(%q): endpoint %q is not host:port", target, a)
 		}
 		parts[i] = a
 	}
@@ -251,7 +265,8 @@ type sendCall struct {
 	resp    rocketryv1.SendMessageResponse
 	peer    peer.Peer // filled by gRPC when the request left the client
 	opts    [numCallOpts]grpc.CallOption
-	be      *batchEntry // the message in a batch (async sends); nil: alone
+	be      *batchEntry  // the message in a batch (async sends); nil: alone
+	set     *endpointSet // the send's endpoints; with a scheme, held from the first attempt
 }
 
 // The call options of an attempt: grpc.Peer(&peer), then wait-for-ready
@@ -317,7 +332,13 @@ func (p *Producer) send(ctx context.Context, m, wm *Message, bt *batcher, pn *pi
 
 // sendV1 runs the executor over rocketry.v1.
 func (p *Producer) sendV1(ctx context.Context, m *Message, bt *batcher, pn *pin) (*SendReceipt, *SendError) {
-	c := &sendCall{p: p}
+	c := &sendCall{p: p, set: p.eps}
+	switch {
+	case pn != nil && pn.set != nil:
+		c.set = pn.set // acquired by pinFor: the set pn.ep indexes
+	case p.targets != nil:
+		c.set = p.targets.tryAcquire() // nil before the resolver's first answer: the attempt waits
+	}
 	if bt != nil {
 		c.be = &batchEntry{bt: bt}
 	}
@@ -333,11 +354,15 @@ func (p *Producer) sendV1(ctx context.Context, m *Message, bt *batcher, pn *pin)
 	c.opts[0] = grpc.Peer(&c.peer)
 
 	x := executor{cfg: &p.cfg, a: c, id: m.ID, transactional: m.Transactional}
-	if len(p.conns) > 1 {
+	if p.targets != nil || len(p.eps.eps) > 1 {
 		x.ep = int(p.next.Add(1))
 	}
 	x.pin(pn)
 	se := x.run(ctx)
+	if p.targets != nil && c.set != nil {
+		p.targets.release(c.set)
+	}
+	c.set = nil
 	// The receipt keeps c alive: drop the references to the caller's data.
 	c.msg.Keys, c.msg.Properties, c.msg.Body = nil, nil, nil
 	if se != nil {
@@ -369,38 +394,50 @@ func (p *Producer) sendRocketMQ(ctx context.Context, m *Message, bt *batcher, pn
 }
 
 func (c *sendCall) endpoint(ep int) string {
-	return c.p.endpoints[ep%len(c.p.endpoints)]
+	if c.set == nil {
+		return c.p.targets.target // not resolved yet
+	}
+	return c.set.at(ep).name
 }
 
 func (c *sendCall) pacer(ep int) *pacer {
-	if c.p.pacers == nil {
+	if !c.p.cfg.pacing || c.set == nil {
 		return nil
 	}
-	return &c.p.pacers[ep%len(c.p.pacers)]
+	return &c.set.at(ep).pace
+}
+
+func (c *sendCall) reach(ep int) *reach {
+	if c.set == nil {
+		return &reach{} // not resolved yet: never reached
+	}
+	return &c.set.at(ep).reach
 }
 
 // attempt makes one attempt on endpoint ep. gRPC fills c.peer only when the
 // request left on a transport: an attempt that fails with c.peer empty was
-// never sent, so its message is known not stored.
+// never sent, so its message is known not stored (and when gRPC says the
+// broker could not be reached, the outcome names why: a *ConnectError).
 func (c *sendCall) attempt(ctx context.Context, ep int, wait bool, deadline time.Time) (Outcome, bool) {
-	if e := c.be; e != nil && e.bt != nil {
-		if o, unsent, ok := c.attemptBatched(ctx, ep, e, deadline); ok {
+	if c.set == nil {
+		if o, ok := c.resolve(ctx, deadline); !ok {
+			return o, true
+		}
+	}
+	e := c.set.at(ep)
+	if be := c.be; be != nil && be.bt != nil {
+		if o, unsent, ok := c.attemptBatched(ctx, e, be, deadline); ok {
 			return o, unsent
 		}
 	}
 	ctx, cancel := attemptContext(ctx, deadline)
 	defer cancel()
-	conns := c.p.conns
-	cc := conns[0]
-	if len(conns) > 1 {
-		cc = conns[ep%len(conns)]
-	}
 	c.peer = peer.Peer{}
 	opts := c.opts[:1]
 	if wait {
 		opts = append(opts, waitForReady)
 	}
-	err := cc.Invoke(ctx, sendMethod, &c.req, &c.resp, opts...)
+	err := e.cc.Invoke(ctx, sendMethod, &c.req, &c.resp, opts...)
 	if err == nil {
 		if n := len(c.resp.Results); n != 1 {
 			err = fmt.Errorf("producer: broker answered %d results for one message", n)
@@ -408,7 +445,24 @@ func (c *sendCall) attempt(ctx context.Context, ep int, wait bool, deadline time
 		}
 		return Outcome{Kind: Stored}, false
 	}
-	return classifyError(err), c.peer.Addr == nil
+	if c.peer.Addr == nil {
+		return unreachable(classifyError(err), e.name), true
+	}
+	return classifyError(err), false
+}
+
+// resolve takes the endpoints of a target with a scheme for the rest of
+// the send, waiting for the resolver's first answer within the attempt; ok
+// is false when there is none (the attempt's outcome, known not stored).
+func (c *sendCall) resolve(ctx context.Context, deadline time.Time) (o Outcome, ok bool) {
+	actx, cancel := attemptContext(ctx, deadline)
+	s, err := c.p.targets.acquire(actx)
+	cancel()
+	if err != nil {
+		return Outcome{Kind: FailedNotStored, Err: err}, false
+	}
+	c.set = s
+	return Outcome{}, true
 }
 
 // Close stops accepting sends (they fail with ErrClosed), waits for the
@@ -464,14 +518,15 @@ func (p *Producer) Close(ctx context.Context) error {
 	return err
 }
 
-// closeConns closes the connections New made, once.
+// closeConns closes the connections New made (and a target's resolver),
+// once.
 func (p *Producer) closeConns() error {
 	var errs []error
-	for _, c := range p.owned {
-		if err := c.Close(); err != nil {
-			errs = append(errs, err)
-		}
+	if p.eps != nil {
+		errs = append(errs, p.eps.close())
 	}
-	p.owned = p.owned[:0]
+	if p.targets != nil {
+		errs = append(errs, p.targets.close())
+	}
 	return errors.Join(errs...)
 }

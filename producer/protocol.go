@@ -86,7 +86,7 @@ func newRocketMQ(target string, cfg config, addrs []string) (*Producer, error) {
 		cfg.throttle = serverSchedule{c: c, fallback: cfg.throttle}
 	}
 	// The options first, the network after.
-	p, err := newProducer(cfg, nil, addrs)
+	p, err := newProducer(cfg, nil)
 	if err != nil {
 		return nil, err
 	}

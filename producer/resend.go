@@ -16,7 +16,8 @@ var ErrEndpointUnknown = errors.New("producer: dead letter may be stored on an e
 type pin struct {
 	ep    int
 	at    string
-	route *rmqRoute // RocketMQ 5: the route ep indexes
+	route *rmqRoute    // RocketMQ 5: the route ep indexes
+	set   *endpointSet // a target with a scheme: the endpoints ep indexes, held for the send
 }
 
 // Resend sends a dead letter again, as a replay does: it is Send with the
@@ -66,10 +67,27 @@ func (p *Producer) pinFor(ctx context.Context, m *Message, at string) (*pin, err
 // name in topic's route (read, from the cache or the server, for it).
 func (p *Producer) findPin(ctx context.Context, topic, name string) (*pin, error) {
 	if p.rmq == nil {
-		for i, e := range p.endpoints {
-			if e == name {
-				return &pin{ep: i, at: name}, nil
+		set := p.eps
+		if p.targets != nil {
+			// The resolver's endpoints now, held for the send (sendV1
+			// releases them).
+			s, err := p.targets.acquire(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("producer: Resend: %w", err)
 			}
+			set = s
+		}
+		for i, e := range set.eps {
+			if e.name == name {
+				pn := &pin{ep: i, at: name}
+				if p.targets != nil {
+					pn.set = set
+				}
+				return pn, nil
+			}
+		}
+		if p.targets != nil {
+			p.targets.release(set)
 		}
 		return nil, nil
 	}
@@ -88,7 +106,18 @@ func (p *Producer) findPin(ctx context.Context, topic, name string) (*pin, error
 // endpointNames lists where this Producer sends, for an error.
 func (p *Producer) endpointNames() []string {
 	if p.rmq == nil {
-		return p.endpoints
+		set := p.eps
+		if p.targets != nil {
+			if set = p.targets.tryAcquire(); set == nil {
+				return nil
+			}
+			defer p.targets.release(set)
+		}
+		names := make([]string, len(set.eps))
+		for i, e := range set.eps {
+			names[i] = e.name
+		}
+		return names
 	}
 	p.rmq.mu.Lock()
 	defer p.rmq.mu.Unlock()

@@ -26,6 +26,7 @@ type rmqCall struct {
 	route *rmqRoute
 	peer  peer.Peer // filled by gRPC when the request left the client
 	last  rmqQueue  // the queue of the last attempt
+	cn    *rmqConn  // the connection of the last attempt
 	resp  *rocketmqv2.SendMessageResponse
 	be    *batchEntry // the message in a batch (async sends); nil: alone
 }
@@ -63,6 +64,7 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 	if err != nil {
 		return Outcome{Kind: FailedNotStored, Err: err}, true
 	}
+	a.cn = cn
 	if e := a.be; e != nil && e.bt != nil {
 		if o, unsent, ok := a.attemptBatched(ctx, q, cn, e, deadline); ok {
 			return o, unsent
@@ -79,7 +81,10 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 	}
 	resp, err := cn.stub.SendMessage(a.c.outgoing(ctx), &a.req, opts...)
 	a.resp = resp
-	return RocketMQClassifier.Classify(resp, err), err != nil && a.peer.Addr == nil
+	if err != nil && a.peer.Addr == nil {
+		return unreachable(RocketMQClassifier.Classify(resp, err), q.addr), true
+	}
+	return RocketMQClassifier.Classify(resp, err), false
 }
 
 // routeOutcome reads the error of a route look-up, which sent nothing: the
@@ -108,6 +113,16 @@ func (a *rmqCall) endpoint(ep int) string {
 		return "rocketmq:" + a.topic
 	}
 	return a.route.queue(ep).broker
+}
+
+// reach is the reach of the connection of the call's last attempt, which
+// is queue ep's broker's when asked (after an attempt on ep, or before a
+// retry to the same broker); none before the first attempt.
+func (a *rmqCall) reach(int) *reach {
+	if a.cn == nil {
+		return &reach{}
+	}
+	return &a.cn.reach
 }
 
 // cachedRoute takes the topic's route from the client's cache when the

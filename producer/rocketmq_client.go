@@ -99,14 +99,16 @@ type rmqClient struct {
 	policy       atomic.Pointer[rocketmqv2.RetryPolicy]
 	settingsCh   chan struct{} // closed at the first Settings from a server
 	settingsOnce sync.Once
+	telEnded     chan struct{} // a telemetry stream ended (start reads why)
 }
 
 // rmqConn is the connection to one address, with its telemetry session.
 type rmqConn struct {
-	addr string
-	cc   *grpc.ClientConn
-	stub rocketmqv2.MessagingServiceClient
-	tel  *rmqTelemetry
+	addr  string
+	cc    *grpc.ClientConn
+	stub  rocketmqv2.MessagingServiceClient
+	tel   *rmqTelemetry
+	reach reach // of SendMessage calls (connect.go)
 }
 
 // newRMQClient makes the client of the access points addrs (host:port
@@ -158,6 +160,7 @@ func newRMQClient(addrs []string, cfg *config) (*rmqClient, error) {
 		routes:         map[string]*rmqRoute{},
 		querying:       map[string]chan struct{}{},
 		settingsCh:     make(chan struct{}),
+		telEnded:       make(chan struct{}, 1),
 	}, nil
 }
 
@@ -196,17 +199,45 @@ func (c *rmqClient) start(ctx context.Context) error {
 	t := time.NewTimer(c.timeout)
 	defer t.Stop()
 	var err error
-	select {
-	case <-c.settingsCh:
-		return nil
-	case <-ctx.Done():
-		err = fmt.Errorf("producer: rocketmq start: %w", context.Cause(ctx))
-	case <-t.C:
-		err = fmt.Errorf("producer: rocketmq start: no Settings from %s within %v (%v)",
-			strings.Join(c.access, ","), c.timeout, c.telemetryErr())
+	for err == nil {
+		select {
+		case <-c.settingsCh:
+			return nil
+		case <-ctx.Done():
+			err = fmt.Errorf("producer: rocketmq start: %w", context.Cause(ctx))
+		case <-t.C:
+			err = fmt.Errorf("producer: rocketmq start: no Settings from %s within %v (%v)",
+				strings.Join(c.access, ","), c.timeout, c.telemetryErr())
+		case <-c.telEnded:
+			if uerr := c.unreachable(); uerr != nil {
+				err = fmt.Errorf("producer: rocketmq start: %w", uerr)
+			}
+		}
 	}
 	c.stop()
 	return err
+}
+
+// unreachable is the errors of the access points when none of them could
+// be reached (each a *ConnectError), so that start fails at once and says
+// why instead of waiting out its timeout; nil otherwise.
+func (c *rmqClient) unreachable() error {
+	var errs []error
+	for _, a := range c.access {
+		c.mu.Lock()
+		cn := c.conns[a]
+		c.mu.Unlock()
+		if cn == nil {
+			return nil
+		}
+		var ce *ConnectError
+		o := unreachable(Outcome{Err: cn.tel.err()}, a)
+		if !errors.As(o.Err, &ce) {
+			return nil
+		}
+		errs = append(errs, ce)
+	}
+	return errors.Join(errs...)
 }
 
 // telemetryErr is the last error of the access points' telemetry streams.
@@ -284,7 +315,7 @@ func (c *rmqClient) conn(addr string) (*rmqConn, error) {
 		creds = credentials.NewTLS(c.set.tls)
 	}
 	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, c.dialOpts...)
-	cc, err := grpc.NewClient(addr, opts...)
+	cc, err := grpc.NewClient(passthrough(addr), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("producer: rocketmq endpoint %q: %w", addr, err)
 	}

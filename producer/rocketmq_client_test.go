@@ -193,7 +193,7 @@ func TestRmqRouteErrors(t *testing.T) {
 }
 
 // TestRmqSendUnreachable: a request that never reached a transport is
-// unsent.
+// unsent, and a refused connection is named: known not stored.
 func TestRmqSendUnreachable(t *testing.T) {
 	srv := startRMQServer(t)
 	srv.setSettings(rmqServerSettings(0))
@@ -206,7 +206,8 @@ func TestRmqSendUnreachable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	o, unsent := c.newCall(&Message{ID: "1", Topic: "t"}).attempt(ctx, 0, false, time.Time{})
-	assert.Equal(t, FailedUnknown, o.Kind, "UNAVAILABLE reads as GRPCClassifier reads it")
+	assert.Equal(t, FailedNotStored, o.Kind, "a refused connection: %v", o.Err)
+	assert.ErrorIs(t, o.Err, ErrConnectionRefused)
 	assert.True(t, unsent, "the request never left: %v", o.Err)
 }
 

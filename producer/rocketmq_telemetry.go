@@ -38,6 +38,10 @@ func (t *rmqTelemetry) run() {
 		if t.c.ctx.Err() != nil {
 			return
 		}
+		select {
+		case t.c.telEnded <- struct{}{}:
+		default:
+		}
 		t.c.logger.Debug("rocketmq: telemetry stream ended", "endpoint", t.conn.addr, "err", err)
 		if got {
 			wait = t.c.reopenMin

@@ -97,7 +97,11 @@ func TestChaosThreeBrokersStore(t *testing.T) {
 	runChecked(t, threeBrokersStore(3, 1000))
 }
 
-// TestChaosSeeds is the long run: ROCKETRY_CHAOS_SEEDS=20 runs the three
+func TestChaosSchemeTarget(t *testing.T) {
+	runChecked(t, threeBrokersScheme(3, 1000))
+}
+
+// TestChaosSeeds is the long run: ROCKETRY_CHAOS_SEEDS=20 runs the four
 // scenarios over seeds 1..20 and logs the totals. With
 // ROCKETRY_CHAOS_FAILOVER_ALWAYS=1 it runs the three-broker scenario with
 // WithFailoverOnUnknownOutcome instead, counting the messages stored on two
@@ -124,11 +128,12 @@ func TestChaosSeeds(t *testing.T) {
 		t.Logf("TOTAL three brokers, one down, WithFailoverOnUnknownOutcome: %v", &fo)
 		return
 	}
-	var one, three, stored totals
+	var one, three, stored, scheme totals
 	for s := 1; s <= seeds; s++ {
 		one.add(runChecked(t, oneBroker(uint64(s), messages)))
 		three.add(runChecked(t, threeBrokersOneDown(uint64(s), messages)))
 		stored.add(runChecked(t, threeBrokersStore(uint64(s), messages)))
+		scheme.add(runChecked(t, threeBrokersScheme(uint64(s), messages)))
 		if t.Failed() {
 			t.Fatalf("stopped at seed %d", s)
 		}
@@ -136,4 +141,5 @@ func TestChaosSeeds(t *testing.T) {
 	t.Logf("TOTAL one broker: %v", &one)
 	t.Logf("TOTAL three brokers, one down: %v", &three)
 	t.Logf("TOTAL three brokers, store replayed to all three: %v", &stored)
+	t.Logf("TOTAL three brokers, one down, behind a scheme target: %v", &scheme)
 }

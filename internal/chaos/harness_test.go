@@ -51,6 +51,7 @@ type scenario struct {
 	replay         bool          // replay the store at the end, to every live broker (calm by then)
 	proxied        bool          // each broker behind a holdProxy, for fHold steps
 	failoverAlways bool          // WithFailoverOnUnknownOutcome (duplicates across brokers allowed)
+	scheme         bool          // one target with a scheme, its resolver's answer changing (scheme_test.go)
 }
 
 // outcome is what a run did, counted from the producer's answers, the
@@ -292,7 +293,13 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 		defer store.Close()
 		opts = append(opts, producer.WithDeadLetterSink(store))
 	}
-	p, err := producer.New(strings.Join(addrs, ","), opts...)
+	target, churn := strings.Join(addrs, ","), func(<-chan struct{}) {}
+	if sc.scheme {
+		var res []producer.Option
+		target, res, churn = schemeTarget(sc, addrs)
+		opts = append(opts, res...)
+	}
+	p, err := producer.New(target, opts...)
 	if err != nil {
 		t.Fatalf("producer.New() = %v", err)
 	}
@@ -304,9 +311,14 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 	}
 	stopChaos := make(chan struct{})
 	chaosDone := make(chan struct{})
+	churnDone := make(chan struct{})
 	go func() {
 		defer close(chaosDone)
 		chaos(sc, lbs, stopChaos, o)
+	}()
+	go func() {
+		defer close(churnDone)
+		churn(stopChaos)
 	}()
 
 	// Which messages go sync, async or TrySendAsync, and which are
@@ -402,6 +414,7 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 	// Let the async sends in flight finish, on calm brokers.
 	close(stopChaos)
 	<-chaosDone
+	<-churnDone
 	for _, lb := range lbs {
 		lb.b.SetFaults(broker.Faults{})
 		lb.b.SetThrottle(broker.Throttle{})
