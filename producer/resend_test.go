@@ -79,3 +79,26 @@ func TestResendRefuses(t *testing.T) {
 	_, err = fp.Resend(context.Background(), &DeadLetter{Message: &Message{ID: "x", Topic: "t"}, MaybeStoredAt: "10.0.0.1:1"})
 	assert.NoError(t, err)
 }
+
+// TestResendStaysOnThePinOfASchemeTarget: behind a target with a scheme, a
+// resend goes to the resolved address it is pinned to, every attempt, and
+// fails with ErrEndpointUnknown when the resolver no longer gives it.
+func TestResendStaysOnThePinOfASchemeTarget(t *testing.T) {
+	bs := brokertest.StartCluster(t, 3)
+	addrs := []string{bs[0].Addr(), bs[1].Addr(), bs[2].Addr()}
+	target, r, opt := schemeTarget(addrs...)
+	p := newTestProducer(t, target, opt, WithMaxAttempts(3))
+	for i := range 6 {
+		before := sends(bs)
+		m := &Message{ID: "s-" + string(rune('a'+i)), Topic: "orders", Body: []byte("x")}
+		_, err := p.Resend(context.Background(), &DeadLetter{Message: m, MaybeStoredAt: addrs[2]})
+		require.NoError(t, err)
+		after := sends(bs)
+		assert.Equal(t, []int64{0, 0, 1}, []int64{after[0] - before[0], after[1] - before[1], after[2] - before[2]}, "resend %d", i)
+	}
+
+	r.UpdateState(stateOf(addrs[0], addrs[1])) // applied before it returns
+	_, err := p.Resend(context.Background(), &DeadLetter{Message: &Message{ID: "s-gone", Topic: "orders"}, MaybeStoredAt: addrs[2]})
+	assert.ErrorIs(t, err, ErrEndpointUnknown, "an address the resolver dropped is unknown")
+	assert.EqualValues(t, 6, bs[2].Stats().GetStored(), "nothing more went to the dropped address")
+}
