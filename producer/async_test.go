@@ -10,6 +10,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
+	"github.com/stretchr/testify/require"
 )
 
 // TestCloseWaitsForInFlight: Close lets the sends in flight finish.
@@ -78,6 +79,17 @@ func TestCloseCancelsWhatRemains(t *testing.T) {
 		t.Errorf("Close() = %v; want context.DeadlineExceeded", err)
 	}
 	wg.Wait()
+	// Close waits for the sends up to their hand-off, not for the caller's
+	// code after it (so that a Close called from a callback returns when
+	// its context ends): the last callbacks and fallbacks may still be
+	// running.
+	require.Eventually(t, func() bool {
+		ran := 0
+		for i := range calls {
+			ran += int(calls[i].Load())
+		}
+		return ran >= n && fellBack.Load() >= n+1
+	}, 5*time.Second, time.Millisecond, "every callback and fallback runs")
 	for i := range calls {
 		if c := calls[i].Load(); c != 1 {
 			t.Errorf("callback %d ran %d times; want 1", i, c)
