@@ -164,6 +164,9 @@ func TestBadInput(t *testing.T) {
 		{[]string{"demo", "--grace", "-1s"}, "--grace"},
 		{[]string{"demo", "--restart-at", "2"}, "--restart-at"},
 		{[]string{"demo", "--protocol", "grpc"}, "--protocol"},
+		// a RocketMQ 5 client takes host:port access points, not a target
+		// with a scheme (a rocketry.v1 producer resolves one)
+		{[]string{"produce", "--protocol", "rocketmq", "--addr", "dns:///localhost:7777", "--topic", "t", "--count", "1"}, "not a target with a scheme"},
 	}
 	for _, tt := range tests {
 		if _, ok := commands[tt.args[0]]; !ok && tt.args[0] != "nope" && !strings.HasPrefix(tt.args[0], "-") {

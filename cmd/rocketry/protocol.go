@@ -231,7 +231,9 @@ func newProducerError(err error, flags map[string]string, addr string, proto pro
 		}
 		return cleanError(err), 2
 	}
-	if proto == producer.RocketMQ5 {
+	if proto == producer.RocketMQ5 && !errors.Is(err, producer.ErrInvalidTarget) {
+		// New dials the proxy: an unreachable one is a failure, not bad
+		// input.
 		return fmt.Sprintf("--addr %s: %s", addr, cleanError(err)), 1
 	}
 	return fmt.Sprintf("--addr %s: %s", addr, cleanError(err)), 2
