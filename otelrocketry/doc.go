@@ -34,7 +34,7 @@
 //	rocketry.client.retries                counter, {retry}      retries; rocketry.retry.why, server.*
 //	rocketry.client.retry.delay            histogram, s          the wait chosen before each retry; rocketry.retry.why
 //	rocketry.client.active_sends           updowncounter, {send} sends in flight
-//	rocketry.client.dead_letters           counter, {message}    messages handed to the fallback or the spool; error.type
+//	rocketry.client.dead_letters           counter, {message}    messages handed to the dead-letter sink; error.type
 //	rocketry.client.retry_budget.refusals  counter, {retry}      retries refused by the retry budget
 //
 // rocketry.retry.why is the outcome of the attempt before the retry:
@@ -46,8 +46,8 @@
 // and the attributes above. It has an event per attempt ("attempt": its
 // number and server.address), per throttle ("throttle": the reason and
 // code), per retry ("retry": why, the delay in seconds, the code, the
-// error) and "dead_letter" when the message went to the fallback or the
-// spool. A failed send's status is Error, with the error's text. The span's
+// error) and "dead_letter" when the message went to the dead-letter sink
+// (a fallback, a store). A failed send's status is Error, with the error's text. The span's
 // context is injected into the message's properties (W3C traceparent and
 // tracestate by default; WithPropagator changes it); over RocketMQ 5 the
 // traceparent also goes to the message's trace_context, so that a consumer

@@ -27,7 +27,7 @@ const (
 	EventAttempt    = "attempt"     // an attempt is about to be made: rocketry.attempt, server.address
 	EventThrottle   = "throttle"    // the attempt was throttled: rocketry.throttle.reason, rocketry.code
 	EventRetry      = "retry"       // a retry follows: rocketry.retry.why, rocketry.retry.delay, rocketry.code
-	EventDeadLetter = "dead_letter" // the message went to the fallback or the spool
+	EventDeadLetter = "dead_letter" // the message went to the dead-letter sink (a fallback, a store)
 )
 
 // sendKey is the context key of a send's state.

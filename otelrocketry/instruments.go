@@ -29,8 +29,8 @@ const (
 	MetricRetryDelay = "rocketry.client.retry.delay"
 	// MetricActiveSends is the number of sends in flight.
 	MetricActiveSends = "rocketry.client.active_sends"
-	// MetricDeadLetters counts messages handed to the fallback or written
-	// to the spool.
+	// MetricDeadLetters counts messages handed to the dead-letter sink (a
+	// fallback, a store).
 	MetricDeadLetters = "rocketry.client.dead_letters"
 	// MetricRetryBudgetRefusals counts retries refused because the retry
 	// budget (producer.WithRetryBudget) was spent.
@@ -101,7 +101,7 @@ func (in *instruments) init(m metric.Meter) error {
 		metric.WithDescription("Sends in flight."))
 	err = errors.Join(err, e)
 	in.deadLetters, e = m.Int64Counter(MetricDeadLetters, metric.WithUnit("{message}"),
-		metric.WithDescription("Messages handed to the fallback or written to the spool after their send failed."))
+		metric.WithDescription("Messages handed to the dead-letter sink (a fallback, a store) after their send failed."))
 	err = errors.Join(err, e)
 	in.refusals, e = m.Int64Counter(MetricRetryBudgetRefusals, metric.WithUnit("{retry}"),
 		metric.WithDescription("Retries refused because the retry budget was spent."))

@@ -34,8 +34,8 @@ const (
 	// is its *SendError (errors.Is says why: attempts exhausted, deadline
 	// too short, not retryable, retry budget, closed, cancelled).
 	EventExhausted
-	// EventDeadLetter: the failed message was handed to the fallback or
-	// written to the spool; Err is its *SendError.
+	// EventDeadLetter: the failed message was handed to the dead-letter
+	// sink (WithFallback's function, or a store); Err is its *SendError.
 	EventDeadLetter
 )
 

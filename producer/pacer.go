@@ -213,8 +213,8 @@ func (p *pacer) wait(ctx context.Context) (ok bool, deadline bool) {
 		return true, false
 	}
 	for p.on.Load() {
-		now := time.Now()
 		p.mu.Lock()
+		now := time.Now() // under mu: the limiter's clock never goes back
 		if !p.on.Load() {
 			p.mu.Unlock()
 			break

@@ -34,7 +34,12 @@ type pin struct {
 // d.Message must have an ID (the one it was first sent with). A failed
 // resend is handed to the Producer's dead-letter sink, as a failed Send
 // is, its SendError.MaybeStoredAt naming the pin when no attempt of the
-// resend had an unknown outcome.
+// resend had an unknown outcome. When the pin cannot be found
+// (ErrEndpointUnknown; ErrNoEndpoints when a target's resolver gives none
+// within the attempt timeout; a RocketMQ 5 route that cannot be read),
+// Resend refuses the send as it refuses an invalid message: it returns
+// that error without any attempt, hook call or dead-letter hand-off, and
+// the dead letter stays wherever the caller keeps it.
 func (p *Producer) Resend(ctx context.Context, d *DeadLetter) (*SendReceipt, error) {
 	if d == nil || d.Message == nil {
 		return nil, fmt.Errorf("%w: dead letter has no message", ErrInvalidMessage)
@@ -70,8 +75,13 @@ func (p *Producer) findPin(ctx context.Context, topic, name string) (*pin, error
 		set := p.eps
 		if p.targets != nil {
 			// The resolver's endpoints now, held for the send (sendV1
-			// releases them).
-			s, err := p.targets.acquire(ctx)
+			// releases them); a resolver that has not answered is waited
+			// for as an attempt waits for it, not beyond Close.
+			actx, cancel := context.WithTimeout(ctx, p.cfg.attemptTimeout)
+			stop := context.AfterFunc(p.hardCtx, cancel)
+			s, err := p.targets.acquire(actx)
+			stop()
+			cancel()
 			if err != nil {
 				return nil, fmt.Errorf("producer: Resend: %w", err)
 			}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
+	"google.golang.org/grpc/resolver/manual"
 )
 
 // sends counts the SendMessage calls each broker received.
@@ -101,4 +103,25 @@ func TestResendStaysOnThePinOfASchemeTarget(t *testing.T) {
 	_, err := p.Resend(context.Background(), &DeadLetter{Message: &Message{ID: "s-gone", Topic: "orders"}, MaybeStoredAt: addrs[2]})
 	assert.ErrorIs(t, err, ErrEndpointUnknown, "an address the resolver dropped is unknown")
 	assert.EqualValues(t, 6, bs[2].Stats().GetStored(), "nothing more went to the dropped address")
+}
+
+// TestResendWaitsForTheResolverAsAnAttempt: behind a target whose resolver
+// has not answered, a Resend waits for it no longer than an attempt would
+// (it waited forever, and Close with it).
+func TestResendWaitsForTheResolverAsAnAttempt(t *testing.T) {
+	r := manual.NewBuilderWithScheme("rocketrytest")
+	p, err := New("rocketrytest:///never", WithResolvers(r), WithAttemptTimeout(50*time.Millisecond))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Resend(context.Background(), &DeadLetter{Message: &Message{ID: "x", Topic: "t"}, MaybeStoredAt: "127.0.0.1:1"})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, ErrNoEndpoints)
+	case <-time.After(10 * time.Second): // a guard, far above the 50 ms attempt timeout
+		t.Fatal("Resend still waits for a resolver that never answers")
+	}
+	require.NoError(t, p.Close(context.Background()))
 }

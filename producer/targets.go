@@ -44,7 +44,7 @@ func (s *endpointSet) at(ep int) *endpoint {
 	if len(s.eps) == 1 {
 		return s.eps[0]
 	}
-	return s.eps[ep%len(s.eps)]
+	return s.eps[uint(ep)%uint(len(s.eps))] // ep counts sends: it may wrap negative
 }
 
 // close closes the connections of a set that no resolver updates (a

@@ -215,7 +215,7 @@ func (c *replayConfig) watch(k *sendCounters, total int64, stderr io.Writer) (*s
 	})
 	stop.onExit(disp.finish)
 	stop.onStop(func(why error) {
-		disp.setNote(stderr, c.quiet, "rocketry replay", stoppingNote(why, c.grace, true))
+		disp.setNote(stderr, c.quiet, "rocketry replay", stoppingNote(why, c.grace, false))
 	})
 	return stop, disp
 }

@@ -110,9 +110,11 @@ func (s *Store) Replay(ctx context.Context, r Resender, opts ReplayOptions) (Rep
 			case producer.IsThrottled(err):
 				res.Failed++
 				throttled++
+				s.keepFailed(d, err)
 			default:
 				res.Failed++
 				throttled = 0
+				s.keepFailed(d, err)
 			}
 			if opts.Progress != nil {
 				opts.Progress(res)
@@ -143,4 +145,28 @@ func (s *Store) countAfter(after []byte) (int, error) {
 		n += len(recs) + len(bad)
 		after = last
 	}
+}
+
+// keepFailed updates the record of d after a failed resend, unless the
+// resender's producer handed the message to a sink itself: its attempts
+// and last error, and above all where it may now be stored (the resend's
+// SendError.MaybeStoredAt), so that the next replay goes there and nowhere
+// else. Put keeps the record's first time, and its pin when the resend
+// names none. A record that cannot be updated stays as it was.
+func (s *Store) keepFailed(d *producer.DeadLetter, err error) {
+	var se *producer.SendError
+	if !errors.As(err, &se) || se.Spooled {
+		return
+	}
+	u := *d
+	u.Attempts, u.Code, u.SendError = se.Attempts, se.Code, nil
+	if se.MaybeStoredAt != "" {
+		u.MaybeStoredAt = se.MaybeStoredAt
+	}
+	if se.Cause != nil {
+		u.Err = se.Cause.Error()
+	} else {
+		u.Err = se.Error()
+	}
+	_ = s.Put(&u)
 }

@@ -230,3 +230,23 @@ type resendFunc func(ctx context.Context, d *producer.DeadLetter) (*producer.Sen
 func (f resendFunc) Resend(ctx context.Context, d *producer.DeadLetter) (*producer.SendReceipt, error) {
 	return f(ctx, d)
 }
+
+// TestReplayKeepsWhereAFailureMayBeStored: a record with no pin whose
+// resend ends with an unknown outcome on a broker (a blackhole: the
+// broker may have stored it) keeps that broker, so that the next replay
+// sends it there and nowhere else. Before, the record stayed unpinned and
+// a replay to another address could store it a second time.
+func TestReplayKeepsWhereAFailureMayBeStored(t *testing.T) {
+	b := brokertest.Start(t, broker.WithFaults(broker.Faults{BlackholeRate: 1}))
+	store := openStore(t, filepath.Join(t.TempDir(), "dead.db"))
+	require.NoError(t, store.Put(letter("m-1", "")))
+	rp := newProducer(t, b.Addr(), producer.WithMaxAttempts(1), producer.WithAttemptTimeout(50*time.Millisecond))
+	res, err := store.Replay(context.Background(), rp, deadletter.ReplayOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, deadletter.ReplayResult{Failed: 1}, res)
+	d, err := store.Get("m-1")
+	require.NoError(t, err)
+	assert.Equal(t, b.Addr(), d.MaybeStoredAt, "the record keeps the broker of the unknown outcome")
+	assert.Equal(t, 1, d.Attempts)
+	assert.NotEmpty(t, d.Err)
+}
