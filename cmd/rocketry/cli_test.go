@@ -348,7 +348,7 @@ func runOnTTY(t *testing.T, args ...string) (int, string, string) {
 // is gone). Before: thousands "lost", exit 1, "rocketry replay can send
 // them" about a removed broker's spool.
 func TestDemoTimeout(t *testing.T) {
-	p := startBin(t, nil, nil, append([]string{"demo", "--messages", "1000000", "--timeout", "1s", "--pacing=false"}, smallDemoRest...)...)
+	p := startBin(t, nil, nil, append([]string{"demo", "--messages", "1000000", "--timeout", "1s"}, smallDemoRest...)...)
 	require.Equal(t, 0, p.wait(t), "stdout:\n%s\nstderr:\n%s", p.stdout.String(), p.stderr.String())
 	out := p.stdout.String()
 	assert.Regexp(t, `never sent +[1-9][\d,]* +not handed to the producer: --timeout reached`, out)
