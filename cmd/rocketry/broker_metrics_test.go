@@ -4,9 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,19 +26,8 @@ func TestBrokerMetricsFlag(t *testing.T) {
 	go func() {
 		done <- run([]string{"broker", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--stats-interval", "0"}, &out, &errb)
 	}()
-	var addr, metrics string
-	for range 5000 {
-		s := out.String()
-		if strings.Contains(s, "listening on ") && strings.Contains(s, "metrics at ") {
-			addr = strings.Fields(strings.SplitN(s, "listening on ", 2)[1])[0]
-			metrics = strings.Fields(strings.SplitN(s, "metrics at ", 2)[1])[0]
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if addr == "" {
-		t.Fatalf("rocketry broker printed %q, stderr %q; want its address and metrics URL", out.String(), errb.String())
-	}
+	w := waitPrinted(t, &out, &errb, "listening on ", "metrics at ")
+	addr, metrics := w[0], w[1]
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	_, err = rocketryv1.NewMessagingServiceClient(conn).SendMessage(context.Background(), &rocketryv1.SendMessageRequest{

@@ -59,17 +59,7 @@ func TestBrokerCommand(t *testing.T) {
 		done <- run([]string{"broker", "--listen", "127.0.0.1:0", "--queues", "2", "--stats-interval", "5ms",
 			"--max-backlog", "100", "--seed", "7", "--log-level", "debug"}, &out, &errb)
 	}()
-	var addr string
-	for range 5000 {
-		if s := out.String(); strings.Contains(s, "listening on ") {
-			addr = strings.Fields(strings.SplitN(s, "listening on ", 2)[1])[0]
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if addr == "" {
-		t.Fatalf("rocketry broker printed %q, stderr %q; want its address", out.String(), errb.String())
-	}
+	addr := waitPrinted(t, &out, &errb, "listening on ")[0]
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -251,4 +241,25 @@ func TestCommandHelp(t *testing.T) {
 			t.Errorf("run(%s -h) = %d, %q; want 0 and the usage", name, code, out.String())
 		}
 	}
+}
+
+// waitPrinted waits (up to 5 s) until a running command has printed every
+// marker on out, and returns the word after each.
+func waitPrinted(t *testing.T, out, errb *syncBuffer, markers ...string) []string {
+	t.Helper()
+	for range 5000 {
+		s := out.String()
+		words := make([]string, 0, len(markers))
+		for _, m := range markers {
+			if _, after, ok := strings.Cut(s, m); ok && len(strings.Fields(after)) > 0 {
+				words = append(words, strings.Fields(after)[0])
+			}
+		}
+		if len(words) == len(markers) {
+			return words
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("the command printed %q, stderr %q; want %q", out.String(), errb.String(), markers)
+	return nil
 }
