@@ -382,25 +382,32 @@ func (s Scenario) prepare(ctx context.Context, cc grpc.ClientConnInterface, cons
 	return nil
 }
 
-// drain consumes the topic at s.DrainRate: a token bucket with a burst of
-// s.DrainBurst, so that time with nothing to consume is lost, not saved up.
+// drain consumes the topic at s.DrainRate (Drain).
 func (s Scenario) drain(ctx context.Context, consumer rocketryv1.ConsumerServiceClient, consumed *atomic.Int64) error {
-	tick := time.NewTicker(s.DrainTick)
-	defer tick.Stop()
-	burst := s.DrainRate * s.DrainBurst.Seconds()
+	return Drain(ctx, consumer, scenarioTopic, drainGroup, s.DrainRate, s.DrainBurst, s.DrainTick, consumed)
+}
+
+// Drain consumes topic as group at rate messages a second, every tick,
+// adding what it read to consumed, until ctx ends: a token bucket with a
+// burst of burst's worth, so that time with nothing to consume is lost,
+// not saved up. Shared by the bench scenario and the Node.js comparison.
+func Drain(ctx context.Context, consumer rocketryv1.ConsumerServiceClient, topic, group string, rate float64, burst, tick time.Duration, consumed *atomic.Int64) error {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	most := rate * burst.Seconds()
 	tokens, last := 0.0, time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case now := <-tick.C:
-			tokens = min(tokens+s.DrainRate*now.Sub(last).Seconds(), burst)
+		case now := <-t.C:
+			tokens = min(tokens+rate*now.Sub(last).Seconds(), most)
 			last = now
 			n := int32(tokens)
 			if n < 1 {
 				continue
 			}
-			resp, err := consumer.ReceiveMessages(ctx, &rocketryv1.ReceiveMessagesRequest{Topic: scenarioTopic, Group: drainGroup, MaxMessages: n, AutoCommit: true})
+			resp, err := consumer.ReceiveMessages(ctx, &rocketryv1.ReceiveMessagesRequest{Topic: topic, Group: group, MaxMessages: n, AutoCommit: true})
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil

@@ -236,7 +236,7 @@ func runContender(t *testing.T, sc compareScenario, name, nodeModules string) co
 		bgErr    = make(chan error, 2)
 	)
 	wg.Go(func() {
-		if err := drainCompare(bg, sc, consumer, &consumed); err != nil {
+		if err := bench.Drain(bg, consumer, compareTopic, compareGroup, sc.DrainRate, sc.DrainBurst, sc.DrainTick, &consumed); err != nil {
 			bgErr <- err
 		}
 	})
@@ -492,38 +492,6 @@ func prepareCompare(ctx context.Context, sc compareScenario, cc grpc.ClientConnI
 		sent += n
 	}
 	return nil
-}
-
-// drainCompare consumes the topic at sc.DrainRate: a token bucket with a
-// burst of sc.DrainBurst, so that time with nothing to consume is lost,
-// not saved up.
-func drainCompare(ctx context.Context, sc compareScenario, consumer rocketryv1.ConsumerServiceClient, consumed *atomic.Int64) error {
-	tick := time.NewTicker(sc.DrainTick)
-	defer tick.Stop()
-	burst := sc.DrainRate * sc.DrainBurst.Seconds()
-	tokens, last := 0.0, time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case now := <-tick.C:
-			tokens = min(tokens+sc.DrainRate*now.Sub(last).Seconds(), burst)
-			last = now
-			n := int32(tokens)
-			if n < 1 {
-				continue
-			}
-			resp, err := consumer.ReceiveMessages(ctx, &rocketryv1.ReceiveMessagesRequest{Topic: compareTopic, Group: compareGroup, MaxMessages: n, AutoCommit: true})
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("drain: %w", err)
-			}
-			tokens -= float64(len(resp.GetMessages()))
-			consumed.Add(int64(len(resp.GetMessages())))
-		}
-	}
 }
 
 // episode waits for b's first apache.rocketmq.v2 SendMessage (the Node
