@@ -379,6 +379,17 @@ func entrySize(id, topic, tag string, keys []string, props map[string]string, bo
 	return n
 }
 
+// failAll gives every entry the outcome o of a call that failed as a
+// whole; unsent, the request never left the client for the broker at name.
+func failAll(b *batch, o Outcome, unsent bool, name string) {
+	if unsent {
+		o = unreachable(o, name)
+	}
+	for _, e := range b.entries {
+		e.o, e.unsent = o, unsent
+	}
+}
+
 // splitAll marks every entry to be sent alone: the whole request was
 // refused by an answer that names no message.
 func splitAll(b *batch) {
@@ -425,13 +436,7 @@ func (s v1Batch) sendBatch(ctx context.Context, b *batch) {
 		splitAll(b)
 		return
 	}
-	unsent := pr.Addr == nil
-	if unsent {
-		o = unreachable(o, s.ep.name)
-	}
-	for _, e := range b.entries {
-		e.o, e.unsent = o, unsent
-	}
+	failAll(b, o, pr.Addr == nil, s.ep.name)
 }
 
 // attemptBatched is the first attempt of an async send over rocketry.v1:
@@ -491,13 +496,7 @@ func (s *rmqBatch) sendBatch(ctx context.Context, b *batch) {
 			splitAll(b)
 			return
 		}
-		unsent := pr.Addr == nil
-		if unsent {
-			o = unreachable(o, s.cn.addr)
-		}
-		for _, e := range b.entries {
-			e.o, e.unsent = o, unsent
-		}
+		failAll(b, o, pr.Addr == nil, s.cn.addr)
 		return
 	}
 	outs := classifyEntries(resp, n)
