@@ -110,8 +110,23 @@ type serverSchedule struct {
 }
 
 func (s serverSchedule) Delay(n int, r backoff.Rand) (time.Duration, bool) {
-	if sch, ok := rmqThrottleSchedule(s.c.serverRetryPolicy()); ok {
-		return sch.Delay(n, r)
+	return s.current().Delay(n, r)
+}
+
+// MinAttemptTimeout passes on the least time per try of the schedule in
+// use: none for the server's policy, the fallback's (MIN_CONNECT_TIMEOUT
+// for the connection backoff) while it stands in.
+func (s serverSchedule) MinAttemptTimeout() time.Duration {
+	if f, ok := s.current().(backoff.AttemptFloor); ok {
+		return f.MinAttemptTimeout()
 	}
-	return s.fallback.Delay(n, r)
+	return 0
+}
+
+// current is the server's latest readable policy, or the fallback.
+func (s serverSchedule) current() backoff.Schedule {
+	if sch, ok := rmqThrottleSchedule(s.c.serverRetryPolicy()); ok {
+		return sch
+	}
+	return s.fallback
 }
