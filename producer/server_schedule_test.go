@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/backoff"
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 )
 
 // TestServerScheduleKeepsTheFallbacksAttemptFloor: with
