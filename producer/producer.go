@@ -284,6 +284,14 @@ func (p *Producer) prepare(m *Message) error {
 	if p.rmq != nil && m.Transactional {
 		return fmt.Errorf("%w: transactional messages are not supported over %v yet", ErrInvalidMessage, RocketMQ5)
 	}
+	if p.rmq != nil {
+		// The server's max_body_size (its Settings): refused here, before
+		// any attempt, as every invalid message is; the attempt's own check
+		// stays for Settings that shrink while a send is under way.
+		if n := p.rmq.maxBodySize(); n > 0 && len(m.Body) > n {
+			return fmt.Errorf("%w: body is %d bytes, over the server's max_body_size of %d", ErrInvalidMessage, len(m.Body), n)
+		}
+	}
 	if m.ID == "" {
 		if p.rmq != nil {
 			m.ID = p.rmq.ids.next()
