@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"sync/atomic"
 	"unicode/utf8"
-
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
 // DefaultMaxBodyBytes is the largest body a message may have unless
@@ -67,33 +65,6 @@ func (m *Message) validate(maxBody int) error {
 		}
 	}
 	return nil
-}
-
-// toProto converts m to its wire form. The slices and map are shared, not
-// copied.
-func (m *Message) toProto() *rocketryv1.Message {
-	return &rocketryv1.Message{
-		MessageId:     m.ID,
-		Topic:         m.Topic,
-		Tag:           m.Tag,
-		Keys:          m.Keys,
-		Properties:    m.Properties,
-		Body:          m.Body,
-		Transactional: m.Transactional,
-	}
-}
-
-// messageFromProto converts a wire message back, sharing its slices and map.
-func messageFromProto(p *rocketryv1.Message) *Message {
-	return &Message{
-		ID:            p.GetMessageId(),
-		Topic:         p.GetTopic(),
-		Tag:           p.GetTag(),
-		Keys:          p.GetKeys(),
-		Properties:    p.GetProperties(),
-		Body:          p.GetBody(),
-		Transactional: p.GetTransactional(),
-	}
 }
 
 // idGen makes message IDs: a random per-process prefix and a counter, so an
