@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,6 +221,82 @@ func TestOfficialGoProducerRetriesBadRequest(t *testing.T) {
 		assert.Len(t, m.Attempts, maxAttempts, "message %d: the client's attempts", m.Index)
 		assert.Equal(t, maxAttempts, byID[m.MessageID], "message %d: attempts the broker saw", m.Index)
 	}
+}
+
+// TestOfficialGoProducerWrapsLongBackoff pins a bug of the Go client
+// (5.1.2): it holds the wait before a re-sent throttled message in a
+// uint32 of nanoseconds (producer.go, getNextAttemptDelay), so a wait
+// above 4.29 s wraps around. The broker asks for initial 3 s, multiplier 2:
+// the wait before attempt 2 is min(3 s * 2, 10 s) = 6 s, which the client
+// turns into 1.705032704 s on amd64 (6e9 mod 2^32 ns; other platforms may
+// saturate at 4.29 s instead). The throttled message fails sooner than the
+// broker asked.
+func TestOfficialGoProducerWrapsLongBackoff(t *testing.T) {
+	const topic = "interop"
+	prog := buildGoProduce(t)
+	b, _ := startTLSBroker(t, broker.WithTopics(topic),
+		broker.WithClientRetryPolicy(2, 3*time.Second, 10*time.Second, 2),
+		broker.WithThrottle(broker.Throttle{MaxSendRate: 0.1}))
+
+	s, stderr := runGoProduce(t, prog,
+		"--endpoint", b.Addr(), "--topic", topic, "--count", "2", "--concurrency", "1", "--max-attempts", "2")
+	require.Len(t, s.Messages, 2, "messages in the summary")
+	assert.True(t, s.Messages[0].OK, "message 0 sent (the bucket's one token)")
+	assert.False(t, s.Messages[1].OK, "message 1 sent; want throttled twice")
+	waits := goResendAfter.FindAllStringSubmatch(stderr, -1)
+	require.Len(t, waits, 1, "the client's stated waits")
+	wait, err := time.ParseDuration(waits[0][1])
+	require.NoError(t, err, "the client's stated wait %q", waits[0][1])
+	assert.Less(t, wait, 6*time.Second, "the client's stated wait before attempt 2; the policy makes it 6 s")
+	t.Logf("the client waited %v where its formula gives 6 s", wait)
+}
+
+// TestOfficialGoProducerDoesNotFailOver runs the Go client against two
+// brokers, one of which answers every send 50001. The client sends each
+// message to the queue its round robin gives, over every queue of the
+// route: its load balancer (loadBalancer.go, TakeMessageQueues) looks at
+// the same queue on every turn of its loop, so a send has one candidate
+// and every attempt goes to the same broker; the isolation of a failing
+// broker does not steer a send away, since an isolated broker is taken
+// when no other candidate was found. A message whose queue is on the
+// failing broker fails there after all its attempts. The checks hold
+// whatever route the broker answers: every attempt at a message goes to
+// one address, and each failed message spent its attempts on the failing
+// broker.
+func TestOfficialGoProducerDoesNotFailOver(t *testing.T) {
+	const (
+		topic       = "interop"
+		count       = 16
+		maxAttempts = 3
+	)
+	prog := buildGoProduce(t)
+	var peers atomic.Pointer[[]broker.Peer]
+	peers.Store(&[]broker.Peer{})
+	route := broker.WithRoutePeers(func() []broker.Peer { return *peers.Load() })
+	healthy, _ := startTLSBroker(t, broker.WithTopics(topic), broker.WithBrokerName("broker-0"), route)
+	failing, _ := startTLSBroker(t, broker.WithTopics(topic), broker.WithBrokerName("broker-1"), route,
+		broker.WithFaults(broker.Faults{InternalRate: 1}))
+	peers.Store(&[]broker.Peer{{Name: "broker-0", Addr: healthy.Addr()}, {Name: "broker-1", Addr: failing.Addr()}})
+
+	s, _ := runGoProduce(t, prog,
+		"--endpoint", healthy.Addr(), "--topic", topic, "--count", strconv.Itoa(count),
+		"--concurrency", "1", "--max-attempts", strconv.Itoa(maxAttempts))
+	require.Len(t, s.Messages, count, "messages in the summary")
+	assert.Len(t, healthy.Messages(topic), s.Sent, "messages stored on the healthy broker")
+	assert.Empty(t, failing.Messages(topic), "messages stored on the failing broker")
+	assert.Equal(t, int64(maxAttempts*s.Failed), failing.SendRequests(broker.ProtocolRocketMQV2), "SendMessage calls the failing broker got")
+	for _, m := range s.Messages {
+		require.NotEmpty(t, m.Attempts, "message %d: no attempt", m.Index)
+		for _, a := range m.Attempts {
+			assert.Equal(t, m.Attempts[0].Endpoints, a.Endpoints, "message %d: address of each attempt", m.Index)
+		}
+		if !m.OK {
+			assert.Len(t, m.Attempts, maxAttempts, "message %d: attempts at the failing broker", m.Index)
+			assert.Equal(t, failing.Addr(), m.Attempts[0].Endpoints, "message %d: failed at", m.Index)
+		}
+	}
+	t.Logf("%d of %d messages failed after %d attempts each at the failing broker; %d stored on the healthy one",
+		s.Failed, count, maxAttempts, s.Sent)
 }
 
 // runGoProduce runs the built program with args and returns its summary
