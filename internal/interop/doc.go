@@ -10,9 +10,10 @@
 //
 //   - TestOfficialNodeProducer: 300 messages, 8 at a time, through backlog
 //     throttling, 10% INTERNAL answers and 2% dropped connections: every
-//     message the client reports sent is stored exactly once, none twice
-//     (a re-sent message whose answer was lost is a duplicate, by message
-//     id), every other one is reported failed, and is stored only if one
+//     message the client reports sent is stored, and more than once only
+//     after answers were lost (a broker that deduplicates by message id
+//     stores it once, one that does not, as the Apache proxy, stores each
+//     copy), every other one is reported failed, and is stored only if one
 //     of its answers was lost; the client's attempts match the broker's
 //     records. It logs attempts per message, the codes retried and the
 //     gaps between attempts.
@@ -31,19 +32,46 @@
 //     TestCompareUnderThrottlingTiny, always on, asserts nothing lost and
 //     nothing stored twice for both on a small run.
 //
+// The official Go client, module github.com/apache/rocketmq-clients/golang/v5
+// v5.1.2, runs the same way in a process of its own: it registers its own
+// apache.rocketmq.v2 descriptors, which conflict with rocketry's in gen/,
+// so goclient/ is a module of its own (goclient/go.mod and go.sum pin the
+// client and its dependencies; the core go.mod does not name it), and the
+// tests build its program goclient/cmd/produce once per run with `go
+// build`, which fetches the module through the Go module proxy on a cold
+// cache; a failed download or build fails the tests, nothing skips them.
+// The program prints the same JSON summary as produce.js. The client only
+// speaks TLS, so these tests serve the broker with brokertest.StartTLS:
+//
+//   - TestOfficialGoProducer is TestOfficialNodeProducer with the Go
+//     client, the same broker and the same checks, plus the waits the
+//     client states before re-sending a throttled message.
+//   - TestOfficialGoProducerBackoff: the waits after 42900 follow the
+//     broker's backoff, one step ahead (see Go client: retries).
+//   - TestOfficialGoProducerWrapsLongBackoff pins the client's backoff
+//     bug: a wait above 4.29 s wraps around.
+//   - TestOfficialGoProducerRetriesBadRequest: the client re-sends a
+//     message refused 40007 until its attempts are spent, as the Node.js
+//     client does.
+//   - TestOfficialGoProducerDoesNotFailOver: with two brokers in the route,
+//     a message whose queue is on a failing broker spends every attempt
+//     there.
+//
 // Run them with:
 //
 //	go test -v ./internal/interop/
 //
-// The tests skip only when node or npm is not on PATH. They install the
+// The Node.js tests skip only when node or npm is not on PATH. They install the
 // client with `npm ci` into a directory under the user cache directory named
 // after the hash of node/package.json and node/package-lock.json, so only
 // the first run downloads anything; a failing npm ci fails the test.
 //
-// What follows is what the client does and expects, read from its source
-// (src/ of the package the lock file installs; dist/ is the same code
-// compiled) and checked against the broker by these tests. It is what a
-// broker must answer, field by field, for this client to work.
+// What follows (Transport to Shutdown) is what the Node.js client does and
+// expects, read from its source (src/ of the package the lock file
+// installs; dist/ is the same code compiled) and checked against the broker
+// by these tests. It is what a broker must answer, field by field, for this
+// client to work. The sections named "Go client" are the same for the Go
+// client, read from its module's source (file names below are its).
 //
 // # Transport
 //
@@ -166,4 +194,109 @@
 // NotifyClientTermination (UNIMPLEMENTED, say) rejects shutdown() before the
 // streams and channels are closed, and the process stays alive; produce.js
 // reports it and exits anyway.
+//
+// # Go client: transport
+//
+// gRPC over HTTP/2, always with TLS: the connection options hold a
+// tls.Config with InsecureSkipVerify that no producer option changes
+// (conn_options.go), so the client dials only a broker that serves TLS and
+// verifies no certificate. Each connection is dialled with grpc.WithBlock
+// and a 5 s dial timeout, one per address. Every call carries
+// x-mq-language: GO, x-mq-protocol: v2, x-mq-client-version: 5.0.1-rc1
+// (metadata/metadata.go; not the module's version), x-mq-client-id,
+// x-mq-request-id, x-mq-date-time, x-mq-namespace (empty when none is set)
+// and always an authorization header (MQv2-HMAC-SHA1, signed with an empty
+// secret without credentials). Each unary call has a deadline of 3 s, the
+// client's default timeout, for which NewProducer takes no option. A call failing UNAVAILABLE closes its
+// connection (client_manager.go, handleGrpcError), so every other call in
+// flight on it fails CANCELED and loses its answer too: a broker that drops
+// one connection loses the answers of all the sends sharing it. The client
+// logs every gRPC call to /tmp/rocketmq-logger.log, and its own log to
+// logs/rocketmqlogs/rocketmq_client_go.log under the environment variable
+// "user.home" (usually unset: under /) unless rocketmq.client.logRoot or
+// mq.consoleAppender.enabled=true (stdout) is set; goclient/cmd/produce
+// silences the first and sends the second to stderr.
+//
+// # Go client: startup
+//
+// NewProducer(&Config{Endpoint: "host:port", Credentials: ...},
+// WithTopics(topic), WithMaxAttempts(n)) then Start(): for each topic given,
+// one QueryRoute to the access point (one attempt, whose status must be OK
+// and whose message_queues must not be empty, or Start fails), then for
+// each address of the route's brokers a Telemetry stream carrying the
+// client's Settings{client_type: PRODUCER, access_point, request_timeout:
+// 3s, publishing: {topics}, backoff_policy: {max_attempts: n,
+// exponential_backoff: {0, 0, 1}}, user_agent: {language: GOLANG, version:
+// 5.0.1-rc1}}. Start does not wait for the broker's Settings:
+// goclient/cmd/produce waits for them itself (--await-settings) so that
+// every send sees the broker's backoff; before they come the client's
+// backoff is 0 and its body limit 4 MiB. From the broker's Settings, when
+// they are for publishing, it takes exponential_backoff as full durations
+// (a customized_backoff is ignored, the previous one kept), max_body_size
+// as is (0 fails every send that has a body before it reaches the wire)
+// and validate_message_type; the broker's max_attempts is ignored. Every
+// queue of the route is a candidate, whatever its id or permission; with
+// validate_message_type, the chosen queue's accept_message_types must hold
+// NORMAL, or the send fails at once without a retry. The client dials the
+// broker's endpoints (one address, picked at random when there are
+// several; ';' separates access points). If a Telemetry stream breaks, the
+// client waits 5 s and reads it again, drops it when that fails too, and
+// opens a new one only when it sends its Settings again (every 5 minutes,
+// or after a heartbeat answered UNRECOGNIZED_CLIENT_TYPE). It sends Heartbeat{client_type: PRODUCER} to
+// every route address 1 s after Start and then every 10 s, and queries
+// its routes again every 30 s.
+//
+// # Go client: sending
+//
+// Send(ctx, msg) sends one message per SendMessage request; 5.1.2 has no
+// batch send. The message carries a message id of the Node.js client's
+// layout (version 01, 6 bytes of a MAC address, the pid's low 2 bytes,
+// seconds since 2021 and a sequence number), made once per Send and the
+// same on every attempt, keys, tag, born_timestamp, born_host,
+// message_type NORMAL, and no queue_id: the queue chosen only picks the
+// broker. The client reads only the answer's top-level status: 20000 is a
+// success whatever the entries say (an entry's error is not seen), and
+// anything else, 30000 MULTIPLE_RESULTS included, fails the attempt. Each
+// entry becomes a receipt {message_id, transaction_id, offset}; an answer
+// with no entry is a success with no receipt.
+//
+// # Go client: retries
+//
+// A Send has WithMaxAttempts attempts (3 by default). Every failure is
+// retried while attempts are left, except for transactional messages:
+// gRPC errors and every status but 20000, 4xxxx answers that cannot
+// succeed later included; 50001 is re-sent at once. Only a 42900
+// TOO_MANY_REQUESTS status waits before the next attempt (producer.go,
+// send1), for
+//
+//	min(initial * multiplier^(n-1), max)
+//
+// before attempt n (n >= 2), from the broker's exponential_backoff: one
+// step ahead of the policy's meaning, so the proxy's default of 10 ms, x2,
+// 1 s gives 20 ms and then 40 ms. The wait is a time.Sleep that ignores the
+// context, and it is held in a uint32 of nanoseconds, so a wait above
+// 4.29 s wraps around on amd64 (6 s becomes 1.705 s). Every attempt of a
+// Send goes to the same queue, so the same broker: the load balancer
+// (loadBalancer.go, TakeMessageQueues) reads the same queue on every turn
+// of its loop and returns one candidate. Sends take the route's queues in
+// turn, over every broker. After any failure the broker's addresses are
+// isolated until a heartbeat to them succeeds (10 s at most), but an
+// isolated broker is still taken when no other candidate was found, which
+// with one candidate is always: isolation steers no send away. The last
+// attempt's error is what Send returns (*ErrRpcStatus for a status).
+//
+// # Go client: shutdown and SimpleConsumer
+//
+// GracefulStop() stops the route refresh and leaves the client manager (no
+// more heartbeats), but sends no NotifyClientTermination (client.go,
+// notifyClientTermination, calls it only when an address fails to parse)
+// and closes neither the Telemetry streams nor the connections: they live
+// until the process exits, which goclient/cmd/produce does at once.
+//
+// Tried by hand against a broker with no RocketMQ 5 consumer face (no
+// ReceiveMessage): the SimpleConsumer starts (QueryRoute and Settings as
+// above), and each Receive fails at once with the error text
+// "[error] CODE=DEADLINE_EXCEEDED", the client's own message for any
+// broken ReceiveMessage stream (simple_consumer.go, receiveMessage); the
+// real cause, UNIMPLEMENTED, is only in its log.
 package interop

@@ -32,7 +32,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		removeGoProduce()
+		os.Exit(code)
+	}))
 }
 
 const (
@@ -58,12 +61,13 @@ var resendAfter = regexp.MustCompile(`would attempt to resend after (\d+)ms`)
 // backlog limit with a consumer draining it), answers a share of sends
 // INTERNAL and drops the connection instead of answering a few (so that
 // some answers are lost and the client re-sends messages already stored).
-// It checks from the broker's store that every message the client reports
-// sent is stored exactly once, that no message is stored twice, and that
-// every message not stored is one the client reports failed: nothing is
-// lost without the client knowing. A message the client reports failed is
-// stored only when one of its answers was lost. It logs how the client
-// retried, from its own attempts and from the broker's send observer.
+// It checks from the broker's store (checkStore) that every message the
+// client reports sent is stored, and more than once only after lost
+// answers, and that every message not stored is one the client reports
+// failed: nothing is lost without the client knowing. A message the client
+// reports failed is stored only when one of its answers was lost. It logs
+// how the client retried, from its own attempts and from the broker's send
+// observer.
 func TestOfficialNodeProducer(t *testing.T) {
 	const (
 		topic       = "interop"
@@ -94,44 +98,7 @@ func TestOfficialNodeProducer(t *testing.T) {
 	if s.ShutdownError != nil {
 		t.Errorf("producer.shutdown() = %s; want success", s.ShutdownError)
 	}
-	require.Len(t, s.Messages, count, "messages in the summary")
-	assert.Equal(t, count, s.Sent+s.Failed, "sent + failed")
-
-	// The broker's store against the client's word, by message id.
-	stored := map[string]int{}
-	for _, m := range b.Messages(topic) {
-		stored[m.GetMessage().GetMessageId()]++
-	}
-	mine := map[string]bool{}
-	storedFailed := 0 // reported failed, yet stored: an answer was lost
-	for _, m := range s.Messages {
-		require.NotEmpty(t, m.MessageID, "message %d: no SendMessage call carried it", m.Index)
-		require.False(t, mine[m.MessageID], "message %d: id %s given to two messages", m.Index, m.MessageID)
-		mine[m.MessageID] = true
-		n := stored[m.MessageID]
-		if m.OK {
-			assert.Equal(t, 1, n, "message %d (%s): reported sent; times stored", m.Index, m.MessageID)
-			if assert.NotNil(t, m.Receipt, "message %d: sent without a receipt", m.Index) {
-				assert.Equal(t, m.MessageID, m.Receipt.MessageID, "message %d: receipt's message id", m.Index)
-			}
-			continue
-		}
-		require.NotNil(t, m.Error, "message %d: neither sent nor failed with an error", m.Index)
-		// A refusal (42900, 50001) is answered before storing; only an
-		// attempt that got no answer (a dropped connection, a deadline)
-		// may have stored the message without the client knowing.
-		if !m.lostAnswer() {
-			assert.Zero(t, n, "message %d (%s): reported failed (%s), every attempt answered; times stored", m.Index, m.MessageID, m.Error)
-			continue
-		}
-		assert.LessOrEqual(t, n, 1, "message %d (%s): reported failed (%s) after a lost answer; times stored", m.Index, m.MessageID, m.Error)
-		storedFailed += n
-	}
-	for id, n := range stored {
-		assert.True(t, mine[id], "stored message %s (%d times) was not sent by the client", id, n)
-	}
-	assert.Len(t, stored, s.Sent+storedFailed, "distinct messages stored")
-	t.Logf("stored %d distinct messages: %d reported sent, %d reported failed after a lost answer", len(stored), s.Sent, storedFailed)
+	checkStore(t, b, topic, s, count)
 
 	logRetries(t, s, observed(), drained())
 	waits := map[string]int{}
@@ -385,15 +352,16 @@ type attempt struct {
 	Error      *clientError `json:"error"`
 }
 
-// lostAnswer reports whether an attempt at m got no answer: its RPC
+// lostAnswers counts the attempts at m that got no answer: their RPC
 // failed, so the broker may have stored the message anyway.
-func (m message) lostAnswer() bool {
+func (m message) lostAnswers() int {
+	n := 0
 	for _, a := range m.Attempts {
 		if a.Error != nil && a.Error.GRPCCode != nil {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 func (a attempt) outcome() string {
@@ -512,11 +480,12 @@ func installClient(t *testing.T) string {
 
 // drain consumes topic as group "drain", up to n messages every period
 // with auto-commit, so that the broker's backlog throttle opens again. It
-// stops when the test ends; the function it returns tells how many
-// messages it consumed so far.
-func drain(t *testing.T, addr, topic string, n int32, period time.Duration) func() int {
+// dials in plaintext unless opts say otherwise (a TLS broker). It stops
+// when the test ends; the function it returns tells how many messages it
+// consumed so far.
+func drain(t *testing.T, addr, topic string, n int32, period time.Duration, opts ...grpc.DialOption) func() int {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 	require.NoError(t, err)
 	c := rocketryv1.NewConsumerServiceClient(conn)
 	ctx, cancel := context.WithCancel(context.Background())
