@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,7 +43,9 @@ import (
 //     without gRPC's wait-for-ready; it ends early when the Producer's Close
 //     gives up waiting, or when every entry has left.
 //   - Each entry gets its own outcome: on apache.rocketmq.v2 from its own
-//     status (classifyEntries); on rocketry.v1 from its own result when the
+//     status, or from the one entry a RocketMQ 5 proxy answers for a whole
+//     batch, which is every message's (classifyEntries); on rocketry.v1
+//     from its own result when the
 //     call succeeded, or the call's classified status when it failed, the
 //     same for every entry.
 //   - Except one case: a Permanent answer (4xx) to a whole request of
@@ -505,10 +508,17 @@ func (s *rmqBatch) sendBatch(ctx context.Context, b *batch) {
 		return
 	}
 	entries := resp.GetEntries()
+	var ids []string // the one entry's IDs, when it names every message
+	if n > 1 && len(entries) == 1 {
+		ids = s.batchIDs(entries[0].GetMessageId(), b)
+	}
 	for i, e := range b.entries {
 		e.o = outs[i]
 		var own *rocketmqv2.SendResultEntry
-		if i < len(entries) {
+		switch {
+		case n > 1 && len(entries) == 1:
+			own = batchResult(entries[0], i, ids)
+		case i < len(entries):
 			own = entries[i]
 		}
 		if e.o.Kind == Permanent && n > 1 && own.GetStatus() == nil {
@@ -518,6 +528,45 @@ func (s *rmqBatch) sendBatch(ctx context.Context, b *batch) {
 		}
 		e.v2res = own
 	}
+}
+
+// batchIDs reads the message_id of the one entry a proxy answers for a
+// batch: in cluster mode the IDs of its messages joined by commas, in
+// their order (client/src/main/java/org/apache/rocketmq/client/impl/MQClientAPIImpl.java
+// processSendResponse, for a MessageBatch); in local mode one new ID for
+// the whole batch
+// (proxy/src/main/java/org/apache/rocketmq/proxy/service/message/LocalMessageService.java),
+// returned as nil. A list that names other IDs than the batch's changes
+// nothing of the outcome (the status is the request's, and the batch is
+// stored whole or not at all, so sending any of it again would store it
+// twice); it is logged.
+func (s *rmqBatch) batchIDs(id string, b *batch) []string {
+	ids := strings.Split(id, ",")
+	if len(ids) != len(b.entries) {
+		return nil
+	}
+	for i, e := range b.entries {
+		if ids[i] != e.id {
+			s.c.logger.Warn("rocketmq: the answer to a batch names other message IDs than it holds",
+				"endpoint", s.cn.addr, "message_id", e.id, "answered", ids[i], "index", i)
+			return nil
+		}
+	}
+	return ids
+}
+
+// batchResult is message i's result in the one entry answered for its
+// batch: the entry's status and transaction id, the message's own ID (from
+// ids when it names every message), and the queue offset first + i, since
+// the broker gives the messages of a batch consecutive offsets from the
+// one it answers (store/src/main/java/org/apache/rocketmq/store/CommitLog.java,
+// DLedgerCommitLog.java: queueOffset + msgNum).
+func batchResult(e *rocketmqv2.SendResultEntry, i int, ids []string) *rocketmqv2.SendResultEntry {
+	r := &rocketmqv2.SendResultEntry{Status: e.GetStatus(), TransactionId: e.GetTransactionId(), Offset: e.GetOffset() + int64(i)}
+	if ids != nil {
+		r.MessageId = ids[i]
+	}
+	return r
 }
 
 // refusedWhole reports whether an apache.rocketmq.v2 answer refuses a
