@@ -115,6 +115,20 @@ func (a *rmqCall) endpoint(ep int) string {
 	return a.route.queue(ep).broker
 }
 
+// pinName is the pin of endpoint ep, which a send's MaybeStoredAt carries
+// and Resend finds again (findRMQPin): the broker's name and its
+// endpoints, "broker-a@host:port[;host:port]", since a broker name alone
+// is not unique (every bundled broker is broker-0 by default; clusters
+// reuse broker-a) and a new broker of the same name elsewhere does not
+// hold the message. Before the route is read it is endpoint(ep).
+func (a *rmqCall) pinName(ep int) string {
+	if !a.cachedRoute() {
+		return a.endpoint(ep)
+	}
+	q := a.route.queue(ep)
+	return q.broker + "@" + q.addr
+}
+
 // reach is the reach of the connection of the call's last attempt, which
 // is queue ep's broker's when asked (after an attempt on ep, or before a
 // retry to the same broker); none before the first attempt.
