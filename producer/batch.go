@@ -473,9 +473,12 @@ func (c *sendCall) attemptBatched(ctx context.Context, ep *endpoint, e *batchEnt
 
 // apache.rocketmq.v2
 
-// rmqBatch sends a batch to one broker, every message to the queue of the
-// batch's first one (a RocketMQ 5 proxy writes a request to the queue of
-// its first message).
+// rmqBatch sends a batch to one broker, every message naming the queue of
+// the batch's first one. (A RocketMQ 5 proxy ignores the queue a request
+// names: it chooses the broker and queue itself, the same for every
+// message of the request:
+// proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/producer/SendMessageActivity.java
+// SendMessageQueueSelector.)
 type rmqBatch struct {
 	c     *rmqClient
 	cn    *rmqConn

@@ -251,7 +251,10 @@ func (p *Producer) sendSync(ctx context.Context, m *Message, maybeAt string) (*S
 type SendReceipt struct {
 	// MessageID is the message's ID.
 	MessageID string
-	// QueueID and Offset are the message's place in the topic.
+	// QueueID and Offset are the message's place in the topic. Over
+	// RocketMQ 5, QueueID is the queue the request named: a proxy chooses
+	// the queue itself and its answer does not say which, so only Offset
+	// is the broker's word.
 	QueueID int32
 	Offset  int64
 	// Duplicate is true when the broker had already stored this ID (an

@@ -16,8 +16,12 @@ import (
 // attempt is a SendMessage of the message to the broker of queue ep of the
 // topic's route. The route is read at the first attempt and kept for the
 // whole send, so that endpoint ep names the same broker on every attempt
-// (a retry after an unknown outcome stays where the message may be). It is
-// used by one goroutine at a time, as the executor does.
+// (a retry after an unknown outcome stays where the message may be, as far
+// as the client can say: a proxy in cluster mode gives every broker the
+// same endpoints and chooses the broker and queue of each request itself,
+// proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/route/RouteActivity.java
+// and producer/SendMessageActivity.java). It is used by one goroutine at a
+// time, as the executor does.
 type rmqCall struct {
 	c     *rmqClient
 	topic string
