@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,10 @@ import (
 // alone (a failed call: nothing stored) instead.
 type proxyStore struct {
 	refuse func(req *rocketmqv2.SendMessageRequest) *rocketmqv2.Status
+	// lose, when set and true for a request (by its number, from 1), stores
+	// it and answers 50001 instead of OK: a proxy's exception after the
+	// broker wrote the messages.
+	lose func(n int) bool
 
 	mu       sync.Mutex
 	copies   map[string]int // message ID -> copies stored
@@ -50,6 +55,7 @@ func (ps *proxyStore) answer(req *rocketmqv2.SendMessageRequest) *rocketmqv2.Sen
 	}
 	ps.mu.Lock()
 	ps.requests++
+	lost := ps.lose != nil && ps.lose(ps.requests)
 	if len(ids) > 1 {
 		ps.batches++
 	}
@@ -59,6 +65,9 @@ func (ps *proxyStore) answer(req *rocketmqv2.SendMessageRequest) *rocketmqv2.Sen
 	off := ps.offset
 	ps.offset += int64(len(ids))
 	ps.mu.Unlock()
+	if lost {
+		return &rocketmqv2.SendMessageResponse{Status: &rocketmqv2.Status{Code: rocketmqv2.Code_INTERNAL_SERVER_ERROR, Message: "java.lang.NullPointerException"}}
+	}
 	ok := &rocketmqv2.Status{Code: rocketmqv2.Code_OK, Message: "OK"}
 	return &rocketmqv2.SendMessageResponse{Status: ok, Entries: []*rocketmqv2.SendResultEntry{{
 		Status: ok, MessageId: strings.Join(ids, ","), Offset: off,
@@ -232,4 +241,59 @@ func TestRmqProxyBusyBatchRetriedOnce(t *testing.T) {
 	assert.Positive(t, reasons[rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD], "[PC_SYNCHRONIZED] as 50001: %v", reasons)
 	assert.Positive(t, reasons[rocketryv1.ThrottleReason_THROTTLE_REASON_SEND_RATE], "[TIMEOUT_CLEAN_QUEUE] as 42900: %v", reasons)
 	assert.Zero(t, reasons[rocketryv1.ThrottleReason_THROTTLE_REASON_UNSPECIFIED], "%v", reasons)
+}
+
+// TestRmqProxyStoredThen50001: with one request in 20 stored and then
+// answered 50001 (the outcome unknown to the producer), nothing is lost
+// (each message stored or handed back), and the copies stored more than
+// once are no more than the unknown outcomes the producer met: a batch's
+// 50001 is every message's, each retried alone once.
+func TestRmqProxyStoredThen50001(t *testing.T) {
+	ps := newProxyStore()
+	ps.lose = func(n int) bool { return n%20 == 0 }
+	srv := startProxy(t, ps)
+	var unknown atomic.Int64
+	obs := Observer(func(e Event) {
+		if e.Kind == EventRetry && e.Why == FailedUnknown {
+			unknown.Add(1)
+		}
+	})
+	p, err := New(srv.addr, WithProtocol(RocketMQ5), WithObserver(obs))
+	require.NoError(t, err)
+	ctx := context.Background()
+	n := 5000
+	if testing.Short() {
+		n = 1000
+	}
+	var wg sync.WaitGroup
+	var stored, handedBack atomic.Int64
+	for range n {
+		wg.Add(1)
+		require.NoError(t, p.SendAsync(ctx, &Message{Topic: "t", Body: []byte("x")}, func(_ *SendReceipt, err error) {
+			defer wg.Done()
+			var se *SendError
+			switch {
+			case err == nil:
+				stored.Add(1)
+			case errors.As(err, &se):
+				handedBack.Add(1)
+				if se.Last == FailedUnknown {
+					unknown.Add(1)
+				}
+			default:
+				t.Errorf("send failed without a SendError: %v", err)
+			}
+		}))
+	}
+	wg.Wait()
+	require.NoError(t, p.Close(ctx))
+	assert.Equal(t, int64(n), stored.Load()+handedBack.Load(), "every message stored or handed back")
+	copies, _, _ := ps.stored()
+	extra := 0
+	for _, c := range copies {
+		extra += c - 1
+	}
+	assert.Positive(t, unknown.Load(), "the script answered some 50001")
+	assert.LessOrEqual(t, int64(extra), unknown.Load(), "extra copies against unknown outcomes")
+	t.Logf("%d messages: %d stored, %d handed back, %d unknown outcomes, %d extra copies", n, stored.Load(), handedBack.Load(), unknown.Load(), extra)
 }
