@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,8 +16,8 @@ import (
 type rmqQueue struct {
 	id     int32
 	broker string // the broker's name: the attempter's endpoint name
-	// addr is the broker's endpoints: host:port, or several joined by ";"
-	// in the route's order, dialled as one connection (rmqClient.conn).
+	// addr is the broker's endpoints: host:port, or several, sorted and
+	// joined by ";", dialled as one connection (rmqClient.conn).
 	addr string
 }
 
@@ -161,13 +162,16 @@ func interleave(mqs []*rocketmqv2.MessageQueue) []rmqQueue {
 }
 
 // joinAddrs is the endpoints of a broker as rmqQueue.addr names them: each
-// address as host:port, joined by ";" in the route's order.
+// address as host:port, sorted and joined by ";", so that a route that
+// lists them in another order names the same connection (which shuffles
+// them anyway: multiAddrTarget).
 func joinAddrs(addrs []*rocketmqv2.Address) string {
 	parts := make([]string, len(addrs))
 	for i, a := range addrs {
 		parts[i] = net.JoinHostPort(a.GetHost(), strconv.Itoa(int(a.GetPort())))
 	}
-	return strings.Join(parts, ";")
+	slices.Sort(parts)
+	return strings.Join(slices.Compact(parts), ";")
 }
 
 // refreshRoutes queries the route of every cached topic again; a topic
