@@ -42,7 +42,9 @@ import (
 //     without gRPC's wait-for-ready; it ends early when the Producer's Close
 //     gives up waiting, or when every entry has left.
 //   - Each entry gets its own outcome: on apache.rocketmq.v2 from its own
-//     status (classifyEntries); on rocketry.v1 from its own result when the
+//     status, or from the one entry a RocketMQ 5 proxy answers for a whole
+//     batch, which is every message's (classifyEntries); on rocketry.v1
+//     from its own result when the
 //     call succeeded, or the call's classified status when it failed, the
 //     same for every entry.
 //   - Except one case: a Permanent answer (4xx) to a whole request of
@@ -465,108 +467,5 @@ func (c *sendCall) attemptBatched(ctx context.Context, ep *endpoint, e *batchEnt
 	if e.o.Kind == Stored {
 		c.resp.Results = e.v1res[:]
 	}
-	return e.o, e.unsent, true
-}
-
-// apache.rocketmq.v2
-
-// rmqBatch sends a batch to one broker, every message to the queue of the
-// batch's first one (a RocketMQ 5 proxy writes a request to the queue of
-// its first message).
-type rmqBatch struct {
-	c     *rmqClient
-	cn    *rmqConn
-	queue int32
-}
-
-func (s *rmqBatch) sendBatch(ctx context.Context, b *batch) {
-	n := len(b.entries)
-	req := &rocketmqv2.SendMessageRequest{Messages: make([]*rocketmqv2.Message, n)}
-	for i, e := range b.entries {
-		e.v2.SystemProperties.QueueId = s.queue
-		e.queue = s.queue
-		req.Messages[i] = e.v2
-	}
-	var pr peer.Peer
-	resp, err := s.cn.stub.SendMessage(s.c.outgoing(ctx), req, grpc.Peer(&pr), grpc.ForceCodecV2(batchCodec{b}))
-	b.markEncoded()
-	if err != nil {
-		o := RocketMQClassifier.Classify(nil, err)
-		if o.Kind == Permanent && n > 1 {
-			splitAll(b)
-			return
-		}
-		failAll(b, o, pr.Addr == nil, s.cn.addr)
-		return
-	}
-	outs := classifyEntries(resp, n)
-	if n > 1 && refusedWhole(resp, outs) {
-		splitAll(b)
-		return
-	}
-	entries := resp.GetEntries()
-	for i, e := range b.entries {
-		e.o = outs[i]
-		var own *rocketmqv2.SendResultEntry
-		if i < len(entries) {
-			own = entries[i]
-		}
-		if e.o.Kind == Permanent && n > 1 && own.GetStatus() == nil {
-			// The request's status, not this message's.
-			e.split = true
-			continue
-		}
-		e.v2res = own
-	}
-}
-
-// refusedWhole reports whether an apache.rocketmq.v2 answer refuses a
-// request of several messages as a whole with a 4xxxx: its top status
-// and every entry's outcome are the same Permanent code (as a broker
-// answers a request over its batch limit, copying the status to each
-// entry). It may also be every message bad alike; sent alone, each gets
-// its own answer. A batch has one topic, so TOPIC_NOT_FOUND is true of
-// every message and is not a whole refusal.
-func refusedWhole(resp *rocketmqv2.SendMessageResponse, outs []Outcome) bool {
-	top := resp.GetStatus().GetCode()
-	if top == rocketmqv2.Code_TOPIC_NOT_FOUND || classifyStatus(resp.GetStatus()).Kind != Permanent {
-		return false
-	}
-	for _, o := range outs {
-		if o.Kind != Permanent || o.WireCode != int32(top) {
-			return false
-		}
-	}
-	return true
-}
-
-// attemptBatched is the first attempt of an async send over
-// apache.rocketmq.v2, to queue q's broker on cn: the message joins the
-// batch of that broker and its topic. ok is false when the message goes
-// alone instead.
-func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, e *batchEntry, deadline time.Time) (o Outcome, unsent, ok bool) {
-	bt := e.bt
-	e.bt = nil // only the first attempt (never a wait-for-ready one) joins a batch
-	e.v2 = a.msg
-	sp := a.msg.GetSystemProperties()
-	e.id = sp.GetMessageId()
-	e.size = entrySize(sp.GetMessageId(), a.topic, sp.GetTag(), sp.GetKeys(), a.msg.GetUserProperties(), a.msg.GetBody())
-	e.deadline = deadline // the batch's call ends by then, and so does the wait for it
-	if e.deadline.IsZero() {
-		e.deadline, _ = ctx.Deadline()
-	}
-	if !bt.join(batchKey{addr: q.addr, topic: a.topic}, &rmqBatch{c: a.c, cn: cn, queue: q.id}, e) {
-		return Outcome{}, false, false
-	}
-	o, unsent, answered := bt.wait(ctx, e)
-	if !answered {
-		a.last = q // where it may be; what the caller sees of it is unknown
-		return o, unsent, true
-	}
-	if e.split {
-		return Outcome{}, false, false
-	}
-	q.id = e.queue
-	a.last = q
 	return e.o, e.unsent, true
 }

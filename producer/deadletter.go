@@ -26,7 +26,8 @@ type DeadLetter struct {
 	// Code is the last broker code, CODE_UNSPECIFIED when none was known.
 	Code rocketryv1.Code
 	// MaybeStoredAt names the endpoint of the last attempt whose outcome was
-	// unknown (host:port, or a RocketMQ 5 broker name): the message may be
+	// unknown (host:port, or a RocketMQ 5 broker's name and endpoints,
+	// "broker-a@host:port[;host:port]"): the message may be
 	// stored there, so a replay sends it there and nowhere else (see
 	// Producer.Resend). Empty when every attempt's outcome was known.
 	MaybeStoredAt string

@@ -94,10 +94,11 @@ type SendError struct {
 	// Spooled is true when the message was handed to the dead-letter sink
 	// (WithDeadLetterSink, WithFallback) and kept.
 	Spooled bool
-	// MaybeStoredAt names the endpoint (host:port, or a RocketMQ 5 broker
-	// name) of the last attempt whose outcome was unknown: the message may
-	// be stored there, and a replay sends it there (Producer.Resend). Empty
-	// when every attempt's outcome was known.
+	// MaybeStoredAt names the endpoint (host:port, or a RocketMQ 5 broker's
+	// name and endpoints, "broker-a@host:port[;host:port]") of the last
+	// attempt whose outcome was unknown: the message may be stored there,
+	// and a replay sends it there (Producer.Resend). Empty when every
+	// attempt's outcome was known.
 	MaybeStoredAt string
 	// Cause is the last attempt's error (nil when no attempt was made).
 	Cause error

@@ -146,7 +146,7 @@ func (x *executor) run(ctx context.Context) *SendError {
 		}
 
 		if o.Kind == FailedUnknown && !unsent {
-			x.maybeAt = x.a.endpoint(x.ep) // the message may be stored there
+			x.maybeAt = pinName(x.a, x.ep) // the message may be stored there
 		}
 		d := x.decide(ctx, o, unsent, start, time.Now())
 		if d.throttled && c.watched() {

@@ -56,7 +56,8 @@ type Producer struct {
 //     rules above hold for each broker behind the name. A send keeps the
 //     addresses it started with for all its attempts; a connection to an
 //     address the resolver dropped is closed once no send holds it.
-//     RocketMQ5 takes host:port access points only.
+//     RocketMQ5 takes host:port access points only, separated by "," or
+//     by ";" as the official clients write them.
 //
 // Connections are insecure unless WithDialOptions says otherwise; they are
 // made lazily, so New does not wait for a broker (nor for the resolver: a
@@ -70,11 +71,14 @@ func New(target string, opts ...Option) (*Producer, error) {
 	}
 	if t := strings.TrimSpace(target); hasScheme(t) {
 		if cfg.protocol == RocketMQ5 {
-			return nil, badTarget("producer: New(%q): %v takes the proxy's access points as host:port[,host:port], not a target with a scheme (the brokers come from the proxy's routes)", target, RocketMQ5)
+			return nil, badTarget("producer: New(%q): %v takes the proxy's access points as host:port[,host:port] (or ;), not a target with a scheme (the brokers come from the proxy's routes)", target, RocketMQ5)
 		}
 		return newResolved(t, cfg)
 	}
-	addrs, err := splitTarget(target)
+	// RocketMQ 5's official clients write access points host:port;host:port
+	// (rocketmq-clients' golang/pkg/utils/utils.go ParseTarget, Java's
+	// route/Endpoints.java): ";" is taken as "," is.
+	addrs, err := splitTarget(target, cfg.protocol == RocketMQ5)
 	if err != nil {
 		return nil, err
 	}
@@ -150,10 +154,15 @@ func newProducer(cfg config, eps *endpointSet) (*Producer, error) {
 	return p, nil
 }
 
-func splitTarget(target string) ([]string, error) {
+// splitTarget splits a host:port list at ",", and at ";" too when
+// semicolon is set.
+func splitTarget(target string, semicolon bool) ([]string, error) {
 	t := strings.TrimSpace(target)
 	if t == "" {
 		return nil, badTarget("producer: New(%q): target is empty", target)
+	}
+	if semicolon {
+		t = strings.ReplaceAll(strings.TrimSuffix(t, ";"), ";", ",") // "a;b;" as the official clients read it
 	}
 	parts := strings.Split(t, ",")
 	for i, a := range parts {
@@ -242,7 +251,10 @@ func (p *Producer) sendSync(ctx context.Context, m *Message, maybeAt string) (*S
 type SendReceipt struct {
 	// MessageID is the message's ID.
 	MessageID string
-	// QueueID and Offset are the message's place in the topic.
+	// QueueID and Offset are the message's place in the topic. Over
+	// RocketMQ 5, QueueID is the queue the request named: a proxy chooses
+	// the queue itself and its answer does not say which, so only Offset
+	// is the broker's word.
 	QueueID int32
 	Offset  int64
 	// Duplicate is true when the broker had already stored this ID (an

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // ErrEndpointUnknown is returned by Resend, without an attempt, for a dead
@@ -40,6 +42,16 @@ type pin struct {
 // Resend refuses the send as it refuses an invalid message: it returns
 // that error without any attempt, hook call or dead-letter hand-off, and
 // the dead letter stays wherever the caller keeps it.
+//
+// Over RocketMQ 5 the pin is a broker's name and endpoints
+// ("broker-a@host:port"): a broker of that name at other addresses is
+// refused as an endpoint this Producer does not have. A RocketMQ 5 broker
+// does not deduplicate by message ID, so a resend of a message that was
+// stored stores a second copy wherever it goes; and through a proxy in
+// cluster mode the pin names only the proxies and a broker name, since
+// the proxy chooses the broker and queue of every request (see
+// findRMQPin). The pin keeps a replay from a broker known not to hold the
+// message; it cannot make the replay land where the first copy is.
 func (p *Producer) Resend(ctx context.Context, d *DeadLetter) (*SendReceipt, error) {
 	if d == nil || d.Message == nil {
 		return nil, fmt.Errorf("%w: dead letter has no message", ErrInvalidMessage)
@@ -69,7 +81,8 @@ func (p *Producer) pinFor(ctx context.Context, m *Message, at string) (*pin, err
 
 // findPin returns the endpoint named name (nil when there is none): one of the
 // rocketry.v1 connections, or for RocketMQ 5 a queue of the broker of that
-// name in topic's route (read, from the cache or the server, for it).
+// name and endpoints in topic's route (read, from the cache or the server,
+// for it; see findRMQPin).
 func (p *Producer) findPin(ctx context.Context, topic, name string) (*pin, error) {
 	if p.rmq == nil {
 		set := p.eps
@@ -105,12 +118,77 @@ func (p *Producer) findPin(ctx context.Context, topic, name string) (*pin, error
 	if err != nil {
 		return nil, fmt.Errorf("producer: Resend: route of topic %q: %w", topic, err)
 	}
+	return findRMQPin(r, name), nil
+}
+
+// findRMQPin returns the pin of a RocketMQ 5 resend to at in route r, nil
+// when r has no such broker. at is a pin as rmqCall.pinName writes it, the
+// broker's name and endpoints ("broker-a@h1:p1;h2:p2"): it matches a queue
+// of the broker of that name whose endpoints are the same set of
+// addresses. A broker of that name at other addresses is another broker
+// (a new one that took the old one's name, or the same name in another
+// cluster), which does not hold the message: it is no match, and Resend
+// refuses the dead letter with ErrEndpointUnknown. A bare name (a dead
+// letter written before the pin carried the endpoints) matches by name
+// alone, as it always did.
+//
+// What a match promises depends on what is behind the endpoints. A broker
+// that is its own endpoint (the bundled broker, or a proxy in local mode,
+// where the route gives each broker its own proxy's address) is the one
+// the pin names. A proxy in cluster mode gives every broker of a route the
+// same endpoints, the access points the client used, and chooses the
+// broker and queue of each request itself
+// (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/route/RouteActivity.java,
+// SendMessageActivity.java SendMessageQueueSelector): there the pin only
+// names the proxy cluster and a broker name, and neither the resend nor a
+// live retry can be kept on the broker that may hold the message.
+func findRMQPin(r *rmqRoute, at string) *pin {
+	name, addrs, full := splitPin(at)
 	for i, q := range r.queues {
-		if q.broker == name {
-			return &pin{ep: i, at: name, route: r}, nil
+		if q.broker == name && (!full || sameAddrs(q.addr, addrs)) {
+			return &pin{ep: i, at: at, route: r}
 		}
 	}
-	return nil, nil
+	return nil
+}
+
+// splitPin splits a RocketMQ 5 pin into the broker's name and its
+// endpoints; full is false for a bare name. The endpoints are host:port
+// each, which never hold an "@", so the last one splits.
+func splitPin(at string) (name, addrs string, full bool) {
+	i := strings.LastIndexByte(at, '@')
+	if i < 0 {
+		return at, "", false
+	}
+	return at[:i], at[i+1:], true
+}
+
+// sameAddrs reports whether two ";"-joined address lists hold the same
+// addresses, in any order (as the official Go client compares Endpoints:
+// golang/pkg/utils/utils.go CompareEndpoints).
+func sameAddrs(a, b string) bool {
+	x, y := strings.Split(a, ";"), strings.Split(b, ";")
+	if len(x) != len(y) {
+		return false
+	}
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}
+
+// pinNamer is an attempter whose endpoints are pinned by a name that says
+// more than their event name (RocketMQ 5: the broker's name and endpoints).
+type pinNamer interface {
+	pinName(ep int) string
+}
+
+// pinName is what a send's MaybeStoredAt says of endpoint ep of a: its
+// pin name where a has one, else its endpoint name.
+func pinName(a attempter, ep int) string {
+	if pn, ok := a.(pinNamer); ok {
+		return pn.pinName(ep)
+	}
+	return a.endpoint(ep)
 }
 
 // endpointNames lists where this Producer sends, for an error.
@@ -135,9 +213,9 @@ func (p *Producer) endpointNames() []string {
 	var names []string
 	for _, r := range p.rmq.routes {
 		for _, q := range r.queues {
-			if !seen[q.broker] {
-				seen[q.broker] = true
-				names = append(names, q.broker)
+			if n := q.broker + "@" + q.addr; !seen[n] {
+				seen[n] = true
+				names = append(names, n)
 			}
 		}
 	}

@@ -16,8 +16,12 @@ import (
 // attempt is a SendMessage of the message to the broker of queue ep of the
 // topic's route. The route is read at the first attempt and kept for the
 // whole send, so that endpoint ep names the same broker on every attempt
-// (a retry after an unknown outcome stays where the message may be). It is
-// used by one goroutine at a time, as the executor does.
+// (a retry after an unknown outcome stays where the message may be, as far
+// as the client can say: a proxy in cluster mode gives every broker the
+// same endpoints and chooses the broker and queue of each request itself,
+// proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/route/RouteActivity.java
+// and producer/SendMessageActivity.java). It is used by one goroutine at a
+// time, as the executor does.
 type rmqCall struct {
 	c     *rmqClient
 	topic string
@@ -113,6 +117,20 @@ func (a *rmqCall) endpoint(ep int) string {
 		return "rocketmq:" + a.topic
 	}
 	return a.route.queue(ep).broker
+}
+
+// pinName is the pin of endpoint ep, which a send's MaybeStoredAt carries
+// and Resend finds again (findRMQPin): the broker's name and its
+// endpoints, "broker-a@host:port[;host:port]", since a broker name alone
+// is not unique (every bundled broker is broker-0 by default; clusters
+// reuse broker-a) and a new broker of the same name elsewhere does not
+// hold the message. Before the route is read it is endpoint(ep).
+func (a *rmqCall) pinName(ep int) string {
+	if !a.cachedRoute() {
+		return a.endpoint(ep)
+	}
+	q := a.route.queue(ep)
+	return q.broker + "@" + q.addr
 }
 
 // reach is the reach of the connection of the call's last attempt, which

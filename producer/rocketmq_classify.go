@@ -61,15 +61,43 @@ func classifySend(r *rocketmqv2.SendMessageResponse) Outcome {
 }
 
 // classifyEntries classifies each of the n messages of one
-// SendMessageRequest, for a batch: entry i by its own status; an entry
-// without a status, or a message without an entry, by the top-level status
-// when that is OK or a failure, and as FailedUnknown when it is
-// MULTIPLE_RESULTS or there is no entry (the server said nothing of it).
+// SendMessageRequest, for a batch. The shapes of the answer, as Apache's
+// proxy makes them
+// (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/producer/SendMessageActivity.java
+// convertToSendMessageResponse, over the List<SendResult> of
+// proxy/src/main/java/org/apache/rocketmq/proxy/service/message/ClusterMessageService.java
+// or LocalMessageService.java):
+//
+//   - ONE entry for a request of several messages: the proxy sent them to
+//     the broker as one SEND_BATCH_MESSAGE, which the broker stores whole or
+//     not at all, and got one SendResult back. Its status is the status of
+//     every message: OK says all n are stored (none may be sent again),
+//     MASTER_PERSISTENCE_TIMEOUT and the like say all n are in the leader's
+//     log. It is read as the official clients read an answer (a non-OK
+//     entry's status, else the top-level status: rocketmq-clients'
+//     java/client/src/main/java/org/apache/rocketmq/client/java/impl/producer/SendReceiptImpl.java).
+//   - No entry: the proxy failed the call with an exception
+//     (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/GrpcMessagingApplication.java
+//     answers a status alone), true of the whole request; an OK status
+//     without an entry is not a proxy's answer and is read as unknown.
+//   - Any other count (n entries, as a server that answers each message,
+//     such as the bundled broker's rocketry.v1 face): entry i by its own
+//     status; an entry without a status, or a message without an entry, by
+//     the top-level status when that is OK or a failure, and as
+//     FailedUnknown when it is MULTIPLE_RESULTS or there is no entry (the
+//     server said nothing of it).
 func classifyEntries(r *rocketmqv2.SendMessageResponse, n int) []Outcome {
-	top := classifyStatus(r.GetStatus())
-	multiple := r.GetStatus().GetCode() == rocketmqv2.Code_MULTIPLE_RESULTS
 	out := make([]Outcome, n)
 	entries := r.GetEntries()
+	if n > 1 && len(entries) == 1 {
+		o := classifySend(r)
+		for i := range out {
+			out[i] = o
+		}
+		return out
+	}
+	top := classifyStatus(r.GetStatus())
+	multiple := r.GetStatus().GetCode() == rocketmqv2.Code_MULTIPLE_RESULTS
 	for i := range out {
 		switch {
 		case i < len(entries) && entries[i].GetStatus() != nil:
@@ -121,7 +149,8 @@ type rmqClass struct {
 //	41302 MESSAGE_BODY_EMPTY                  Permanent, BAD_REQUEST
 //	42800 PRECONDITION_FAILED                 Permanent
 //	42900 TOO_MANY_REQUESTS                   Throttled, TOO_MANY_REQUESTS;
-//	                                          Reason from the message
+//	                                          Reason from the message's busy
+//	                                          tag or words (throttleReasonOf)
 //	42901, 42902 lite topic/subscription quota
 //	                                          Permanent: a quota, not a load
 //	50000 INTERNAL_ERROR, 50001 INTERNAL_SERVER_ERROR
@@ -129,7 +158,9 @@ type rmqClass struct {
 //	      a proxy answers these for any exception, including one raised
 //	      after the broker wrote the message (a failed reply, a failed
 //	      hook), so "not stored" cannot be read from them. (rocketry.v1's
-//	      500 does say not stored; this one does not.)
+//	      500 does say not stored; this one does not.) Except a 50001
+//	      whose message carries a broker's busy tag: Throttled,
+//	      TOO_MANY_REQUESTS, refused before it was written (rmqBusyTags)
 //	50002 HA_NOT_AVAILABLE                    FailedUnknown, UNAVAILABLE:
 //	      the broker's SLAVE_NOT_AVAILABLE: stored on the leader, not
 //	      replicated
@@ -179,8 +210,14 @@ var rmqCodeClass = map[rocketmqv2.Code]rmqClass{
 }
 
 // classifyCode reads a v2 code and its status message; Err is left to the
-// caller.
+// caller. A 50001 whose message carries one of the broker's busy tags
+// (rmqBusyTags) is Throttled, not FailedUnknown: see rmqBusyTags.
 func classifyCode(code int32, msg string) Outcome {
+	if code == int32(rocketmqv2.Code_INTERNAL_SERVER_ERROR) {
+		if r, ok := busyReason(msg); ok {
+			return Outcome{Kind: Throttled, Code: rocketryv1.Code_CODE_TOO_MANY_REQUESTS, WireCode: code, Reason: r}
+		}
+	}
 	c, ok := rmqCodeClass[rocketmqv2.Code(code)]
 	switch {
 	case ok:
@@ -200,9 +237,77 @@ func classifyCode(code int32, msg string) Outcome {
 	return o
 }
 
-// throttleReasonOf reads the throttle reason from a status message, in the
-// words rocketry's broker and ThrottleReason use.
+// rmqBusyTags are the tags an Apache RocketMQ broker puts at the head of
+// the remark of a send it refused for load, and the reason each is read
+// as. Every one of them is answered before the message is written, so the
+// message is known not stored:
+//
+//	[TIMEOUT_CLEAN_QUEUE]  the send waited in the broker's send queue over
+//	                       waitTimeMillsInSendQueue (200 ms), and was taken
+//	                       out of the queue unrun; the broker's send
+//	                       capacity is spent: SEND_RATE
+//	                       (broker/src/main/java/org/apache/rocketmq/broker/latency/BrokerFastFailure.java)
+//	[PCBUSY_CLEAN_QUEUE]   the same, while the page cache is busy (the
+//	                       commit log's lock held over 1 s): STORAGE_LOAD
+//	                       (BrokerFastFailure.java)
+//	[REJECTREQUEST]        the send processor refused the request before
+//	                       it was queued (page cache busy, or no transient
+//	                       store buffer): STORAGE_LOAD
+//	                       (remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingAbstract.java)
+//	[OVERLOAD]             the send thread pool's queue is full, the request
+//	                       was not queued: SEND_RATE (NettyRemotingAbstract.java)
+//	[PC_SYNCHRONIZED]      the store refused the put in checkStoreStatus,
+//	                       before appending (OS_PAGECACHE_BUSY): STORAGE_LOAD
+//	                       (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java,
+//	                       broker/src/main/java/org/apache/rocketmq/broker/processor/SendMessageProcessor.java)
+//
+// The first four are the broker's SYSTEM_BUSY, which the proxy answers as
+// 42900 (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/common/ResponseBuilder.java);
+// [PC_SYNCHRONIZED] is the broker's SYSTEM_ERROR, answered as 50001 with
+// its remark as the message. A proxy in local mode answers any refusal of
+// its broker as 50001 with the remark
+// (proxy/src/main/java/org/apache/rocketmq/proxy/service/message/LocalMessageService.java).
+// So a 50001 that carries one of these tags is read as a throttle (not
+// stored), and a 50001 without one stays FailedUnknown.
+//
+// The reasons are rocketry.v1's ThrottleReason values, not new ones: the
+// two causes (the broker's send capacity, its storage) are the ones those
+// values name, and a new value would change rocketry.v1's wire contract for
+// every broker and every metric label. The tag itself stays in the
+// error's message (RocketMQStatusError.Message) for whoever needs it.
+var rmqBusyTags = []struct {
+	tag    string
+	reason rocketryv1.ThrottleReason
+}{
+	{"[TIMEOUT_CLEAN_QUEUE]", rocketryv1.ThrottleReason_THROTTLE_REASON_SEND_RATE},
+	{"[PCBUSY_CLEAN_QUEUE]", rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD},
+	{"[REJECTREQUEST]", rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD},
+	{"[OVERLOAD]", rocketryv1.ThrottleReason_THROTTLE_REASON_SEND_RATE},
+	{"[PC_SYNCHRONIZED]", rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD},
+}
+
+// busyReason reads a broker's busy tag in a status message: ok is false
+// when it carries none.
+func busyReason(msg string) (rocketryv1.ThrottleReason, bool) {
+	if !strings.Contains(msg, "[") {
+		return 0, false
+	}
+	for _, t := range rmqBusyTags {
+		if strings.Contains(msg, t.tag) {
+			return t.reason, true
+		}
+	}
+	return 0, false
+}
+
+// throttleReasonOf reads the throttle reason from a status message: a
+// broker's busy tag (rmqBusyTags), else the words rocketry's broker and
+// ThrottleReason use (BACKLOG, STORAGE_LOAD, SEND_RATE). A message with
+// neither (the proxy's own "flow limit", a bare 42900) is UNSPECIFIED.
 func throttleReasonOf(msg string) rocketryv1.ThrottleReason {
+	if r, ok := busyReason(msg); ok {
+		return r
+	}
 	m := strings.ToUpper(msg)
 	switch {
 	case strings.Contains(m, "BACKLOG"):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
@@ -243,4 +244,87 @@ func TestRocketMQClassifierOtherAnswers(t *testing.T) {
 	o = RocketMQClassifier.Classify(struct{}{}, nil)
 	assert.Equal(t, FailedUnknown, o.Kind)
 	assert.Error(t, o.Err)
+}
+
+// TestRocketMQClassifyProxyBatchShapes pins the reading of the answers a
+// RocketMQ 5 proxy gives a request of several messages: one entry for the
+// whole batch (its status is every message's), or a status alone.
+func TestRocketMQClassifyProxyBatchShapes(t *testing.T) {
+	st := func(c rocketmqv2.Code, msg string) *rocketmqv2.Status {
+		return &rocketmqv2.Status{Code: c, Message: msg}
+	}
+	one := func(top, entry *rocketmqv2.Status) *rocketmqv2.SendMessageResponse {
+		return &rocketmqv2.SendMessageResponse{Status: top, Entries: []*rocketmqv2.SendResultEntry{{Status: entry, MessageId: "a,b,c,d"}}}
+	}
+	for _, tc := range []struct {
+		name string
+		resp *rocketmqv2.SendMessageResponse
+		kind OutcomeKind
+		wire int32
+	}{
+		{"one OK entry: all stored", one(st(rocketmqv2.Code_OK, "OK"), st(rocketmqv2.Code_OK, "OK")), Stored, 20000},
+		{"one flush-timeout entry: all in the leader's log", one(st(rocketmqv2.Code_MASTER_PERSISTENCE_TIMEOUT, ""), st(rocketmqv2.Code_MASTER_PERSISTENCE_TIMEOUT, "")), FailedUnknown, 50401},
+		{"one HA entry", one(st(rocketmqv2.Code_HA_NOT_AVAILABLE, ""), st(rocketmqv2.Code_HA_NOT_AVAILABLE, "")), FailedUnknown, 50002},
+		{"one OK entry under a failed top status", one(st(rocketmqv2.Code_PROXY_TIMEOUT, ""), st(rocketmqv2.Code_OK, "")), FailedUnknown, 50400},
+		{"status alone, 42900 tagged", &rocketmqv2.SendMessageResponse{Status: st(rocketmqv2.Code_TOO_MANY_REQUESTS, "[TIMEOUT_CLEAN_QUEUE]broker busy")}, Throttled, 42900},
+		{"status alone, 50001 tagged (local mode)", &rocketmqv2.SendMessageResponse{Status: st(rocketmqv2.Code_INTERNAL_SERVER_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while")}, Throttled, 50001},
+		{"status alone, 50001", &rocketmqv2.SendMessageResponse{Status: st(rocketmqv2.Code_INTERNAL_SERVER_ERROR, "NullPointerException")}, FailedUnknown, 50001},
+		{"status alone, OK: not a proxy's answer", &rocketmqv2.SendMessageResponse{Status: st(rocketmqv2.Code_OK, "OK")}, FailedUnknown, 20000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := classifyEntries(tc.resp, 4)
+			require.Len(t, got, 4)
+			for i, o := range got {
+				assert.Equal(t, tc.kind, o.Kind, "message %d: %v", i, o.Err)
+				assert.Equal(t, tc.wire, o.WireCode, "message %d", i)
+			}
+		})
+	}
+}
+
+// TestRocketMQBusyTags pins the throttle reason read from a broker's busy
+// tags, as 42900 (the broker's SYSTEM_BUSY through a proxy) and as 50001
+// (local mode, or the broker's SYSTEM_ERROR for [PC_SYNCHRONIZED]); a
+// 42900 without a tag or words stays UNSPECIFIED, a 50001 without a tag
+// stays unknown.
+func TestRocketMQBusyTags(t *testing.T) {
+	const (
+		unspec  = rocketryv1.ThrottleReason_THROTTLE_REASON_UNSPECIFIED
+		rate    = rocketryv1.ThrottleReason_THROTTLE_REASON_SEND_RATE
+		storage = rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD
+		backlog = rocketryv1.ThrottleReason_THROTTLE_REASON_BACKLOG
+	)
+	for _, tc := range []struct {
+		msg    string
+		reason rocketryv1.ThrottleReason
+	}{
+		{"[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: 201ms, size of queue: 37", rate},
+		{"[PCBUSY_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: 5ms, size of queue: 2", storage},
+		{"[PC_SYNCHRONIZED]broker busy, start flow control for a while", storage},
+		{"[REJECTREQUEST]system busy, start flow control for a while", storage},
+		{"[OVERLOAD]system busy, start flow control for a while", rate},
+		{"throttled: BACKLOG of topic t over 1000", backlog},
+		{"throttled: STORAGE_LOAD", storage},
+		{"flow limit", unspec},
+		{"", unspec},
+	} {
+		o := classifyStatus(&rocketmqv2.Status{Code: rocketmqv2.Code_TOO_MANY_REQUESTS, Message: tc.msg})
+		if o.Kind != Throttled || o.Reason != tc.reason {
+			t.Errorf("classifyStatus(42900 %q) = {%v %v}; want {Throttled %v}", tc.msg, o.Kind, o.Reason, tc.reason)
+		}
+		o = classifyStatus(&rocketmqv2.Status{Code: rocketmqv2.Code_INTERNAL_SERVER_ERROR, Message: tc.msg})
+		want := FailedUnknown
+		if strings.HasPrefix(tc.msg, "[") {
+			want = Throttled
+		}
+		if o.Kind != want || (want == Throttled && (o.Reason != tc.reason || o.Code != rocketryv1.Code_CODE_TOO_MANY_REQUESTS)) {
+			t.Errorf("classifyStatus(50001 %q) = {%v %v %v}; want {%v %v}", tc.msg, o.Kind, o.Reason, o.Code, want, tc.reason)
+		}
+		var se *RocketMQStatusError
+		if assert.ErrorAs(t, o.Err, &se) {
+			assert.Equal(t, tc.msg, se.Message, "the raw tag stays in the error")
+		}
+	}
+	assert.True(t, IsThrottled(&RocketMQStatusError{Code: 50001, Message: "[PC_SYNCHRONIZED]broker busy"}))
+	assert.False(t, IsThrottled(&RocketMQStatusError{Code: 50000, Message: "[PC_SYNCHRONIZED]broker busy"}), "only 50001 carries a refusal's remark")
 }

@@ -22,6 +22,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 )
 
 // This file holds the RocketMQ 5 client of a Producer: its connections, the
@@ -315,7 +317,11 @@ func (c *rmqClient) conn(addr string) (*rmqConn, error) {
 		creds = credentials.NewTLS(c.set.tls)
 	}
 	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, c.dialOpts...)
-	cc, err := grpc.NewClient(passthrough(addr), opts...)
+	target := passthrough(addr)
+	if strings.Contains(addr, ";") {
+		target, opts = multiAddrTarget(addr, opts)
+	}
+	cc, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("producer: rocketmq endpoint %q: %w", addr, err)
 	}
@@ -325,6 +331,34 @@ func (c *rmqClient) conn(addr string) (*rmqConn, error) {
 	c.wg.Add(1)
 	go cn.tel.run()
 	return cn, nil
+}
+
+// multiAddrTarget is the gRPC target and dial options of a broker with
+// several addresses (addr: host:port joined by ";", as a route's
+// Broker.Endpoints lists them): one connection whose resolver gives every
+// address, balanced by gRPC's pick_first, so that an address that refuses
+// the connection, or a connection that breaks, is followed by the next
+// address instead of failing every send while another proxy node is up.
+// This is how the official Java client dials an Endpoints of several
+// addresses (rocketmq-clients'
+// java/client/src/main/java/org/apache/rocketmq/client/java/route/Endpoints.java:
+// one channel over all its socket addresses); the address list is
+// shuffled per connection (pick_first's shuffleAddressList), so that
+// producers spread over the nodes as the official Go client's random pick
+// does (golang/pkg/utils/utils.go SelectAnAddress). WithDialOptions comes
+// after, and may replace the service config.
+func multiAddrTarget(addr string, opts []grpc.DialOption) (string, []grpc.DialOption) {
+	r := manual.NewBuilderWithScheme("rocketry-rmq")
+	var st resolver.State
+	for a := range strings.SplitSeq(addr, ";") {
+		st.Endpoints = append(st.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: a}}})
+	}
+	r.InitialState(st)
+	out := make([]grpc.DialOption, 0, len(opts)+2)
+	out = append(out, opts[0], grpc.WithResolvers(r),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"pick_first":{"shuffleAddressList":true}}]}`))
+	out = append(out, opts[1:]...)
+	return r.Scheme() + ":///" + addr, out
 }
 
 // connList is a snapshot of the connections.

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 )
@@ -14,7 +16,9 @@ import (
 type rmqQueue struct {
 	id     int32
 	broker string // the broker's name: the attempter's endpoint name
-	addr   string // host:port of the broker's endpoint
+	// addr is the broker's endpoints: host:port, or several, sorted and
+	// joined by ";", dialled as one connection (rmqClient.conn).
+	addr string
 }
 
 // rmqRoute is the writable queues of a topic, interleaved so that
@@ -139,8 +143,7 @@ func interleave(mqs []*rocketmqv2.MessageQueue) []rmqQueue {
 		if (p != rocketmqv2.Permission_WRITE && p != rocketmqv2.Permission_READ_WRITE) || b.GetId() != 0 || len(addrs) == 0 {
 			continue
 		}
-		a := addrs[0]
-		q := rmqQueue{id: mq.GetId(), broker: b.GetName(), addr: net.JoinHostPort(a.GetHost(), strconv.Itoa(int(a.GetPort())))}
+		q := rmqQueue{id: mq.GetId(), broker: b.GetName(), addr: joinAddrs(addrs)}
 		if _, ok := byBroker[q.broker]; !ok {
 			names = append(names, q.broker)
 		}
@@ -156,6 +159,19 @@ func interleave(mqs []*rocketmqv2.MessageQueue) []rmqQueue {
 		}
 	}
 	return out
+}
+
+// joinAddrs is the endpoints of a broker as rmqQueue.addr names them: each
+// address as host:port, sorted and joined by ";", so that a route that
+// lists them in another order names the same connection (which shuffles
+// them anyway: multiAddrTarget).
+func joinAddrs(addrs []*rocketmqv2.Address) string {
+	parts := make([]string, len(addrs))
+	for i, a := range addrs {
+		parts[i] = net.JoinHostPort(a.GetHost(), strconv.Itoa(int(a.GetPort())))
+	}
+	slices.Sort(parts)
+	return strings.Join(slices.Compact(parts), ";")
 }
 
 // refreshRoutes queries the route of every cached topic again; a topic
