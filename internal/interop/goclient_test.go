@@ -167,20 +167,12 @@ func TestOfficialGoProducerBackoff(t *testing.T) {
 	require.Len(t, s.Messages, 2, "messages in the summary")
 	assert.True(t, s.Messages[0].OK, "message 0 sent (the bucket's one token)")
 	second := s.Messages[1]
-	var waits []string
-	for _, m := range goResendAfter.FindAllStringSubmatch(stderr, -1) {
-		waits = append(waits, m[1])
-	}
+	waits := statedWaits(goResendAfter, stderr)
 	assert.Equal(t, []string{"200ms", "400ms"}, waits, "the client's stated waits before attempts 2 and 3; the broker asked for 100 ms and 200 ms")
 	if assert.NotNil(t, second.Error, "message 1 failed") {
 		assert.Equal(t, tooManyRequests, second.Error.Code, "message 1: code of the error Send returned")
 	}
-	var rs []broker.SendRecord
-	for _, r := range observed() {
-		if r.MessageID == second.MessageID {
-			rs = append(rs, r)
-		}
-	}
+	rs := recordsOf(observed(), second.MessageID)
 	if assert.Len(t, rs, 3, "attempts at message 1 the broker saw") {
 		// The client sleeps the stated wait between an answer and its next
 		// attempt, so the broker's gaps are at least that long.

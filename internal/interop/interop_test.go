@@ -173,20 +173,12 @@ func TestNodeClientReadsBackoffSecondsAsMilliseconds(t *testing.T) {
 	require.Len(t, s.Messages, 2, "messages in the summary")
 	assert.True(t, s.Messages[0].OK, "message 0 sent (the bucket's one token)")
 	second := s.Messages[1]
-	var waits []string
-	for _, m := range resendAfter.FindAllStringSubmatch(stderr, -1) {
-		waits = append(waits, m[1])
-	}
+	waits := statedWaits(resendAfter, stderr)
 	assert.Equal(t, []string{"2", "4"}, waits, "the client's stated waits in ms before attempts 2 and 3; the broker asked for 1 s and 2 s")
 	if assert.NotNil(t, second.Error, "message 1 failed") {
 		assert.Equal(t, tooManyRequests, second.Error.Code, "message 1: code of the error send() rejected with")
 	}
-	var rs []broker.SendRecord
-	for _, r := range observed() {
-		if r.MessageID == second.MessageID {
-			rs = append(rs, r)
-		}
-	}
+	rs := recordsOf(observed(), second.MessageID)
 	if assert.Len(t, rs, 3, "attempts at message 1 the broker saw") {
 		took := rs[2].Time.Sub(rs[0].Time)
 		t.Logf("message 1: 3 attempts, all %s, %v from first to last at the broker (the broker's policy asks for 3 s)", rs[0].Result, took)

@@ -1,6 +1,7 @@
 package interop_test
 
 import (
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -67,4 +68,25 @@ func checkStore(t *testing.T, b *broker.Broker, topic string, s summary, count i
 	t.Logf("stored %d distinct messages: %d reported sent, %d reported failed after a lost answer; %d copies beyond the first",
 		len(stored), s.Sent, storedFailed, copies)
 	return copies
+}
+
+// statedWaits is the first group of every match of re in a client's log:
+// the waits it says it takes before its attempts.
+func statedWaits(re *regexp.Regexp, log string) []string {
+	var waits []string
+	for _, m := range re.FindAllStringSubmatch(log, -1) {
+		waits = append(waits, m[1])
+	}
+	return waits
+}
+
+// recordsOf is the broker's records of the attempts at message id.
+func recordsOf(records []broker.SendRecord, id string) []broker.SendRecord {
+	var rs []broker.SendRecord
+	for _, r := range records {
+		if r.MessageID == id {
+			rs = append(rs, r)
+		}
+	}
+	return rs
 }
