@@ -20,7 +20,8 @@ import (
 // rocketmqServer serves apache.rocketmq.v2.MessagingService, the RocketMQ
 // 5 gRPC protocol, for official RocketMQ clients: a route, Settings over
 // Telemetry, heartbeats, and sends through the same send core, store,
-// dedup window, throttling and faults as rocketry.v1. The consumer calls
+// throttling and faults as rocketry.v1, answered as the RocketMQ 5 proxy
+// answers them (rocketmq_send.go). The consumer calls
 // (ReceiveMessage, AckMessage) are not served: consume what a RocketMQ
 // client sent through rocketry.v1's ConsumerService or Broker.Messages.
 type rocketmqServer struct {

@@ -54,9 +54,9 @@ type sendRequest struct {
 	// invalid holds, per message, a refusal the face found converting it
 	// to a rocketryv1.Message; nil, or as long as msgs.
 	invalid []*refusal
-	// queues holds, per message, the queue it asks for (apache.rocketmq.v2:
-	// the client picks a queue of the route), or -1 for the next queue in
-	// turn; nil means every message goes to the next queue in turn.
+	// queues holds, per message, the queue it goes to (apache.rocketmq.v2:
+	// the queue a single message's group hashes to), or -1 for the next
+	// queue in turn; nil means every message goes to the next queue in turn.
 	queues []int32
 	// whole makes one invalid message refuse every message of the request
 	// (rocketry.v1, and apache.rocketmq.v2 as the proxy does); without it an
