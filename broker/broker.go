@@ -32,14 +32,16 @@ type Broker struct {
 	now func() time.Time
 	rng *xrand.Locked
 
-	faults   atomic.Pointer[Faults]
-	throttle *throttler
+	faults    atomic.Pointer[Faults]
+	throttle  *throttler
+	sendQueue *sendQueue // nil without WithSendQueue
 
 	topicsMu sync.RWMutex
 	topics   map[string]*topic
 
 	stored, duplicates, badRequests, sendRequests atomic.Int64
-	sendRequestsV2                                atomic.Int64 // of sendRequests, on apache.rocketmq.v2
+	sendRequestsV2                                atomic.Int64  // of sendRequests, on apache.rocketmq.v2
+	batchSeq                                      atomic.Uint64 // the ids ProxyLocal gives batches
 	faultCount                                    [numFaultKinds]atomic.Int64
 
 	stopCh   chan struct{} // closed by Stop
@@ -71,13 +73,14 @@ func New(opts ...Option) (*Broker, error) {
 		}
 	}
 	b := &Broker{
-		cfg:      cfg,
-		log:      cfg.logger,
-		throttle: newThrottler(cfg.throttle, cfg.logger),
-		now:      cfg.clock,
-		topics:   map[string]*topic{},
-		stopCh:   make(chan struct{}),
-		next:     make(chan net.Listener, 1),
+		cfg:       cfg,
+		log:       cfg.logger,
+		throttle:  newThrottler(cfg.throttle, cfg.logger),
+		sendQueue: newSendQueue(cfg.sendQueue),
+		now:       cfg.clock,
+		topics:    map[string]*topic{},
+		stopCh:    make(chan struct{}),
+		next:      make(chan net.Listener, 1),
 	}
 	seed := uint64(cfg.seed)
 	if !cfg.seeded {

@@ -8,9 +8,10 @@
 // A SendMessage request carries one or more messages of one topic. Each
 // topic has several queues (WithQueues), each an in-memory log with offsets
 // from 0; new messages go to the topic's queues in turn (round-robin, in
-// arrival order). Storage is idempotent by message id: an id the broker
-// remembers (WithDedupWindow) is not stored again, and its answer is the
-// original queue and offset with duplicate set. A request is refused whole
+// arrival order). Storage on rocketry.v1 is idempotent by message id: an
+// id the broker remembers (WithDedupWindow) is not stored again, and its
+// answer is the original queue and offset with duplicate set (the
+// apache.rocketmq.v2 face does not deduplicate by default; see below). A request is refused whole
 // (validation, faults, throttling) or each of its messages is stored or
 // answered as a duplicate.
 //
@@ -59,44 +60,71 @@
 //
 // On the same listener the broker serves apache.rocketmq.v2
 // MessagingService, the gRPC protocol of RocketMQ 5 clients, so an official
-// client can be pointed at Addr as its endpoint. Its sends go through the
-// same steps as rocketry.v1's (validate, faults, throttle, store) into the
-// same store and dedup window: a message sent on one protocol is a
-// duplicate when re-sent on the other, and what a RocketMQ client stored is
-// read through ConsumerService or Messages (system_properties message_id,
-// tag and keys and the user_properties become the stored message's id, tag,
-// keys and properties; the body is kept as sent; a message goes to the
-// queue its queue_id names).
+// client can be pointed at Addr as its endpoint. It answers as the Apache
+// RocketMQ 5 proxy does in cluster mode (WithProxyMode(ProxyLocal) for
+// local mode), so that what a test proves against it holds against the
+// proxy users run. Its sends go through the same steps as rocketry.v1's
+// (validate, faults, throttle, store) into the same store, and what a
+// RocketMQ client stored is read through ConsumerService or Messages
+// (system_properties message_id, tag and keys and the user_properties
+// become the stored message's id, tag, keys and properties; the body is
+// kept as sent). Where it differs from rocketry.v1:
 //
-// A v2 SendMessage answers with gRPC OK and a body status per message, in
-// order:
-//
-//   - 20000 OK with the message id and offset (the status message names the
-//     queue); a re-sent id answers OK with the original's offset;
-//   - 40000 BAD_REQUEST, 40002 ILLEGAL_TOPIC, 40007
-//     ILLEGAL_MESSAGE_PROPERTY_KEY, 40009 ILLEGAL_MESSAGE_ID, 41301
-//     MESSAGE_BODY_TOO_LARGE or 40402 TOPIC_NOT_FOUND for an invalid
-//     message, which is refused alone: the others go on;
-//   - 42900 TOO_MANY_REQUESTS, the status message starting with the reason
-//     (BACKLOG, STORAGE_LOAD, SEND_RATE) and ending with the retry hint;
-//   - 50001 INTERNAL_SERVER_ERROR for an injected INTERNAL fault.
-//
-// Throttling and injected faults refuse every valid message of the request
-// and store nothing. The top status is OK when every entry is OK, the
-// common code when they share one, and 30000 MULTIPLE_RESULTS when they
-// differ. Injected UNAVAILABLE, dropped connections, blackholes and latency
-// act on the call, as on rocketry.v1: a gRPC UNAVAILABLE or the caller's
-// deadline, with no body.
+//   - A request is stored whole, on one queue, and answered with ONE
+//     SendResultEntry however many messages it carries: status OK, the
+//     ids joined by commas (local mode: a new id for the batch), the first
+//     message's offset. A refused request is answered with a status and no
+//     entry, nothing of it stored.
+//   - The broker picks the queue; the client's queue_id is ignored. A
+//     single message with a message group goes to the queue the proxy's
+//     hash of the group picks; any other request to the next queue in turn.
+//   - No deduplication by message id: a message sent twice is stored
+//     twice, as a RocketMQ broker stores it. Stats counts the Copies and
+//     the ids StoredTwice, and so do the metrics; WithRocketMQDedup answers
+//     a remembered id as stored instead, for tests about something else.
+//   - The proxy's validation, the whole request refused by its first
+//     invalid message: 40002 ILLEGAL_TOPIC (blank, a system topic, over 127
+//     characters, outside ^[%|a-zA-Z0-9_-]+$), 40016 MESSAGE_CORRUPTED (no
+//     message, or topics that differ), 41302 MESSAGE_BODY_EMPTY, 41301
+//     MESSAGE_BODY_TOO_LARGE, 43101 MESSAGE_PROPERTIES_TOO_LARGE (over 128
+//     user properties, or over 16 KiB of them with the tag and keys), 40007
+//     ILLEGAL_MESSAGE_PROPERTY_KEY (a reserved key, a control character),
+//     40004 ILLEGAL_MESSAGE_TAG (blank, '|', a control character), 40005
+//     ILLEGAL_MESSAGE_KEY, 40009 ILLEGAL_MESSAGE_ID, 40012
+//     ILLEGAL_DELIVERY_TIME (over 24 hours away), 40006
+//     ILLEGAL_MESSAGE_GROUP (blank, 64 bytes or more, a control
+//     character); then 40402 TOPIC_NOT_FOUND.
+//   - Load refusals are 42900 TOO_MANY_REQUESTS whose text starts with the
+//     reason's tag, as a RocketMQ broker's busy answers do, with no retry
+//     hint: [BACKLOG], [STORAGE_LOAD], [SEND_RATE] from Throttle, and, with
+//     a send queue (WithSendQueue, the broker's send thread pool), a
+//     request that waited too long for a worker is refused with
+//     "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while,
+//     period in queue: ...", one that finds the queue full with
+//     "[OVERLOAD]system busy, ...". In local mode they are 50001
+//     INTERNAL_SERVER_ERROR, with the same text, as is an injected INTERNAL
+//     fault in both modes. Injected UNAVAILABLE, dropped connections,
+//     blackholes and latency act on the call, as on rocketry.v1: a gRPC
+//     UNAVAILABLE or the caller's deadline, with no body.
 //
 // QueryRoute lists WithQueues queues on this broker, named by
-// WithBrokerName, and on the peers of WithRoutePeers;
-// brokertest.StartCluster starts brokers that route to each other.
-// Telemetry answers the client's Settings with the retry policy of
+// WithBrokerName, with the access points the client used as its endpoints
+// (cluster mode: every one of them), and the queues of the peers of
+// WithRoutePeers at their own addresses (Peer.Addrs gives a broker
+// several); brokertest.StartCluster starts brokers that route to each
+// other. Telemetry answers the client's Settings with the retry policy of
 // WithClientRetryPolicy (by default the RocketMQ 5 proxy's) and the
 // broker's largest body, and stays open until the client closes it or the
 // broker stops or restarts. Heartbeat, NotifyClientTermination and
 // EndTransaction answer OK; a transactional message is stored when sent, and
-// a rollback does not remove it. The consumer calls of v2 are not served.
+// a rollback does not remove it.
+//
+// What the face still does not model: a route of several brokers behind
+// one proxy (each bundled broker stores only its own messages, and hashes a
+// group over its own queues), SEND_BATCH_MESSAGE's own limits, the broker's
+// [PCBUSY_CLEAN_QUEUE] and [PC_SYNCHRONIZED] (page cache busy), the
+// proxy's own full thread pool ("flow limit") and 50400 PROXY_TIMEOUT, and
+// flush or replica answers (50401, 50402, 50002).
 //
 // # Watching sends
 //
@@ -109,7 +137,8 @@
 // [Broker.MetricsHandler] and [Broker.WriteMetrics] give the broker's
 // counters and gauges in the Prometheus text format, for a scraper or a
 // person with curl while a test or the demo runs (`rocketry broker
-// --metrics ADDR` serves them): stored, duplicates, throttled by reason,
+// --metrics ADDR` serves them): stored, duplicates, copies and ids stored
+// twice, throttled by reason,
 // throttling spells, backlog per consumer group, cold reads, injected
 // faults.
 //

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
@@ -68,7 +69,14 @@ type refusal struct {
 	fault   faultKind                 // the injected fault behind it, or faultNone
 	grpc    codes.Code                // the gRPC code when it is not code's (the caller's context ended)
 	retry   time.Duration             // > 0: when to try again
-	msg     string
+	// tag is the bracketed tag of a RocketMQ broker's SYSTEM_BUSY answer
+	// the send queue gives (ReasonTimeoutCleanQueue, ReasonOverload); msg
+	// is then that answer's text, verbatim.
+	tag string
+	// v2 is the apache.rocketmq.v2 code of a refusal of the proxy's
+	// validation (rocketmq_validate.go); 0 maps code instead.
+	v2  rocketmqv2.Code
+	msg string
 }
 
 // status is the refusal as a rocketry.v1 gRPC status error.

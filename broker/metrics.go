@@ -31,9 +31,11 @@ func (b *Broker) MetricsHandler() http.Handler {
 //
 //	rocketry_broker_stored_messages_total               counter
 //	rocketry_broker_duplicate_messages_total            counter: refused, the ID was stored already
+//	rocketry_broker_copies_stored_total                 counter: stored, the ID was stored already
+//	rocketry_broker_ids_stored_twice                    gauge: IDs stored more than once
 //	rocketry_broker_bad_request_messages_total          counter
 //	rocketry_broker_send_requests_total{protocol}       counter: rocketry.v1, apache.rocketmq.v2
-//	rocketry_broker_throttled_messages_total{reason}    counter: BACKLOG, STORAGE_LOAD, SEND_RATE
+//	rocketry_broker_throttled_messages_total{reason}    counter: BACKLOG, STORAGE_LOAD, SEND_RATE (TIMEOUT_CLEAN_QUEUE, OVERLOAD with a send queue)
 //	rocketry_broker_throttling_episodes_total{reason}   counter: spells begun, BACKLOG, STORAGE_LOAD
 //	rocketry_broker_throttling{reason}                  gauge: 1 while STORAGE_LOAD throttles
 //	rocketry_broker_faults_injected_total{fault}        counter: internal, latency, blackhole, drop, unavailable
@@ -48,10 +50,14 @@ func (b *Broker) WriteMetrics(w io.Writer) error {
 	s := b.Stats()
 	bw := bufio.NewWriter(w)
 	m := metricsWriter{w: bw}
-	m.family("rocketry_broker_stored_messages_total", "counter", "Messages stored, each ID once.")
+	m.family("rocketry_broker_stored_messages_total", "counter", "Messages stored, copies included.")
 	m.sample("", s.GetStored())
 	m.family("rocketry_broker_duplicate_messages_total", "counter", "Messages refused as duplicates: their ID was stored already.")
 	m.sample("", s.GetDuplicates())
+	m.family("rocketry_broker_copies_stored_total", "counter", "Messages stored although their ID was stored already (apache.rocketmq.v2 does not deduplicate by default).")
+	m.sample("", s.GetCopies())
+	m.family("rocketry_broker_ids_stored_twice", "gauge", "Message IDs stored more than once.")
+	m.sample("", s.GetStoredTwice())
 	m.family("rocketry_broker_bad_request_messages_total", "counter", "Messages refused as invalid (4xx).")
 	m.sample("", s.GetBadRequests())
 	m.family("rocketry_broker_send_requests_total", "counter", "SendMessage requests received, by protocol.")

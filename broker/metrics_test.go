@@ -39,12 +39,18 @@ func TestWriteMetrics(t *testing.T) {
 
 	var sb strings.Builder
 	require.NoError(t, b.WriteMetrics(&sb))
-	assert.Equal(t, `# HELP rocketry_broker_stored_messages_total Messages stored, each ID once.
+	assert.Equal(t, `# HELP rocketry_broker_stored_messages_total Messages stored, copies included.
 # TYPE rocketry_broker_stored_messages_total counter
 rocketry_broker_stored_messages_total 20
 # HELP rocketry_broker_duplicate_messages_total Messages refused as duplicates: their ID was stored already.
 # TYPE rocketry_broker_duplicate_messages_total counter
 rocketry_broker_duplicate_messages_total 1
+# HELP rocketry_broker_copies_stored_total Messages stored although their ID was stored already (apache.rocketmq.v2 does not deduplicate by default).
+# TYPE rocketry_broker_copies_stored_total counter
+rocketry_broker_copies_stored_total 0
+# HELP rocketry_broker_ids_stored_twice Message IDs stored more than once.
+# TYPE rocketry_broker_ids_stored_twice gauge
+rocketry_broker_ids_stored_twice 0
 # HELP rocketry_broker_bad_request_messages_total Messages refused as invalid (4xx).
 # TYPE rocketry_broker_bad_request_messages_total counter
 rocketry_broker_bad_request_messages_total 1

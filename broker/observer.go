@@ -9,14 +9,16 @@ import (
 // The results of a SendRecord: what the broker did with one message of
 // one send request.
 const (
-	// SendStored: the message is stored now.
+	// SendStored: the message is stored now (a copy when its id was stored
+	// before and the send did not deduplicate).
 	SendStored = "stored"
 	// SendDuplicate: the broker had stored the message's id before; the
 	// answer is the original's place and nothing is stored.
 	SendDuplicate = "duplicate"
 	// SendThrottled: refused for load (rocketry.v1 530, apache.rocketmq.v2
 	// 42900); SendRecord.Reason is "BACKLOG", "STORAGE_LOAD" or
-	// "SEND_RATE". Nothing is stored.
+	// "SEND_RATE", or the send queue's "TIMEOUT_CLEAN_QUEUE" or "OVERLOAD"
+	// (WithSendQueue). Nothing is stored.
 	SendThrottled = "throttled"
 	// SendFault: an injected fault answered; SendRecord.Reason is the
 	// fault: "internal", "unavailable", "blackhole", "drop", or "latency"
@@ -95,6 +97,8 @@ func (r *refusal) result() (string, string) {
 	switch {
 	case r.fault != faultNone:
 		return SendFault, faultNames[r.fault]
+	case r.tag != "":
+		return SendThrottled, r.tag
 	case r.code == rocketryv1.Code_CODE_TOO_MANY_REQUESTS:
 		return SendThrottled, throttleNames[r.reason]
 	}

@@ -32,6 +32,10 @@ type config struct {
 	brokerName   string
 	peers        func() []Peer
 	clientRetry  clientRetryPolicy
+	// The apache.rocketmq.v2 face (rocketmq_options.go, sendqueue.go).
+	rocketmqDedup bool
+	proxyMode     ProxyMode
+	sendQueue     SendQueue
 }
 
 // Defaults of the options.
@@ -229,6 +233,10 @@ type Peer struct {
 	Name string
 	// Addr is the host:port clients dial, such as "127.0.0.1:7778".
 	Addr string
+	// Addrs are more addresses of the same broker, listed after Addr in
+	// its endpoints (a client tries the next when one fails); none by
+	// default.
+	Addrs []string
 }
 
 // WithBrokerName sets the broker name of this broker's queues in

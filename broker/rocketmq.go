@@ -20,7 +20,8 @@ import (
 // rocketmqServer serves apache.rocketmq.v2.MessagingService, the RocketMQ
 // 5 gRPC protocol, for official RocketMQ clients: a route, Settings over
 // Telemetry, heartbeats, and sends through the same send core, store,
-// dedup window, throttling and faults as rocketry.v1. The consumer calls
+// throttling and faults as rocketry.v1, answered as the RocketMQ 5 proxy
+// answers them (rocketmq_send.go). The consumer calls
 // (ReceiveMessage, AckMessage) are not served: consume what a RocketMQ
 // client sent through rocketry.v1's ConsumerService or Broker.Messages.
 type rocketmqServer struct {
@@ -43,34 +44,45 @@ var acceptedTypes = []rocketmqv2.MessageType{
 
 // QueryRoute answers the topic's queues: WithQueues queues on this broker
 // (ids 0..n-1, READ_WRITE, every message type but LITE and PRIORITY) under
-// its broker name (WithBrokerName) and address, then as many on each peer
-// (WithRoutePeers). A broker listening on an unspecified address (0.0.0.0,
-// [::]) names itself by the host the client dialled. An unknown topic is
-// 40402 TOPIC_NOT_FOUND when the broker does not create topics; otherwise
-// the topic is created by its first send.
+// its broker name (WithBrokerName), then as many on each peer
+// (WithRoutePeers). This broker's endpoints are the access points the
+// client used, every address of the request's endpoints, as a proxy in
+// cluster mode answers (ClusterTopicRouteService builds every broker of a
+// route from the request's addresses; see
+// proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/route/RouteActivity.java),
+// so that a client that dialled "a;b" is sent to "a;b" again; a request
+// without endpoints gets the broker's own address, its unspecified host
+// (0.0.0.0, [::]) replaced by 127.0.0.1. A peer's endpoints are its own
+// addresses (Peer.Addr, Peer.Addrs), as each broker's proxy in local mode
+// routes to its own. An unknown topic is 40402 TOPIC_NOT_FOUND when the
+// broker does not create topics; otherwise the topic is created by its
+// first send.
 func (s rocketmqServer) QueryRoute(ctx context.Context, req *rocketmqv2.QueryRouteRequest) (*rocketmqv2.QueryRouteResponse, error) {
 	b := s.b
 	name := req.GetTopic().GetName()
-	if msg := checkTopic(name); msg != "" {
-		return &rocketmqv2.QueryRouteResponse{Status: v2Status(rocketmqv2.Code_ILLEGAL_TOPIC, "broker: "+msg)}, nil
+	if r := checkRocketMQTopic(name); r != nil {
+		return &rocketmqv2.QueryRouteResponse{Status: v2Status(rocketmqv2.Code_ILLEGAL_TOPIC, r.msg)}, nil
 	}
 	if !b.cfg.autoCreate && b.lookupTopic(name) == nil {
 		return &rocketmqv2.QueryRouteResponse{Status: v2Status(rocketmqv2.Code_TOPIC_NOT_FOUND,
 			fmt.Sprintf("broker: topic %q not found (the broker does not create topics)", name))}, nil
 	}
 	self := b.Addr()
-	brokers := []Peer{{Name: b.cfg.brokerName, Addr: advertised(self, req.GetEndpoints())}}
+	own := accessPoints(req.GetEndpoints())
+	if own == nil {
+		own = endpoints(advertised(self))
+	}
+	brokers := []*rocketmqv2.Broker{{Name: b.cfg.brokerName, Endpoints: own}}
 	if b.cfg.peers != nil {
 		for _, p := range b.cfg.peers() {
 			if p.Addr != self {
-				brokers = append(brokers, p)
+				brokers = append(brokers, &rocketmqv2.Broker{Name: p.Name, Endpoints: endpoints(p.Addr, p.Addrs...)})
 			}
 		}
 	}
 	topic := &rocketmqv2.Resource{ResourceNamespace: req.GetTopic().GetResourceNamespace(), Name: name}
 	resp := &rocketmqv2.QueryRouteResponse{Status: v2OK()}
-	for _, p := range brokers {
-		br := &rocketmqv2.Broker{Name: p.Name, Endpoints: endpoints(p.Addr)}
+	for _, br := range brokers {
 		for q := range b.cfg.queues {
 			resp.MessageQueues = append(resp.MessageQueues, &rocketmqv2.MessageQueue{
 				Topic: topic, Id: int32(q), Permission: rocketmqv2.Permission_READ_WRITE,
@@ -81,9 +93,22 @@ func (s rocketmqServer) QueryRoute(ctx context.Context, req *rocketmqv2.QueryRou
 	return resp, nil
 }
 
+// accessPoints is a copy of the endpoints a client used, nil when they
+// have no address.
+func accessPoints(e *rocketmqv2.Endpoints) *rocketmqv2.Endpoints {
+	if len(e.GetAddresses()) == 0 {
+		return nil
+	}
+	out := &rocketmqv2.Endpoints{Scheme: e.GetScheme()}
+	for _, a := range e.GetAddresses() {
+		out.Addresses = append(out.Addresses, &rocketmqv2.Address{Host: a.GetHost(), Port: a.GetPort()})
+	}
+	return out
+}
+
 // advertised is addr with an unspecified host (0.0.0.0, [::]) replaced by
-// the host of the access point the client dialled, or 127.0.0.1.
-func advertised(addr string, access *rocketmqv2.Endpoints) string {
+// 127.0.0.1.
+func advertised(addr string) string {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return addr
@@ -91,28 +116,31 @@ func advertised(addr string, access *rocketmqv2.Endpoints) string {
 	if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
 		return addr
 	}
-	host = "127.0.0.1"
-	if as := access.GetAddresses(); len(as) > 0 && as[0].GetHost() != "" {
-		host = as[0].GetHost()
-	}
-	return net.JoinHostPort(host, port)
+	return net.JoinHostPort("127.0.0.1", port)
 }
 
-// endpoints is addr ("host:port") as v2 Endpoints.
-func endpoints(addr string) *rocketmqv2.Endpoints {
-	host, portStr, err := net.SplitHostPort(addr)
-	if err != nil {
-		host, portStr = addr, "0"
-	}
-	port, _ := strconv.Atoi(portStr)
-	scheme := rocketmqv2.AddressScheme_DOMAIN_NAME
-	if ip := net.ParseIP(host); ip != nil {
-		scheme = rocketmqv2.AddressScheme_IPv6
-		if ip.To4() != nil {
-			scheme = rocketmqv2.AddressScheme_IPv4
+// endpoints is the addresses ("host:port") of one broker as v2 Endpoints,
+// their scheme the first address's.
+func endpoints(addr string, more ...string) *rocketmqv2.Endpoints {
+	e := &rocketmqv2.Endpoints{}
+	for i, a := range append([]string{addr}, more...) {
+		host, portStr, err := net.SplitHostPort(a)
+		if err != nil {
+			host, portStr = a, "0"
 		}
+		port, _ := strconv.Atoi(portStr)
+		if i == 0 {
+			e.Scheme = rocketmqv2.AddressScheme_DOMAIN_NAME
+			if ip := net.ParseIP(host); ip != nil {
+				e.Scheme = rocketmqv2.AddressScheme_IPv6
+				if ip.To4() != nil {
+					e.Scheme = rocketmqv2.AddressScheme_IPv4
+				}
+			}
+		}
+		e.Addresses = append(e.Addresses, &rocketmqv2.Address{Host: host, Port: int32(port)})
 	}
-	return &rocketmqv2.Endpoints{Scheme: scheme, Addresses: []*rocketmqv2.Address{{Host: host, Port: int32(port)}}}
+	return e
 }
 
 // Heartbeat answers OK: the broker keeps no client state.

@@ -3,43 +3,52 @@ package broker
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
 // SendMessage is the apache.rocketmq.v2 face of the send core (the one
-// rocketry.v1 SendMessage uses: validate, faults, throttle, store). Each
-// message is answered by an entry with its own body status, in order:
+// rocketry.v1 SendMessage uses: validate, faults, throttle, store). It
+// answers as the RocketMQ 5 proxy does
+// (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/producer/SendMessageActivity.java
+// and proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/GrpcMessagingApplication.java):
 //
-//   - 20000 OK with message_id and offset (the status message names the
-//     queue), also for a duplicate, which answers the original's offset;
-//   - 40000 BAD_REQUEST, 40002 ILLEGAL_TOPIC, 40007
-//     ILLEGAL_MESSAGE_PROPERTY_KEY, 40009 ILLEGAL_MESSAGE_ID, 41301
-//     MESSAGE_BODY_TOO_LARGE or 40402 TOPIC_NOT_FOUND for an invalid
-//     message, refused alone: the other messages go on (a tag or key that
-//     is not UTF-8 would be 40004 or 40005, but gRPC refuses such a request
-//     before it arrives);
-//   - 42900 TOO_MANY_REQUESTS when throttled, the status message starting
-//     with the reason (BACKLOG, STORAGE_LOAD, SEND_RATE) and ending with
-//     the broker's retry hint;
-//   - 50001 INTERNAL_SERVER_ERROR for an injected INTERNAL fault.
+//   - stored: gRPC OK with status 20000 OK and ONE SendResultEntry
+//     however many messages the request carries, for they are stored
+//     together, atomically, on one queue (the proxy sends them as one
+//     SEND_BATCH_MESSAGE and gets one SendResult). Its message_id is the
+//     messages' ids joined by commas (a single message: its id; in
+//     ProxyLocal mode a new id for a batch), its offset the first
+//     message's, its status message "OK".
+//   - refused: gRPC OK with a status and no entry, the whole request
+//     refused and nothing of it stored: the proxy's validation (see
+//     checkRocketMQTopic and checkRocketMQMessage; 40016 MESSAGE_CORRUPTED
+//     for a request without messages, 40000 for more than WithMaxBatch),
+//     40402 TOPIC_NOT_FOUND, 42900 TOO_MANY_REQUESTS when throttled or
+//     busy (the text starts with the reason's tag: [BACKLOG],
+//     [STORAGE_LOAD], [SEND_RATE], or the send queue's
+//     [TIMEOUT_CLEAN_QUEUE] and [OVERLOAD], see SendQueue; no retry hint),
+//     50001 INTERNAL_SERVER_ERROR for an injected INTERNAL fault. In
+//     ProxyLocal mode a throttled or busy request is 50001 too.
 //
-// A throttled or faulted request stores none of its messages. The top
-// status is OK when every entry is OK, the entries' code when they all
-// share one, and 30000 MULTIPLE_RESULTS when they differ. The rest of the
-// injected faults answer as on rocketry.v1, with a gRPC error and no body:
-// UNAVAILABLE (including a dropped connection), or the caller's deadline
-// for a blackhole. A request without messages or with more than
-// WithMaxBatch is 40000 as a whole.
+// The broker picks the queue, not the client (whose queue_id is ignored):
+// a single message with a message group goes to the queue the proxy's
+// hash picks (groupQueue), any other request to the next queue in turn.
+// A message is stored again when sent again, as a RocketMQ broker does:
+// the answer is OK and Stats counts the copy; WithRocketMQDedup answers a
+// remembered id as stored instead (the entry's offset is the original's).
+// The rest of the injected faults answer as on rocketry.v1, with a gRPC
+// error and no body: UNAVAILABLE (including a dropped connection), or the
+// caller's deadline for a blackhole.
 //
 // Messages are stored as rocketry.v1 messages, readable by ConsumerService
 // and Broker.Messages: system_properties.message_id, tag and keys become
 // the message's id, tag and keys, user_properties its properties, body its
 // body as sent (a GZIP body stays compressed), and message_type
-// TRANSACTION sets transactional. The message goes to the queue of
-// system_properties.queue_id (a queue of the route); the other system
-// properties and the topic's resource_namespace are not kept.
+// TRANSACTION sets transactional. The other system properties and the
+// topic's resource_namespace are not kept.
 func (s rocketmqServer) SendMessage(ctx context.Context, req *rocketmqv2.SendMessageRequest) (*rocketmqv2.SendMessageResponse, error) {
 	b := s.b
 	in := req.GetMessages()
@@ -47,54 +56,83 @@ func (s rocketmqServer) SendMessage(ctx context.Context, req *rocketmqv2.SendMes
 		protocol: ProtocolRocketMQV2,
 		msgs:     make([]*rocketryv1.Message, len(in)),
 		invalid:  make([]*refusal, len(in)),
-		queues:   make([]int32, len(in)),
+		whole:    true,
+		oneQueue: true,
+		noDedup:  !b.cfg.rocketmqDedup,
+		queued:   true,
 	}
+	if len(in) == 0 {
+		b.sendRequests.Add(1)
+		b.sendRequestsV2.Add(1)
+		b.badRequests.Add(1)
+		return &rocketmqv2.SendMessageResponse{Status: v2Status(rocketmqv2.Code_MESSAGE_CORRUPTED, "no message to send")}, nil
+	}
+	topicRefusal := checkRocketMQTopic(in[0].GetTopic().GetName())
+	now := b.now()
 	for i, m := range in {
-		sr.msgs[i], sr.queues[i], sr.invalid[i] = b.fromV2(i, m)
+		sr.msgs[i] = fromV2(m)
+		switch {
+		case topicRefusal != nil:
+			sr.invalid[i] = topicRefusal
+		case m != nil:
+			sr.invalid[i] = b.checkRocketMQMessage(m, in[0].GetTopic(), now)
+		}
+	}
+	if len(in) == 1 {
+		if g := in[0].GetSystemProperties().GetMessageGroup(); g != "" {
+			sr.queues = []int32{int32(groupQueue(g, b.cfg.queues))}
+		}
 	}
 	whole, res := b.send(ctx, sr)
+	if whole == nil {
+		for i := range res {
+			if whole = res[i].refused; whole != nil {
+				break
+			}
+		}
+	}
 	if whole != nil {
-		st := v2StatusOf(whole)
-		resp := &rocketmqv2.SendMessageResponse{Status: st}
-		for _, m := range sr.msgs {
-			resp.Entries = append(resp.Entries, &rocketmqv2.SendResultEntry{Status: st, MessageId: m.GetMessageId()})
+		if whole.code == rocketryv1.Code_CODE_UNAVAILABLE {
+			return nil, whole.status() // the call failed: no body
 		}
-		return resp, nil
+		return &rocketmqv2.SendMessageResponse{Status: b.v2StatusOf(whole)}, nil
 	}
-	resp := &rocketmqv2.SendMessageResponse{Entries: make([]*rocketmqv2.SendResultEntry, len(res))}
-	for i, r := range res {
-		if r.refused != nil && r.refused.code == rocketryv1.Code_CODE_UNAVAILABLE {
-			return nil, r.refused.status() // the call failed: no body
-		}
-		e := &rocketmqv2.SendResultEntry{MessageId: sr.msgs[i].GetMessageId()}
-		switch {
-		case r.refused != nil:
-			e.Status = v2StatusOf(r.refused)
-		case r.duplicate:
-			e.Status = v2Status(rocketmqv2.Code_OK, fmt.Sprintf("duplicate of the message stored in queue %d at offset %d", r.queue, r.offset))
-			e.Offset = r.offset
-		default:
-			e.Status = v2Status(rocketmqv2.Code_OK, fmt.Sprintf("stored in queue %d at offset %d", r.queue, r.offset))
-			e.Offset = r.offset
-		}
-		if e.Status.Code == rocketmqv2.Code_OK && sr.msgs[i].Transactional {
-			e.TransactionId = e.MessageId // EndTransaction accepts any id
-		}
-		resp.Entries[i] = e
+	e := &rocketmqv2.SendResultEntry{Status: v2OK(), Offset: res[0].offset, MessageId: b.batchID(sr.msgs)}
+	if sr.msgs[0].Transactional {
+		e.TransactionId = e.MessageId // EndTransaction accepts any id
 	}
-	resp.Status = topStatus(resp.Entries)
-	return resp, nil
+	return &rocketmqv2.SendMessageResponse{Status: v2OK(), Entries: []*rocketmqv2.SendResultEntry{e}}, nil
 }
 
-// fromV2 converts message i of a v2 request to the store's message and the
-// queue it asks for, or answers why it cannot be stored. A nil message is
+// batchID is the message_id of the one entry of a stored request: the id
+// of a single message; for a batch the ids joined by commas, as the
+// remoting client reports a batch's SendResult in cluster mode
+// (client/src/main/java/org/apache/rocketmq/client/impl/MQClientAPIImpl.java,
+// processSendResponse), or in local mode a new id the proxy gives the
+// batch (MessageClientIDSetter.setUniqID on the MessageBatch in
+// proxy/src/main/java/org/apache/rocketmq/proxy/service/message/LocalMessageService.java).
+func (b *Broker) batchID(msgs []*rocketryv1.Message) string {
+	if len(msgs) == 1 {
+		return msgs[0].MessageId
+	}
+	if b.cfg.proxyMode == ProxyLocal {
+		return fmt.Sprintf("%016X%016X", uint64(b.now().UnixNano()), b.batchSeq.Add(1))
+	}
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.MessageId
+	}
+	return strings.Join(ids, ",")
+}
+
+// fromV2 converts a v2 message to the store's message. A nil message is
 // left to the send core, which refuses it.
-func (b *Broker) fromV2(i int, m *rocketmqv2.Message) (*rocketryv1.Message, int32, *refusal) {
+func fromV2(m *rocketmqv2.Message) *rocketryv1.Message {
 	if m == nil {
-		return nil, -1, nil
+		return nil
 	}
 	sp := m.GetSystemProperties()
-	out := &rocketryv1.Message{
+	return &rocketryv1.Message{
 		MessageId:     sp.GetMessageId(),
 		Topic:         m.GetTopic().GetName(),
 		Tag:           sp.GetTag(),
@@ -103,13 +141,6 @@ func (b *Broker) fromV2(i int, m *rocketmqv2.Message) (*rocketryv1.Message, int3
 		Body:          m.GetBody(),
 		Transactional: sp.GetMessageType() == rocketmqv2.MessageType_TRANSACTION,
 	}
-	if sp == nil {
-		return out, -1, badMessage(problemID, "message %d: missing system_properties (and its message_id)", i)
-	}
-	if q := sp.GetQueueId(); q < 0 || int(q) >= b.cfg.queues {
-		return out, -1, badMessage(problemOther, "message %d: queue_id %d is not a queue of the route (0..%d)", i, q, b.cfg.queues-1)
-	}
-	return out, sp.GetQueueId(), nil
 }
 
 // v2Codes maps the rocketry.v1 code of a refusal to its v2 body code;
@@ -131,8 +162,14 @@ var v2Problems = [...]rocketmqv2.Code{
 	problemProperty: rocketmqv2.Code_ILLEGAL_MESSAGE_PROPERTY_KEY,
 }
 
-// v2StatusOf is the body status of a refusal that is not UNAVAILABLE.
-func v2StatusOf(r *refusal) *rocketmqv2.Status {
+// v2StatusOf is the status of a request refused whole, not UNAVAILABLE:
+// the proxy's own refusals keep their code; the broker's (throttled, busy,
+// an injected INTERNAL fault) are 42900 or 50001 as the proxy maps the
+// broker's answer in cluster mode, and 50001 in local mode.
+func (b *Broker) v2StatusOf(r *refusal) *rocketmqv2.Status {
+	if r.v2 != rocketmqv2.Code_CODE_UNSPECIFIED {
+		return v2Status(r.v2, r.msg)
+	}
 	code, ok := v2Codes[r.code]
 	if !ok {
 		code = rocketmqv2.Code_INTERNAL_SERVER_ERROR
@@ -142,25 +179,12 @@ func v2StatusOf(r *refusal) *rocketmqv2.Status {
 	case r.code == rocketryv1.Code_CODE_BAD_REQUEST:
 		code = v2Problems[r.problem]
 	case r.code == rocketryv1.Code_CODE_TOO_MANY_REQUESTS:
-		msg = throttleNames[r.reason] + ": " + msg
-		if r.retry > 0 {
-			msg += fmt.Sprintf("; retry in %v", r.retry)
+		if r.tag == "" { // the throttler's: tagged as the broker's busy answers are
+			msg = "[" + throttleNames[r.reason] + "]broker busy, " + strings.TrimPrefix(msg, "broker: ")
+		}
+		if b.cfg.proxyMode == ProxyLocal {
+			code = rocketmqv2.Code_INTERNAL_SERVER_ERROR
 		}
 	}
 	return v2Status(code, msg)
-}
-
-// topStatus is a response's status: OK when every entry is OK, the
-// entries' code when they share one, MULTIPLE_RESULTS when they differ.
-func topStatus(entries []*rocketmqv2.SendResultEntry) *rocketmqv2.Status {
-	first := entries[0].Status
-	for _, e := range entries[1:] {
-		if e.Status.Code != first.Code {
-			return v2Status(rocketmqv2.Code_MULTIPLE_RESULTS, "broker: the messages have different results; see each entry")
-		}
-	}
-	if first.Code == rocketmqv2.Code_OK {
-		return v2OK()
-	}
-	return v2Status(first.Code, first.Message)
 }

@@ -29,7 +29,7 @@ func dialV2(t testing.TB, addr string) rocketmqv2.MessagingServiceClient {
 	return rocketmqv2.NewMessagingServiceClient(conn)
 }
 
-// v2msg is a v2 message of topic with id, for queue 0.
+// v2msg is a v2 message of topic with id.
 func v2msg(topic, id string) *rocketmqv2.Message {
 	return &rocketmqv2.Message{
 		Topic:            &rocketmqv2.Resource{Name: topic},
@@ -42,7 +42,11 @@ func v2send(t testing.TB, c rocketmqv2.MessagingServiceClient, ms ...*rocketmqv2
 	t.Helper()
 	resp, err := c.SendMessage(ctx(t), &rocketmqv2.SendMessageRequest{Messages: ms})
 	require.NoError(t, err, "v2 SendMessage(%d messages)", len(ms))
-	require.Len(t, resp.Entries, len(ms), "entries")
+	if resp.Status.GetCode() == rocketmqv2.Code_OK {
+		require.Len(t, resp.Entries, 1, "a stored request's entries: one, however many messages")
+	} else {
+		require.Empty(t, resp.Entries, "a refused request's entries")
+	}
 	return resp
 }
 

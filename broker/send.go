@@ -54,14 +54,23 @@ type sendRequest struct {
 	// invalid holds, per message, a refusal the face found converting it
 	// to a rocketryv1.Message; nil, or as long as msgs.
 	invalid []*refusal
-	// queues holds, per message, the queue it asks for (apache.rocketmq.v2:
-	// the client picks a queue of the route), or -1 for the next queue in
-	// turn; nil means every message goes to the next queue in turn.
+	// queues holds, per message, the queue it goes to (apache.rocketmq.v2:
+	// the queue a single message's group hashes to), or -1 for the next
+	// queue in turn; nil means every message goes to the next queue in turn.
 	queues []int32
 	// whole makes one invalid message refuse every message of the request
-	// (rocketry.v1); without it an invalid message is refused alone and
-	// the others go on.
+	// (rocketry.v1, and apache.rocketmq.v2 as the proxy does); without it an
+	// invalid message is refused alone and the others go on.
 	whole bool
+	// oneQueue stores every message of the request on one queue, the next
+	// in turn, when queues does not name one (apache.rocketmq.v2).
+	oneQueue bool
+	// noDedup stores a message whose id the dedup window remembers again,
+	// as a copy (apache.rocketmq.v2 without WithRocketMQDedup).
+	noDedup bool
+	// queued makes the request wait in the broker's send queue, when
+	// WithSendQueue sets one, before it is stored (apache.rocketmq.v2).
+	queued bool
 }
 
 // entryResult is the send core's answer for one message: refused, or
@@ -116,6 +125,12 @@ func (b *Broker) decide(ctx context.Context, req sendRequest) (*refusal, []entry
 	t, r := b.topicFor(name)
 	if r != nil && valid == len(res) {
 		b.badRequests.Add(1)
+	}
+	if r == nil && req.queued {
+		var done func()
+		if done, r = b.sendQueue.wait(ctx, b.stopCh); done != nil {
+			defer done()
+		}
 	}
 	if r == nil {
 		r = b.injectFaults(ctx)
@@ -177,7 +192,7 @@ func (b *Broker) storeAdmitted(t *topic, req sendRequest, res []entryResult, val
 	if r := b.throttle.admitLocked(t, l, valid, now); r != nil {
 		return r
 	}
-	added, dups := t.storeLocked(req.msgs, req.queues, res, now, b.cfg.dedupTTL)
+	added, dups := t.storeLocked(&req, res, now, b.cfg.dedupTTL)
 	b.throttle.backlogChangedLocked(t, l, now)
 	b.stored.Add(added)
 	if dups > 0 {

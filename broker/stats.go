@@ -15,8 +15,12 @@ var throttleNames = map[rocketryv1.ThrottleReason]string{
 }
 
 // Stats returns what the broker stored, refused and throttled, with every
-// topic and group (sorted by name). The throttled counts are keyed by
-// "BACKLOG", "STORAGE_LOAD" and "SEND_RATE", the faults by "internal",
+// topic and group (sorted by name). Stored counts every copy; Copies counts
+// the messages stored although their id was stored before and StoredTwice
+// the ids stored more than once (0 and 0 while every send deduplicates).
+// The throttled counts are keyed by "BACKLOG", "STORAGE_LOAD" and
+// "SEND_RATE", and, with a send queue (WithSendQueue), "TIMEOUT_CLEAN_QUEUE"
+// and "OVERLOAD"; the faults by "internal",
 // "latency", "blackhole", "drop" and "unavailable"; every key is present.
 func (b *Broker) Stats() *rocketryv1.GetStatsResponse {
 	now := b.now()
@@ -25,7 +29,7 @@ func (b *Broker) Stats() *rocketryv1.GetStatsResponse {
 		Duplicates:   b.duplicates.Load(),
 		BadRequests:  b.badRequests.Load(),
 		SendRequests: b.sendRequests.Load(),
-		Throttled:    b.throttle.counts(),
+		Throttled:    b.throttleCounts(),
 		Faults:       map[string]int64{},
 	}
 	for k := faultInternal; k < numFaultKinds; k++ {
@@ -48,11 +52,15 @@ func (b *Broker) Stats() *rocketryv1.GetStatsResponse {
 			Stored:           t.stored,
 			Backlog:          t.backlogLocked(),
 			ThrottledBacklog: t.backlog.throttled,
+			Copies:           t.copies,
+			StoredTwice:      t.twice,
 		}
 		for name, g := range t.groups {
 			ts.Groups = append(ts.Groups, &rocketryv1.GroupStats{Group: name, Backlog: g.backlog})
 		}
 		t.mu.Unlock()
+		s.Copies += ts.Copies
+		s.StoredTwice += ts.StoredTwice
 		slices.SortFunc(ts.Groups, func(x, y *rocketryv1.GroupStats) int { return strings.Compare(x.Group, y.Group) })
 		s.Topics = append(s.Topics, ts)
 	}

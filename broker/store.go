@@ -17,6 +17,11 @@ type topic struct {
 	next   int                     // the queue of the next new message (round-robin)
 	stored int64
 	dedup  dedup
+	// times counts how often each id was stored; copies is the number of
+	// stores of an id stored before, twice the ids stored more than once.
+	times  map[string]uint32
+	copies int64
+	twice  int64
 	groups map[string]*group
 	// backlog is the BACKLOG throttling state, changed by the throttler.
 	backlog backlogState
@@ -34,6 +39,7 @@ func newTopic(name string, queues int, dedupCount int) *topic {
 		queues: make([][]*rocketryv1.Message, queues),
 		groups: map[string]*group{},
 		dedup:  dedup{limit: dedupCount, ids: map[string]dedupEntry{}},
+		times:  map[string]uint32{},
 	}
 }
 
@@ -73,37 +79,62 @@ type placement struct {
 	duplicate bool
 }
 
-// storeLocked stores each message of msgs whose entry in res is not
-// refused, or answers it as a duplicate when the dedup window remembers
-// its id, and fills in its placement in res. A message goes to the queue
-// want asks for (valid: checked by the caller), or, when want is nil or -1,
-// to the next queue in turn. The caller holds t.mu.
-func (t *topic) storeLocked(msgs []*rocketryv1.Message, want []int32, res []entryResult, now time.Time, ttl time.Duration) (added, dups int64) {
+// storeLocked stores each message of req whose entry in res is not
+// refused, or, when req deduplicates, answers it as a duplicate when the
+// dedup window remembers its id, and fills in its placement in res. A
+// message goes to the queue req.queues asks for (valid: checked by the
+// caller); when it asks for none (nil or -1), to the next queue in turn,
+// one message after another, or, with req.oneQueue, every message of the
+// request to the same queue, the next one in turn (apache.rocketmq.v2: a
+// batch is stored on one queue, as the RocketMQ broker stores a
+// SEND_BATCH_MESSAGE). The caller holds t.mu.
+func (t *topic) storeLocked(req *sendRequest, res []entryResult, now time.Time, ttl time.Duration) (added, dups int64) {
 	nowNano := now.UnixNano()
-	for i, m := range msgs {
+	batchQ := -1
+	var copies int64
+	for i, m := range req.msgs {
 		r := &res[i]
 		if r.refused != nil {
 			continue
 		}
-		if e, ok := t.dedup.lookup(m.MessageId, nowNano, ttl); ok {
-			r.placement = placement{queue: e.queue, offset: e.offset, duplicate: true}
-			dups++
-			continue
+		if !req.noDedup {
+			if e, ok := t.dedup.lookup(m.MessageId, nowNano, ttl); ok {
+				r.placement = placement{queue: e.queue, offset: e.offset, duplicate: true}
+				dups++
+				continue
+			}
 		}
-		q := t.next
-		if want != nil && want[i] >= 0 {
-			q = int(want[i])
-		} else if t.next++; t.next == len(t.queues) {
-			t.next = 0
+		var q int
+		switch {
+		case req.queues != nil && req.queues[i] >= 0:
+			q = int(req.queues[i])
+		case req.oneQueue && batchQ >= 0:
+			q = batchQ
+		default:
+			q = t.next
+			if t.next++; t.next == len(t.queues) {
+				t.next = 0
+			}
+			batchQ = q
 		}
 		off := int64(len(t.queues[q]))
 		m.Topic = t.name // share one string per topic
 		t.queues[q] = append(t.queues[q], m)
 		t.dedup.remember(m.MessageId, int32(q), off, nowNano, ttl)
+		switch n := t.times[m.MessageId]; n {
+		case 0:
+		case 1:
+			t.twice++
+			fallthrough
+		default:
+			copies++
+		}
+		t.times[m.MessageId]++
 		r.placement = placement{queue: int32(q), offset: off}
 		added++
 	}
 	t.stored += added
+	t.copies += copies
 	for _, g := range t.groups {
 		g.backlog += added
 	}

@@ -47,6 +47,9 @@ type brokerConfig struct {
 	name          string
 	peers         string
 	metrics       string // broker_metrics.go
+	rocketmqDedup bool
+	proxyMode     string
+	sendQueue     broker.SendQueue
 	cert, key     string // --cert, --key: serve TLS
 	pidFile       string
 }
@@ -80,11 +83,34 @@ func brokerFlags(c *brokerConfig) *flag.FlagSet {
 	fs.StringVar(&c.pidFile, "pid-file", "", "write the process id to this `file` while serving (removed at exit): kill \"$(cat FILE)\" stops the broker")
 	fs.StringVar(&c.name, "name", "broker-0", "broker `name` of this broker's queues in apache.rocketmq.v2 routes")
 	fs.StringVar(&c.peers, "peers", "",
-		"other brokers listed in this broker's apache.rocketmq.v2 routes, as `NAME=HOST:PORT,...` (e.g. broker-1=127.0.0.1:7778): "+
+		"other brokers listed in this broker's apache.rocketmq.v2 routes, as `NAME=HOST:PORT[;HOST:PORT...],...` (e.g. broker-1=127.0.0.1:7778; "+
+			"several addresses of one broker are separated by ';' as the official clients write them): "+
 			"run one process per broker, each with its own --name and the others as --peers, and RocketMQ 5 clients spread "+
 			"their sends over all of them (each broker stores its own messages; give every one the same --queues)")
+	fs.BoolVar(&c.rocketmqDedup, "rocketmq-dedup", false,
+		"answer an apache.rocketmq.v2 message whose id was stored before as stored, instead of storing it again as a RocketMQ broker does (the copies are counted in stats)")
+	fs.StringVar(&c.proxyMode, "proxy-mode", "cluster",
+		"how apache.rocketmq.v2 sends are answered, as a RocketMQ 5 proxy in this `mode`: cluster (a batch's id is its ids joined by commas; busy is 42900) "+
+			"or local (a batch gets a new id; every refusal of the broker, busy included, is 50001)")
+	fs.IntVar(&c.sendQueue.Workers, "send-workers", 0,
+		"apache.rocketmq.v2 send requests stored at once, each taking --send-service-time, the others waiting in the broker's send queue; 0 = no send queue")
+	fs.DurationVar(&c.sendQueue.ServiceTime, "send-service-time", 0, "how long a send worker takes over one request (capacity = --send-workers / this)")
+	fs.IntVar(&c.sendQueue.Capacity, "send-queue-capacity", 0, "requests that may wait for a send worker ([OVERLOAD] 42900 beyond); 0 = 10000")
+	fs.DurationVar(&c.sendQueue.MaxWait, "send-queue-max-wait", 0,
+		"a request waiting this long for a send worker is refused with 42900 [TIMEOUT_CLEAN_QUEUE]broker busy, as a RocketMQ broker does; 0 = 200ms")
 	metricsFlag(fs, c)
 	return fs
+}
+
+// parseProxyMode reads --proxy-mode.
+func parseProxyMode(s string) (broker.ProxyMode, error) {
+	switch s {
+	case "cluster":
+		return broker.ProxyCluster, nil
+	case "local":
+		return broker.ProxyLocal, nil
+	}
+	return 0, fmt.Errorf("--proxy-mode %q: want cluster or local", s)
 }
 
 // checkBrokerName checks a broker name (--name, or a peer's) as the
@@ -102,6 +128,7 @@ func checkBrokerName(name string) error {
 }
 
 // parsePeers reads --peers: NAME=HOST:PORT entries, separated by commas,
+// a broker's several addresses separated by ';' (NAME=HOST:PORT;HOST:PORT),
 // with names and addresses each used once and no name equal to self's.
 func parsePeers(s, self string) ([]broker.Peer, error) {
 	if s == "" {
@@ -117,28 +144,36 @@ func parsePeers(s, self string) ([]broker.Peer, error) {
 		if err := checkBrokerName(name); err != nil {
 			return nil, fmt.Errorf("--peers %q: name %q %v", s, name, err)
 		}
-		host, port, err := net.SplitHostPort(addr)
-		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
-			return nil, fmt.Errorf("--peers %q: address %q of %s is not HOST:PORT", s, addr, name)
+		all := strings.Split(addr, ";")
+		for _, a := range all {
+			host, port, err := net.SplitHostPort(a)
+			if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+				return nil, fmt.Errorf("--peers %q: address %q of %s is not HOST:PORT", s, a, name)
+			}
+			if addrs[a] {
+				return nil, fmt.Errorf("--peers %q: address %s given twice", s, a)
+			}
+			addrs[a] = true
 		}
 		switch {
 		case name == self:
 			return nil, fmt.Errorf("--peers %q: %s is this broker's --name; give the other brokers", s, name)
 		case names[name]:
 			return nil, fmt.Errorf("--peers %q: name %s given twice", s, name)
-		case addrs[addr]:
-			return nil, fmt.Errorf("--peers %q: address %s given twice", s, addr)
 		}
-		names[name], addrs[addr] = true, true
-		peers = append(peers, broker.Peer{Name: name, Addr: addr})
+		names[name] = true
+		peers = append(peers, broker.Peer{Name: name, Addr: all[0], Addrs: all[1:]})
 	}
 	return peers, nil
 }
 
 // options turns the flags into broker options; seeded says whether --seed
 // was given.
-func (c *brokerConfig) options(logger *slog.Logger, seeded bool, peers []broker.Peer) []broker.Option {
+func (c *brokerConfig) options(logger *slog.Logger, seeded bool, peers []broker.Peer, mode broker.ProxyMode) []broker.Option {
 	opts := []broker.Option{
+		broker.WithRocketMQDedup(c.rocketmqDedup),
+		broker.WithProxyMode(mode),
+		broker.WithSendQueue(c.sendQueue),
 		broker.WithBrokerName(c.name),
 		broker.WithQueues(c.queues),
 		broker.WithThrottle(c.throttle),
@@ -194,7 +229,12 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rocketry broker: %v\n", err)
 		return 2
 	}
-	b, err := broker.New(c.options(logger, seeded, peers)...)
+	mode, err := parseProxyMode(c.proxyMode)
+	if err != nil {
+		fmt.Fprintf(stderr, "rocketry broker: %v\n", err)
+		return 2
+	}
+	b, err := broker.New(c.options(logger, seeded, peers, mode)...)
 	if err != nil {
 		fmt.Fprintf(stderr, "rocketry broker: %s\n", cleanError(err))
 		return 2
@@ -297,7 +337,7 @@ func logStats(logger *slog.Logger, b *broker.Broker) {
 		backlog = max(backlog, t.Backlog)
 	}
 	logger.Debug("broker: stats",
-		"stored", s.Stored, "duplicates", s.Duplicates, "send_requests", s.SendRequests, "bad_requests", s.BadRequests,
+		"stored", s.Stored, "duplicates", s.Duplicates, "copies", s.Copies, "stored_twice", s.StoredTwice, "send_requests", s.SendRequests, "bad_requests", s.BadRequests,
 		"throttled", formatCounts(s.Throttled), "faults", formatCounts(s.Faults),
 		"topics", len(s.Topics), "max_backlog", backlog,
 		"storage_load", fmt.Sprintf("%.1f", s.StorageLoad), "throttled_storage_load", s.ThrottledStorageLoad)

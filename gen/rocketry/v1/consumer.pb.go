@@ -499,8 +499,13 @@ type TopicStats struct {
 	Groups  []*GroupStats `protobuf:"bytes,5,rep,name=groups,proto3" json:"groups,omitempty"`
 	// throttled_backlog is true while sends to the topic are refused for backlog.
 	ThrottledBacklog bool `protobuf:"varint,6,opt,name=throttled_backlog,json=throttledBacklog,proto3" json:"throttled_backlog,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// copies counts the messages of the topic stored although their id was
+	// stored before (stored minus the number of distinct ids).
+	Copies int64 `protobuf:"varint,7,opt,name=copies,proto3" json:"copies,omitempty"`
+	// stored_twice counts the ids of the topic stored more than once.
+	StoredTwice   int64 `protobuf:"varint,8,opt,name=stored_twice,json=storedTwice,proto3" json:"stored_twice,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TopicStats) Reset() {
@@ -575,9 +580,25 @@ func (x *TopicStats) GetThrottledBacklog() bool {
 	return false
 }
 
+func (x *TopicStats) GetCopies() int64 {
+	if x != nil {
+		return x.Copies
+	}
+	return 0
+}
+
+func (x *TopicStats) GetStoredTwice() int64 {
+	if x != nil {
+		return x.StoredTwice
+	}
+	return 0
+}
+
 type GetStatsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// stored counts messages stored (each id once).
+	// stored counts messages stored, copies included: each id once unless
+	// it was stored again (apache.rocketmq.v2 does not deduplicate by
+	// default; see copies).
 	Stored int64 `protobuf:"varint,1,opt,name=stored,proto3" json:"stored,omitempty"`
 	// duplicates counts messages refused because their id was stored already.
 	Duplicates int64 `protobuf:"varint,2,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
@@ -593,7 +614,12 @@ type GetStatsResponse struct {
 	// bad_requests counts 4xx answers.
 	BadRequests int64 `protobuf:"varint,8,opt,name=bad_requests,json=badRequests,proto3" json:"bad_requests,omitempty"`
 	// sent_requests counts SendMessage requests received.
-	SendRequests  int64 `protobuf:"varint,9,opt,name=send_requests,json=sendRequests,proto3" json:"send_requests,omitempty"`
+	SendRequests int64 `protobuf:"varint,9,opt,name=send_requests,json=sendRequests,proto3" json:"send_requests,omitempty"`
+	// copies counts messages stored although their id was stored before:
+	// the extra copies, stored minus the number of distinct ids.
+	Copies int64 `protobuf:"varint,10,opt,name=copies,proto3" json:"copies,omitempty"`
+	// stored_twice counts the ids stored more than once.
+	StoredTwice   int64 `protobuf:"varint,11,opt,name=stored_twice,json=storedTwice,proto3" json:"stored_twice,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -691,6 +717,20 @@ func (x *GetStatsResponse) GetSendRequests() int64 {
 	return 0
 }
 
+func (x *GetStatsResponse) GetCopies() int64 {
+	if x != nil {
+		return x.Copies
+	}
+	return 0
+}
+
+func (x *GetStatsResponse) GetStoredTwice() int64 {
+	if x != nil {
+		return x.StoredTwice
+	}
+	return 0
+}
+
 var File_rocketry_v1_consumer_proto protoreflect.FileDescriptor
 
 const file_rocketry_v1_consumer_proto_rawDesc = "" +
@@ -723,7 +763,7 @@ const file_rocketry_v1_consumer_proto_rawDesc = "" +
 	"\n" +
 	"GroupStats\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
-	"\abacklog\x18\x02 \x01(\x03R\abacklog\"\xca\x01\n" +
+	"\abacklog\x18\x02 \x01(\x03R\abacklog\"\x85\x02\n" +
 	"\n" +
 	"TopicStats\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x16\n" +
@@ -731,7 +771,9 @@ const file_rocketry_v1_consumer_proto_rawDesc = "" +
 	"\x06stored\x18\x03 \x01(\x03R\x06stored\x12\x18\n" +
 	"\abacklog\x18\x04 \x01(\x03R\abacklog\x12/\n" +
 	"\x06groups\x18\x05 \x03(\v2\x17.rocketry.v1.GroupStatsR\x06groups\x12+\n" +
-	"\x11throttled_backlog\x18\x06 \x01(\bR\x10throttledBacklog\"\xa4\x04\n" +
+	"\x11throttled_backlog\x18\x06 \x01(\bR\x10throttledBacklog\x12\x16\n" +
+	"\x06copies\x18\a \x01(\x03R\x06copies\x12!\n" +
+	"\fstored_twice\x18\b \x01(\x03R\vstoredTwice\"\xdf\x04\n" +
 	"\x10GetStatsResponse\x12\x16\n" +
 	"\x06stored\x18\x01 \x01(\x03R\x06stored\x12\x1e\n" +
 	"\n" +
@@ -743,7 +785,10 @@ const file_rocketry_v1_consumer_proto_rawDesc = "" +
 	"\fstorage_load\x18\x06 \x01(\x01R\vstorageLoad\x124\n" +
 	"\x16throttled_storage_load\x18\a \x01(\bR\x14throttledStorageLoad\x12!\n" +
 	"\fbad_requests\x18\b \x01(\x03R\vbadRequests\x12#\n" +
-	"\rsend_requests\x18\t \x01(\x03R\fsendRequests\x1a<\n" +
+	"\rsend_requests\x18\t \x01(\x03R\fsendRequests\x12\x16\n" +
+	"\x06copies\x18\n" +
+	" \x01(\x03R\x06copies\x12!\n" +
+	"\fstored_twice\x18\v \x01(\x03R\vstoredTwice\x1a<\n" +
 	"\x0eThrottledEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a9\n" +
