@@ -19,10 +19,9 @@ import (
 
 // rocketmqServer serves apache.rocketmq.v2.MessagingService, the RocketMQ
 // 5 gRPC protocol, for official RocketMQ clients: a route, Settings over
-// Telemetry, heartbeats, and sends through the same send core, store,
-// dedup window, throttling and faults as rocketry.v1. The consumer calls
-// (ReceiveMessage, AckMessage) are not served: consume what a RocketMQ
-// client sent through rocketry.v1's ConsumerService or Broker.Messages.
+// Telemetry, heartbeats, sends through the same send core, store, dedup
+// window, throttling and faults as rocketry.v1, and a SimpleConsumer's
+// calls over the same consumer groups (rocketmq_consumer.go).
 type rocketmqServer struct {
 	rocketmqv2.UnimplementedMessagingServiceServer
 	b *Broker
@@ -42,7 +41,8 @@ var acceptedTypes = []rocketmqv2.MessageType{
 }
 
 // QueryRoute answers the topic's queues: WithQueues queues on this broker
-// (ids 0..n-1, READ_WRITE, every message type but LITE and PRIORITY) under
+// (ids 0..n-1, READ_WRITE, accepting the type the topic was declared with
+// by WithTopicType, else every type but LITE and PRIORITY) under
 // its broker name (WithBrokerName) and address, then as many on each peer
 // (WithRoutePeers). A broker listening on an unspecified address (0.0.0.0,
 // [::]) names itself by the host the client dialled. An unknown topic is
@@ -74,7 +74,7 @@ func (s rocketmqServer) QueryRoute(ctx context.Context, req *rocketmqv2.QueryRou
 		for q := range b.cfg.queues {
 			resp.MessageQueues = append(resp.MessageQueues, &rocketmqv2.MessageQueue{
 				Topic: topic, Id: int32(q), Permission: rocketmqv2.Permission_READ_WRITE,
-				Broker: br, AcceptMessageTypes: acceptedTypes,
+				Broker: br, AcceptMessageTypes: b.acceptedTypesOf(name),
 			})
 		}
 	}

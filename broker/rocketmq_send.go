@@ -52,6 +52,7 @@ func (s rocketmqServer) SendMessage(ctx context.Context, req *rocketmqv2.SendMes
 	for i, m := range in {
 		sr.msgs[i], sr.queues[i], sr.invalid[i] = b.fromV2(i, m)
 	}
+	sr.extras = v2Extras(in)
 	whole, res := b.send(ctx, sr)
 	if whole != nil {
 		st := v2StatusOf(whole)
@@ -129,6 +130,7 @@ var v2Problems = [...]rocketmqv2.Code{
 	problemTag:      rocketmqv2.Code_ILLEGAL_MESSAGE_TAG,
 	problemKey:      rocketmqv2.Code_ILLEGAL_MESSAGE_KEY,
 	problemProperty: rocketmqv2.Code_ILLEGAL_MESSAGE_PROPERTY_KEY,
+	problemType:     rocketmqv2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
 }
 
 // v2StatusOf is the body status of a refusal that is not UNAVAILABLE.

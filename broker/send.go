@@ -58,6 +58,10 @@ type sendRequest struct {
 	// the client picks a queue of the route), or -1 for the next queue in
 	// turn; nil means every message goes to the next queue in turn.
 	queues []int32
+	// extras holds, per message, what the broker keeps of an
+	// apache.rocketmq.v2 message beside its rocketry.v1 form (topics.go);
+	// nil, or as long as msgs.
+	extras []*msgExtra
 	// whole makes one invalid message refuse every message of the request
 	// (rocketry.v1); without it an invalid message is refused alone and
 	// the others go on.
@@ -116,6 +120,11 @@ func (b *Broker) decide(ctx context.Context, req sendRequest) (*refusal, []entry
 	t, r := b.topicFor(name)
 	if r != nil && valid == len(res) {
 		b.badRequests.Add(1)
+	}
+	if r == nil {
+		if r = b.checkTopicType(t, req, res); r != nil && valid == len(res) {
+			b.badRequests.Add(1)
+		}
 	}
 	if r == nil {
 		r = b.injectFaults(ctx)
@@ -177,7 +186,7 @@ func (b *Broker) storeAdmitted(t *topic, req sendRequest, res []entryResult, val
 	if r := b.throttle.admitLocked(t, l, valid, now); r != nil {
 		return r
 	}
-	added, dups := t.storeLocked(req.msgs, req.queues, res, now, b.cfg.dedupTTL)
+	added, dups := t.storeLocked(req.msgs, req.queues, req.extras, res, now, b.cfg.dedupTTL)
 	b.throttle.backlogChangedLocked(t, l, now)
 	b.stored.Add(added)
 	if dups > 0 {
