@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -458,4 +459,24 @@ func TestRocketMQSimpleConsumerSession(t *testing.T) {
 	hb, err := c.Heartbeat(ctx(t), &rocketmqv2.HeartbeatRequest{Group: group, ClientType: simple})
 	require.NoError(t, err)
 	assert.Equal(t, rocketmqv2.Code_OK, hb.GetStatus().GetCode())
+}
+
+// TestRocketMQStopEndsLongPoll: Stop ends a receive waiting for messages
+// with UNAVAILABLE, and leaves no goroutine (TestMain's goleak).
+func TestRocketMQStopEndsLongPoll(t *testing.T) {
+	b, err := broker.New(broker.WithLongPolling(0, time.Minute))
+	require.NoError(t, err)
+	require.NoError(t, b.Start("127.0.0.1:0"))
+	defer b.Stop()
+	c := dialV2(t, b.Addr())
+	stream, err := c.ReceiveMessage(ctx(t), &rocketmqv2.ReceiveMessageRequest{
+		Group: &rocketmqv2.Resource{Name: "g"}, MessageQueue: &rocketmqv2.MessageQueue{Topic: &rocketmqv2.Resource{Name: "t"}},
+		BatchSize: 1, InvisibleDuration: durationpb.New(time.Minute), LongPollingTimeout: durationpb.New(time.Minute),
+	})
+	require.NoError(t, err)
+	// The topic exists once the receive is waiting on it.
+	require.Eventually(t, func() bool { return len(b.Stats().GetTopics()) == 1 }, 5*time.Second, time.Millisecond)
+	b.Stop()
+	_, err = stream.Recv()
+	assert.Equal(t, codes.Unavailable, status.Code(err), "receive after Stop: %v", err)
 }
