@@ -128,7 +128,7 @@ func (s rocketmqServer) ReceiveMessage(req *rocketmqv2.ReceiveMessageRequest, st
 func (b *Broker) pollingTime(ctx context.Context, req *rocketmqv2.ReceiveMessageRequest) (time.Duration, *rocketmqv2.Status) {
 	remaining := time.Duration(1<<63 - 1)
 	if dl, ok := ctx.Deadline(); ok {
-		remaining = time.Until(dl) - pollReserve
+		remaining = time.Until(dl)
 	}
 	poll := remaining / 2
 	if req.LongPollingTimeout != nil {
@@ -142,7 +142,7 @@ func (b *Broker) pollingTime(ctx context.Context, req *rocketmqv2.ReceiveMessage
 		}
 		poll = remaining
 	}
-	return poll, nil
+	return max(min(poll, remaining-pollReserve), 0), nil
 }
 
 // v2ConsumerTopic validates a consumer call's topic and group and returns
@@ -182,7 +182,7 @@ func (b *Broker) pop(t *topic, groupName string, filter tagFilter, n int, invisi
 		b.throttle.backlogChangedLocked(t, l, now)
 	}
 	if len(got) == 0 {
-		wake, nextAt = t.wake, t.nextVisibleLocked(g, now)
+		wake, nextAt = t.wakeLocked(), t.nextVisibleLocked(g, now)
 	}
 	t.mu.Unlock()
 	b.throttle.coldReads(l, now, cold)

@@ -28,9 +28,10 @@ type topic struct {
 	stored   int64 // messages in the queues (not the timed ones)
 	dedup    dedup
 	groups   map[string]*group
-	// wake is closed and replaced whenever a receiver waiting on the topic
-	// may find something new: a message joined a queue, a message was
-	// acknowledged or made visible (notifyLocked).
+	// wake, made by the first receiver that waits (wakeLocked), is closed
+	// and dropped when a waiting receiver may find something new: a
+	// message joined a queue, a message was acknowledged or made visible
+	// (notifyLocked). nil while nobody waits.
 	wake chan struct{}
 	// backlog is the BACKLOG throttling state, changed by the throttler.
 	backlog backlogState
@@ -51,7 +52,6 @@ func newTopic(name string, queues int, dedupCount int) *topic {
 		queues: make([][]*rocketryv1.Message, queues),
 		extras: make([]map[int64]*msgExtra, queues),
 		groups: map[string]*group{},
-		wake:   make(chan struct{}),
 		dedup:  dedup{limit: dedupCount, ids: map[string]dedupEntry{}},
 	}
 }
@@ -96,8 +96,18 @@ func (t *topic) moveLocked(g *group, q int, off int64) int64 {
 
 // notifyLocked wakes the receivers waiting on the topic.
 func (t *topic) notifyLocked() {
-	close(t.wake)
-	t.wake = make(chan struct{})
+	if t.wake != nil {
+		close(t.wake)
+		t.wake = nil
+	}
+}
+
+// wakeLocked is the channel notifyLocked closes next.
+func (t *topic) wakeLocked() <-chan struct{} {
+	if t.wake == nil {
+		t.wake = make(chan struct{})
+	}
+	return t.wake
 }
 
 // appendLocked appends m, with its extra x (or nil), to queue q and

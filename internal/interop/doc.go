@@ -174,7 +174,7 @@
 // for its topics in turn, with batch_size n, invisible_duration, auto_renew
 // false and long_polling_timeout its awaitDuration (30 s by default), under
 // a deadline of requestTimeout plus awaitDuration: with the proxy's least
-// long polling time of 5 s, an awaitDuration under 2 s is answered 40018
+// long polling time of 5 s, an awaitDuration of 2 s or less is answered 40018
 // ILLEGAL_POLLING_TIME. It reads the whole stream, takes the last status
 // (40401 MESSAGE_NOT_FOUND is an empty answer, not an error) and the
 // messages, and needs every message's system_properties.body_digest: a
