@@ -28,7 +28,9 @@
 // waits in its topic's timer and joins its queue when due, as a RocketMQ
 // broker's timer wheel holds it: no consumer of either protocol sees it
 // before, and it counts for no backlog until then. Messages lists it with
-// offset -1 meanwhile.
+// offset -1 meanwhile, and its send is answered with offset -1; Stats
+// counts it in the broker's stored messages when sent and in its topic's
+// when due.
 //
 // # Topic types
 //
