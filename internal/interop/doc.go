@@ -185,6 +185,15 @@
 // ack(message) and changeInvisibleDuration(message, ms) send the receipt
 // handle of the message's last delivery.
 //
+// The official Go client (rocketmq-clients/golang/v5 v5.1.2) works against
+// the broker too, checked by hand, not in CI (it would bring the client and
+// its copy of the apache.rocketmq.v2 descriptors into this module): its
+// Producer sent FIFO groups and a timed message and its SimpleConsumer read
+// every group back in order and the timed message not before its time. It
+// dials TLS only (skipping verification by default), so the broker must
+// serve TLS (`rocketry broker --cert --key`), and its Receive returns
+// 40401 MESSAGE_NOT_FOUND as an error rather than an empty answer.
+//
 // # Shutdown
 //
 // shutdown() sends NotifyClientTerminationRequest{} to every route address
