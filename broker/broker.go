@@ -92,6 +92,14 @@ func New(opts ...Option) (*Broker, error) {
 	for _, name := range cfg.topics {
 		b.topics[name] = newTopic(name, cfg.queues, cfg.dedupCount)
 	}
+	for name, typ := range cfg.topicTypes {
+		t := b.topics[name]
+		if t == nil {
+			t = newTopic(name, cfg.queues, cfg.dedupCount)
+			b.topics[name] = t
+		}
+		t.typ = typ
+	}
 	return b, nil
 }
 

@@ -1,8 +1,10 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"google.golang.org/protobuf/proto"
@@ -62,6 +64,7 @@ func (s consumerServer) ReceiveMessages(ctx context.Context, req *rocketryv1.Rec
 	var cold int64
 
 	t.mu.Lock()
+	t.promoteLocked(now)
 	g := t.groupLocked(req.GetGroup())
 	offs := make([]int64, len(t.queues))
 	copy(offs, g.committed)
@@ -109,8 +112,10 @@ func (s consumerServer) CommitOffset(ctx context.Context, req *rocketryv1.Commit
 		return nil, err
 	}
 	l := b.throttle.limits()
+	now := b.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.promoteLocked(now)
 	q := req.GetQueueId()
 	if q < 0 || int(q) >= len(t.queues) {
 		return nil, b.refuse(badRequest(fmt.Sprintf("queue_id %d is not a queue of topic %q (0..%d)", q, t.name, len(t.queues)-1)))
@@ -120,7 +125,6 @@ func (s consumerServer) CommitOffset(ctx context.Context, req *rocketryv1.Commit
 		return nil, b.refuse(badRequest(fmt.Sprintf("offset %d is outside 0..%d (the head of queue %d)", off, head, q)))
 	}
 	g := t.groupLocked(req.GetGroup())
-	now := b.now()
 	b.throttle.consumedLocked(t, l, now, t.commitLocked(g, int(q), req.GetOffset()))
 	b.throttle.backlogChangedLocked(t, l, now)
 	return &rocketryv1.CommitOffsetResponse{}, nil
@@ -138,13 +142,15 @@ func (s consumerServer) ResetOffset(ctx context.Context, req *rocketryv1.ResetOf
 		return nil, b.refuse(badRequest(fmt.Sprintf("offset %d is negative", off)))
 	}
 	l := b.throttle.limits()
+	now := b.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.promoteLocked(now)
 	g := t.groupLocked(req.GetGroup())
 	for q, log := range t.queues {
 		t.commitLocked(g, q, min(req.GetOffset(), int64(len(log))))
 	}
-	b.throttle.backlogChangedLocked(t, l, b.now())
+	b.throttle.backlogChangedLocked(t, l, now)
 	b.log.Info("broker: offsets reset", "topic", t.name, "group", req.GetGroup(), "offset", req.GetOffset())
 	return &rocketryv1.ResetOffsetResponse{}, nil
 }
@@ -155,8 +161,9 @@ func (s consumerServer) GetStats(ctx context.Context, req *rocketryv1.GetStatsRe
 }
 
 // Messages returns copies of every stored message of topic with their
-// queue and offset, by queue then offset; nil for an unknown topic. It is
-// meant for tests' invariant checks.
+// queue and offset, by queue then offset, then the timed messages not due
+// yet, the first due first, with the queue they will join and offset -1;
+// nil for an unknown topic. It is meant for tests' invariant checks.
 func (b *Broker) Messages(topicName string) []*rocketryv1.ReceivedMessage {
 	t := b.lookupTopic(topicName)
 	if t == nil {
@@ -164,13 +171,26 @@ func (b *Broker) Messages(topicName string) []*rocketryv1.ReceivedMessage {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]*rocketryv1.ReceivedMessage, 0, t.stored)
+	t.promoteLocked(b.now())
+	out := make([]*rocketryv1.ReceivedMessage, 0, int(t.stored)+len(t.timed))
 	for q, log := range t.queues {
 		for off, m := range log {
 			out = append(out, &rocketryv1.ReceivedMessage{
 				Message: proto.Clone(m).(*rocketryv1.Message), QueueId: int32(q), Offset: int64(off),
 			})
 		}
+	}
+	timed := slices.Clone(t.timed)
+	slices.SortFunc(timed, func(x, y timedMessage) int {
+		if c := x.at.Compare(y.at); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.seq, y.seq)
+	})
+	for _, e := range timed {
+		out = append(out, &rocketryv1.ReceivedMessage{
+			Message: proto.Clone(e.msg).(*rocketryv1.Message), QueueId: int32(e.queue), Offset: -1,
+		})
 	}
 	return out
 }

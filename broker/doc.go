@@ -1,7 +1,8 @@
 // Package broker is rocketry's bundled test broker: an in-memory message
 // broker that serves the rocketry gRPC services (MessagingService for
-// producers, ConsumerService for consumers and stats) and misbehaves on
-// purpose, so that producers can be tested against a broker's bad days.
+// producers, ConsumerService for consumers and stats) and RocketMQ 5's
+// (producers and SimpleConsumers), and misbehaves on purpose, so that
+// producers can be tested against a broker's bad days.
 //
 // # Storing
 //
@@ -23,6 +24,24 @@
 // auto_commit commits past what it returns; CommitOffset and ResetOffset
 // move a group's offsets, ResetOffset on every queue at once (capped at each
 // queue's head), for example back to 0 to re-read history.
+//
+// A message with a delivery time still to come (a RocketMQ 5 timed message)
+// waits in its topic's timer and joins its queue when due, as a RocketMQ
+// broker's timer wheel holds it: no consumer of either protocol sees it
+// before, and it counts for no backlog until then. Messages lists it with
+// offset -1 meanwhile, and its send is answered with offset -1; Stats
+// counts it in the broker's stored messages when sent and in its topic's
+// when due.
+//
+// # Topic types
+//
+// A topic takes every message type (NORMAL, FIFO, DELAY, TRANSACTION)
+// unless WithTopicType declares it with one: then a message of another
+// type is refused (40014 MESSAGE_PROPERTY_CONFLICT_WITH_TYPE on
+// apache.rocketmq.v2, 400 on rocketry.v1), as the proxy checks a request's
+// first message, and the route's queues accept only that type. A message's
+// type follows from its properties: TRANSACTION, else DELAY with a delivery
+// time, else FIFO with a message group, else NORMAL.
 //
 // # Throttling
 //
@@ -125,6 +144,28 @@
 // [PCBUSY_CLEAN_QUEUE] and [PC_SYNCHRONIZED] (page cache busy), the
 // proxy's own full thread pool ("flow limit") and 50400 PROXY_TIMEOUT, and
 // flush or replica answers (50401, 50402, 50002).
+//
+// The v2 consumer calls of a SimpleConsumer are served as the proxy serves
+// them: ReceiveMessage pops up to batch_size messages of the topic for the
+// request's group, from every queue (the request's queue does not matter,
+// as it does not to the proxy), waiting for messages up to its long
+// polling time (WithLongPolling), and answers a stream of a status (20000,
+// or 40401 MESSAGE_NOT_FOUND), the messages (each with an MD5 body digest,
+// a receipt handle and its delivery_attempt) and a delivery timestamp. A
+// received message is invisible to its group for the request's
+// invisible_duration (WithMinInvisibleDuration to 12 h); unless
+// acknowledged (AckMessage) by then it is delivered again, attempt one
+// higher, without limit (there is no dead-letter queue).
+// ChangeInvisibleDuration sets a new invisible time and answers a new
+// receipt handle. A handle whose invisible time is over, or replaced, is
+// 40013 INVALID_RECEIPT_HANDLE. A message with a message group is not
+// delivered while an earlier message of its group in its queue is not
+// acknowledged, so each group is received in order, one message at a
+// time. A v2 consumer group is the store's consumer group of that name: a
+// new one starts at offset 0, its committed offset per queue is the first
+// message it has not acknowledged, so what it has not acknowledged is
+// backlog, and what it receives far behind a queue's head is a cold read;
+// a rocketry.v1 CommitOffset or ResetOffset moves it too.
 //
 // # Watching sends
 //

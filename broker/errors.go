@@ -56,6 +56,7 @@ const (
 	problemTag                     // the tag
 	problemKey                     // a key
 	problemProperty                // a property
+	problemType                    // the message type is not the topic's
 )
 
 // refusal is why the broker did not store a request or one of its

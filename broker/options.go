@@ -36,6 +36,10 @@ type config struct {
 	rocketmqDedup bool
 	proxyMode     ProxyMode
 	sendQueue     SendQueue
+	topicTypes    map[string]TopicType
+	// The bounds of apache.rocketmq.v2 receives (rocketmq_consumer.go).
+	minPolling, maxPolling time.Duration
+	minInvisible           time.Duration
 }
 
 // Defaults of the options.
@@ -63,9 +67,16 @@ const (
 	// DefaultClientRequestTimeout is the request_timeout of the broker's
 	// Settings when the client's Settings have none.
 	DefaultClientRequestTimeout = 3 * time.Second
-	maxQueues                   = 1024
-	maxTopicLen                 = 255
-	maxIDLen                    = 255
+	// The bounds of an apache.rocketmq.v2 ReceiveMessage, as the RocketMQ 5
+	// proxy's defaults: its long polling lasts 5 s to 20 s, and a received
+	// message stays invisible at least 10 s and at most 12 h.
+	DefaultMinLongPolling   = 5 * time.Second
+	DefaultMaxLongPolling   = 20 * time.Second
+	DefaultMinInvisibleTime = 10 * time.Second
+	MaxInvisibleTime        = 12 * time.Hour
+	maxQueues               = 1024
+	maxTopicLen             = 255
+	maxIDLen                = 255
 )
 
 func defaultConfig() config {
@@ -80,6 +91,9 @@ func defaultConfig() config {
 		gracePeriod:  2 * time.Second,
 		defaultRecvN: DefaultReceiveMessages,
 		brokerName:   DefaultBrokerName,
+		minPolling:   DefaultMinLongPolling,
+		maxPolling:   DefaultMaxLongPolling,
+		minInvisible: DefaultMinInvisibleTime,
 		clientRetry: clientRetryPolicy{
 			maxAttempts: DefaultClientMaxAttempts,
 			initial:     DefaultClientBackoffInitial,
@@ -299,5 +313,63 @@ func WithClientRetryPolicy(maxAttempts int, initial, max time.Duration, multipli
 		default:
 			c.clientRetry = clientRetryPolicy{maxAttempts: maxAttempts, initial: initial, max: max, multiplier: multiplier}
 		}
+	}
+}
+
+// WithTopicType creates topic name up front, declared to accept only
+// messages of type typ, as a RocketMQ topic's message.type attribute does:
+// a message of another type is refused with 40014
+// MESSAGE_PROPERTY_CONFLICT_WITH_TYPE on apache.rocketmq.v2 (400
+// BAD_REQUEST on rocketry.v1, whose messages are NORMAL or TRANSACTION),
+// and the queues of its route accept only typ. A message's type follows
+// from its properties: TRANSACTION, else DELAY with a delivery time, else
+// FIFO with a message group, else NORMAL. Topics not declared accept every
+// type (TopicMixed). The name must be a valid topic name; declaring it
+// twice keeps the last type.
+func WithTopicType(name string, typ TopicType) Option {
+	return func(c *config) {
+		if msg := checkTopic(name); msg != "" {
+			c.errorf("WithTopicType(%q, %v): %s", name, typ, msg)
+			return
+		}
+		if int(typ) >= len(topicTypeNames) {
+			c.errorf("WithTopicType(%q, %v): not a topic type", name, typ)
+			return
+		}
+		if c.topicTypes == nil {
+			c.topicTypes = map[string]TopicType{}
+		}
+		c.topicTypes[name] = typ
+	}
+}
+
+// WithLongPolling sets how long an apache.rocketmq.v2 ReceiveMessage that
+// finds nothing waits for a message: the request's long_polling_timeout,
+// raised to min and cut to max, overriding the proxy's defaults of 5 s and
+// 20 s. A request whose deadline leaves less than min is answered 40018
+// ILLEGAL_POLLING_TIME. min must not be negative and max must be at least
+// min; tests lower both to keep empty receives short.
+func WithLongPolling(min, max time.Duration) Option {
+	return func(c *config) {
+		if min < 0 || max < min {
+			c.errorf("WithLongPolling(%v, %v): want 0 <= min <= max", min, max)
+			return
+		}
+		c.minPolling, c.maxPolling = min, max
+	}
+}
+
+// WithMinInvisibleDuration sets the shortest invisible_duration an
+// apache.rocketmq.v2 ReceiveMessage may ask for, overriding the proxy's
+// default of 10 s; a shorter one is answered 40011 ILLEGAL_INVISIBLE_TIME,
+// as is one over 12 h. It must be in 0..12 h; tests lower it to see
+// redelivery quickly.
+func WithMinInvisibleDuration(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 || d > MaxInvisibleTime {
+			c.errorf("WithMinInvisibleDuration(%v): want 0..%v", d, MaxInvisibleTime)
+			return
+		}
+		c.minInvisible = d
 	}
 }

@@ -19,11 +19,10 @@ import (
 
 // rocketmqServer serves apache.rocketmq.v2.MessagingService, the RocketMQ
 // 5 gRPC protocol, for official RocketMQ clients: a route, Settings over
-// Telemetry, heartbeats, and sends through the same send core, store,
+// Telemetry, heartbeats, sends through the same send core, store,
 // throttling and faults as rocketry.v1, answered as the RocketMQ 5 proxy
-// answers them (rocketmq_send.go). The consumer calls
-// (ReceiveMessage, AckMessage) are not served: consume what a RocketMQ
-// client sent through rocketry.v1's ConsumerService or Broker.Messages.
+// answers them (rocketmq_send.go), and a SimpleConsumer's calls over the
+// same consumer groups (rocketmq_consumer.go).
 type rocketmqServer struct {
 	rocketmqv2.UnimplementedMessagingServiceServer
 	b *Broker
@@ -43,12 +42,13 @@ var acceptedTypes = []rocketmqv2.MessageType{
 }
 
 // QueryRoute answers the topic's queues: WithQueues queues on this broker
-// (ids 0..n-1, READ_WRITE, every message type but LITE and PRIORITY) under
-// its broker name (WithBrokerName), then as many on each peer
-// (WithRoutePeers). This broker's endpoints are the access points the
-// client used, every address of the request's endpoints, as a proxy in
-// cluster mode answers (ClusterTopicRouteService builds every broker of a
-// route from the request's addresses; see
+// (ids 0..n-1, READ_WRITE, accepting the type the topic was declared with
+// by WithTopicType, else every type but LITE and PRIORITY) under its broker
+// name (WithBrokerName), then as many on each peer (WithRoutePeers). This
+// broker's endpoints are the access points the client used, every address
+// of the request's endpoints, as a proxy in cluster mode answers
+// (ClusterTopicRouteService builds every broker of a route from the
+// request's addresses; see
 // proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/route/RouteActivity.java),
 // so that a client that dialled "a;b" is sent to "a;b" again; a request
 // without endpoints gets the broker's own address, its unspecified host
@@ -86,7 +86,7 @@ func (s rocketmqServer) QueryRoute(ctx context.Context, req *rocketmqv2.QueryRou
 		for q := range b.cfg.queues {
 			resp.MessageQueues = append(resp.MessageQueues, &rocketmqv2.MessageQueue{
 				Topic: topic, Id: int32(q), Permission: rocketmqv2.Permission_READ_WRITE,
-				Broker: br, AcceptMessageTypes: acceptedTypes,
+				Broker: br, AcceptMessageTypes: b.acceptedTypesOf(name),
 			})
 		}
 	}

@@ -83,6 +83,7 @@ func (s rocketmqServer) SendMessage(ctx context.Context, req *rocketmqv2.SendMes
 			sr.queues = []int32{int32(groupQueue(g, b.cfg.queues))}
 		}
 	}
+	sr.extras = v2Extras(in)
 	whole, res := b.send(ctx, sr)
 	if whole == nil {
 		for i := range res {
@@ -160,6 +161,7 @@ var v2Problems = [...]rocketmqv2.Code{
 	problemTag:      rocketmqv2.Code_ILLEGAL_MESSAGE_TAG,
 	problemKey:      rocketmqv2.Code_ILLEGAL_MESSAGE_KEY,
 	problemProperty: rocketmqv2.Code_ILLEGAL_MESSAGE_PROPERTY_KEY,
+	problemType:     rocketmqv2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
 }
 
 // v2StatusOf is the status of a request refused whole, not UNAVAILABLE:

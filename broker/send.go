@@ -58,6 +58,10 @@ type sendRequest struct {
 	// the queue a single message's group hashes to), or -1 for the next
 	// queue in turn; nil means every message goes to the next queue in turn.
 	queues []int32
+	// extras holds, per message, what the broker keeps of an
+	// apache.rocketmq.v2 message beside its rocketry.v1 form (topics.go);
+	// nil, or as long as msgs.
+	extras []*msgExtra
 	// whole makes one invalid message refuse every message of the request
 	// (rocketry.v1, and apache.rocketmq.v2 as the proxy does); without it an
 	// invalid message is refused alone and the others go on.
@@ -125,6 +129,11 @@ func (b *Broker) decide(ctx context.Context, req sendRequest) (*refusal, []entry
 	t, r := b.topicFor(name)
 	if r != nil && valid == len(res) {
 		b.badRequests.Add(1)
+	}
+	if r == nil {
+		if r = b.checkTopicType(t, req, res); r != nil && valid == len(res) {
+			b.badRequests.Add(1)
+		}
 	}
 	if r == nil && req.queued {
 		var done func()

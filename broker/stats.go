@@ -46,6 +46,7 @@ func (b *Broker) Stats() *rocketryv1.GetStatsResponse {
 	slices.SortFunc(topics, func(x, y *topic) int { return strings.Compare(x.name, y.name) })
 	for _, t := range topics {
 		t.mu.Lock()
+		t.promoteLocked(now)
 		ts := &rocketryv1.TopicStats{
 			Topic:            t.name,
 			Queues:           int32(len(t.queues)),

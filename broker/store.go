@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"container/heap"
 	"sync"
 	"time"
 
@@ -11,18 +12,32 @@ import (
 // Every field below mu is guarded by mu.
 type topic struct {
 	name string
+	typ  TopicType // set at creation
 
 	mu     sync.Mutex
 	queues [][]*rocketryv1.Message // the log of each queue; offset = index
-	next   int                     // the queue of the next new message (round-robin)
-	stored int64
-	dedup  dedup
+	// extras holds, per queue, the msgExtra of each message that has one,
+	// by offset; a queue's map is made on its first such message.
+	extras []map[int64]*msgExtra
+	// timed holds the messages whose delivery time is still to come; each
+	// joins its queue when due (promoteLocked), as a RocketMQ broker keeps
+	// them in its timer wheel until then.
+	timed    timedHeap
+	timedSeq uint64
+	next     int   // the queue of the next new message (round-robin)
+	stored   int64 // messages in the queues (not the timed ones)
+	dedup    dedup
 	// times counts how often each id was stored; copies is the number of
 	// stores of an id stored before, twice the ids stored more than once.
 	times  map[string]uint32
 	copies int64
 	twice  int64
 	groups map[string]*group
+	// wake, made by the first receiver that waits (wakeLocked), is closed
+	// and dropped when a waiting receiver may find something new: a
+	// message joined a queue, a message was acknowledged or made visible
+	// (notifyLocked). nil while nobody waits.
+	wake chan struct{}
 	// backlog is the BACKLOG throttling state, changed by the throttler.
 	backlog backlogState
 }
@@ -31,12 +46,16 @@ type topic struct {
 type group struct {
 	committed []int64 // per queue: the offset of the next message to read
 	backlog   int64   // sum over queues of (head - committed)
+	// pop is the state of apache.rocketmq.v2 receives (rocketmq_consumer.go);
+	// nil until the group's first one.
+	pop *popState
 }
 
 func newTopic(name string, queues int, dedupCount int) *topic {
 	return &topic{
 		name:   name,
 		queues: make([][]*rocketryv1.Message, queues),
+		extras: make([]map[int64]*msgExtra, queues),
 		groups: map[string]*group{},
 		dedup:  dedup{limit: dedupCount, ids: map[string]dedupEntry{}},
 		times:  map[string]uint32{},
@@ -63,16 +82,81 @@ func (t *topic) groupLocked(name string) *group {
 }
 
 // commitLocked moves g's committed offset of queue q to off and returns how
-// far forward it moved (negative when backward).
+// far forward it moved (negative when backward). The group's
+// apache.rocketmq.v2 receives start again from there.
 func (t *topic) commitLocked(g *group, q int, off int64) int64 {
+	if g.pop != nil {
+		g.pop.resetQueue(q, off)
+	}
+	return t.moveLocked(g, q, off)
+}
+
+// moveLocked moves g's committed offset of queue q to off, as commitLocked
+// does, without touching its receive state.
+func (t *topic) moveLocked(g *group, q int, off int64) int64 {
 	d := off - g.committed[q]
 	g.committed[q] = off
 	g.backlog -= d
 	return d
 }
 
+// notifyLocked wakes the receivers waiting on the topic.
+func (t *topic) notifyLocked() {
+	if t.wake != nil {
+		close(t.wake)
+		t.wake = nil
+	}
+}
+
+// wakeLocked is the channel notifyLocked closes next.
+func (t *topic) wakeLocked() <-chan struct{} {
+	if t.wake == nil {
+		t.wake = make(chan struct{})
+	}
+	return t.wake
+}
+
+// appendLocked appends m, with its extra x (or nil), to queue q and
+// returns its offset.
+func (t *topic) appendLocked(q int, m *rocketryv1.Message, x *msgExtra) int64 {
+	off := int64(len(t.queues[q]))
+	m.Topic = t.name // share one string per topic
+	t.queues[q] = append(t.queues[q], m)
+	if x != nil {
+		if t.extras[q] == nil {
+			t.extras[q] = map[int64]*msgExtra{}
+		}
+		t.extras[q][off] = x
+	}
+	return off
+}
+
+// promoteLocked moves the timed messages due at now into their queues, in
+// the order they are due, and returns how many it moved.
+func (t *topic) promoteLocked(now time.Time) int64 {
+	var n int64
+	for len(t.timed) > 0 && !t.timed[0].at.After(now) {
+		e := heap.Pop(&t.timed).(timedMessage)
+		off := t.appendLocked(e.queue, e.msg, e.extra)
+		if d, ok := t.dedup.ids[e.msg.MessageId]; ok && d.offset < 0 && d.queue == int32(e.queue) {
+			d.offset = off
+			t.dedup.ids[e.msg.MessageId] = d
+		}
+		n++
+	}
+	if n > 0 {
+		t.stored += n
+		for _, g := range t.groups {
+			g.backlog += n
+		}
+		t.notifyLocked()
+	}
+	return n
+}
+
 // placement is where a message is stored: where it was stored now, or,
-// for a duplicate, where the original was.
+// for a duplicate, where the original was. A timed message not due yet
+// has offset -1 until it joins its queue.
 type placement struct {
 	queue     int32
 	offset    int64
@@ -87,11 +171,15 @@ type placement struct {
 // one message after another, or, with req.oneQueue, every message of the
 // request to the same queue, the next one in turn (apache.rocketmq.v2: a
 // batch is stored on one queue, as the RocketMQ broker stores a
-// SEND_BATCH_MESSAGE). The caller holds t.mu.
+// SEND_BATCH_MESSAGE). req.extras holds each message's msgExtra (nil, or
+// as long as msgs); a message whose delivery time is after now waits in
+// the topic's timer until then. Timed messages due by now join their
+// queues first. The caller holds t.mu.
 func (t *topic) storeLocked(req *sendRequest, res []entryResult, now time.Time, ttl time.Duration) (added, dups int64) {
+	t.promoteLocked(now)
 	nowNano := now.UnixNano()
 	batchQ := -1
-	var copies int64
+	var copies, inQueues int64
 	for i, m := range req.msgs {
 		r := &res[i]
 		if r.refused != nil {
@@ -117,9 +205,19 @@ func (t *topic) storeLocked(req *sendRequest, res []entryResult, now time.Time, 
 			}
 			batchQ = q
 		}
-		off := int64(len(t.queues[q]))
-		m.Topic = t.name // share one string per topic
-		t.queues[q] = append(t.queues[q], m)
+		var x *msgExtra
+		if req.extras != nil {
+			x = req.extras[i]
+		}
+		off := int64(-1)
+		if x != nil && x.deliverAt.After(now) {
+			m.Topic = t.name
+			t.timedSeq++
+			heap.Push(&t.timed, timedMessage{at: x.deliverAt, seq: t.timedSeq, queue: q, msg: m, extra: x})
+		} else {
+			off = t.appendLocked(q, m, x)
+			inQueues++
+		}
 		t.dedup.remember(m.MessageId, int32(q), off, nowNano, ttl)
 		switch n := t.times[m.MessageId]; n {
 		case 0:
@@ -133,10 +231,13 @@ func (t *topic) storeLocked(req *sendRequest, res []entryResult, now time.Time, 
 		r.placement = placement{queue: int32(q), offset: off}
 		added++
 	}
-	t.stored += added
+	t.stored += inQueues
 	t.copies += copies
 	for _, g := range t.groups {
-		g.backlog += added
+		g.backlog += inQueues
+	}
+	if inQueues > 0 {
+		t.notifyLocked()
 	}
 	return added, dups
 }

@@ -42,6 +42,7 @@ type brokerConfig struct {
 	dedupTTL      time.Duration
 	noAutoCreate  bool
 	topics        string
+	topicTypes    topicTypeFlag // --topic NAME=TYPE, repeatable
 	statsInterval time.Duration
 	logLevel      string
 	name          string
@@ -76,6 +77,8 @@ func brokerFlags(c *brokerConfig) *flag.FlagSet {
 	fs.DurationVar(&c.dedupTTL, "dedup-ttl", 0, "how long message ids are remembered; 0 = no time limit")
 	fs.BoolVar(&c.noAutoCreate, "no-auto-create", false, "refuse sends to unknown topics (404) instead of creating them")
 	fs.StringVar(&c.topics, "topics", "", "comma-separated `topics` to create at start")
+	fs.Var(&c.topicTypes, "topic", "create a topic declared with one message type, as `NAME=TYPE` (TYPE: FIFO, NORMAL, DELAY or TRANSACTION); "+
+		"a RocketMQ 5 message of another type is refused 40014 (repeatable; other topics take every type)")
 	fs.DurationVar(&c.statsInterval, "stats-interval", 10*time.Second, "log a stats line this often, at --log-level debug; 0 = never")
 	fs.StringVar(&c.logLevel, "log-level", "", "log level: debug (with a stats line every --stats-interval), info (throttling starts and lifts), warn or error; default error on a terminal, else info")
 	fs.StringVar(&c.cert, "cert", "", "PEM `file` of the certificate to serve TLS with (with --key)")
@@ -193,7 +196,43 @@ func (c *brokerConfig) options(logger *slog.Logger, seeded bool, peers []broker.
 	if len(peers) > 0 {
 		opts = append(opts, broker.WithRoutePeers(func() []broker.Peer { return peers }))
 	}
+	for _, tt := range c.topicTypes {
+		opts = append(opts, broker.WithTopicType(tt.name, tt.typ))
+	}
 	return opts
+}
+
+// topicTypeFlag is --topic: NAME=TYPE, once per topic.
+type topicTypeFlag []struct {
+	name string
+	typ  broker.TopicType
+}
+
+func (f *topicTypeFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	var out []string
+	for _, tt := range *f {
+		out = append(out, tt.name+"="+tt.typ.String())
+	}
+	return strings.Join(out, ",")
+}
+
+func (f *topicTypeFlag) Set(s string) error {
+	name, typName, ok := strings.Cut(s, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("%q is not NAME=TYPE", s)
+	}
+	typ, err := broker.ParseTopicType(typName)
+	if err != nil {
+		return errors.New(cleanError(err))
+	}
+	*f = append(*f, struct {
+		name string
+		typ  broker.TopicType
+	}{name, typ})
+	return nil
 }
 
 func runBroker(args []string, stdout, stderr io.Writer) int {

@@ -23,6 +23,15 @@
 //   - TestOfficialNodeProducerFailsOverAndIsolates: with two brokers in the
 //     route, a message that fails on one is re-sent to the other at once,
 //     and the failing broker gets no send after its first failure.
+//   - TestOfficialNodeSimpleConsumer runs node/consume.js: the client's
+//     Producer sends FIFO groups (each group's messages one after another)
+//     to a topic declared FIFO and timed messages to one declared DELAY,
+//     and its SimpleConsumer reads them back, leaving the first delivery
+//     of every seventh message unacknowledged. Every message is
+//     acknowledged once, each group in send order and never delivered
+//     before its predecessor was acknowledged, a message comes again only
+//     after an unacknowledged delivery (attempt one higher), and no timed
+//     message arrives before its delivery time.
 //   - TestNodeClientReadsBackoffSecondsAsMilliseconds pins the client's
 //     backoff bug described under Retries.
 //   - TestCompareUnderThrottling (with ROCKETRY_COMPARE=1) runs rocketry's
@@ -186,6 +195,32 @@
 // are picked once, one per broker name, and attempt n goes to candidate
 // (n-1) mod count. With one broker every attempt goes to queue 0 at the
 // same address. The last attempt's error is what send() rejects with.
+//
+// # Consuming
+//
+// SimpleConsumer.receive(n, invisibleMs) sends one ReceiveMessage per call,
+// for its topics in turn, with batch_size n, invisible_duration, auto_renew
+// false and long_polling_timeout its awaitDuration (30 s by default), under
+// a deadline of requestTimeout plus awaitDuration: with the proxy's least
+// long polling time of 5 s, an awaitDuration of 2 s or less is answered 40018
+// ILLEGAL_POLLING_TIME. It reads the whole stream, takes the last status
+// (40401 MESSAGE_NOT_FOUND is an empty answer, not an error) and the
+// messages, and needs every message's system_properties.body_digest: a
+// message without one throws a TypeError in MessageView. Its queue choice
+// keeps only the route's queues whose id is 0 (it compares the queue id
+// with the master broker id), so it names queue 0 of each broker; a
+// broker must serve every queue of the topic, as the proxy's pop does.
+// ack(message) and changeInvisibleDuration(message, ms) send the receipt
+// handle of the message's last delivery.
+//
+// The official Go client (rocketmq-clients/golang/v5 v5.1.2) works against
+// the broker too, checked by hand, not in CI (it would bring the client and
+// its copy of the apache.rocketmq.v2 descriptors into this module): its
+// Producer sent FIFO groups and a timed message and its SimpleConsumer read
+// every group back in order and the timed message not before its time. It
+// dials TLS only (skipping verification by default), so the broker must
+// serve TLS (`rocketry broker --cert --key`), and its Receive returns
+// 40401 MESSAGE_NOT_FOUND as an error rather than an empty answer.
 //
 // # Shutdown
 //

@@ -1,11 +1,11 @@
 // The RocketMQ 5 messaging service (apache.rocketmq.v2.MessagingService), the
-// part of it rocketry uses: a producer's calls, and the two consumer calls
-// that the test broker may serve.
+// part of it rocketry uses: a producer's calls, and the consumer calls of a
+// SimpleConsumer, which the test broker serves.
 //
 // As in definition.proto, every name, field number and enum value is the wire
 // contract of apache/rocketmq-apis; the comments are ours. gRPC does not need
-// a service to list every method, so the RPCs a producer never calls
-// (QueryAssignment, PullMessage, offsets, ChangeInvisibleDuration,
+// a service to list every method, so the RPCs that neither a producer nor a
+// SimpleConsumer calls (QueryAssignment, PullMessage, offsets,
 // ForwardMessageToDeadLetterQueue, RecallMessage, SyncLiteSubscription) are
 // left out.
 
@@ -757,6 +757,155 @@ func (x *AckMessageResponse) GetEntries() []*AckMessageResultEntry {
 	return nil
 }
 
+// ChangeInvisibleDurationRequest names one received message by its receipt
+// handle.
+type ChangeInvisibleDurationRequest struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Group             *Resource              `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Topic             *Resource              `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	ReceiptHandle     string                 `protobuf:"bytes,3,opt,name=receipt_handle,json=receiptHandle,proto3" json:"receipt_handle,omitempty"`
+	InvisibleDuration *durationpb.Duration   `protobuf:"bytes,4,opt,name=invisible_duration,json=invisibleDuration,proto3" json:"invisible_duration,omitempty"`
+	MessageId         string                 `protobuf:"bytes,5,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	LiteTopic         *string                `protobuf:"bytes,6,opt,name=lite_topic,json=liteTopic,proto3,oneof" json:"lite_topic,omitempty"`
+	// suspend: do not count this as a delivery attempt.
+	Suspend       *bool `protobuf:"varint,7,opt,name=suspend,proto3,oneof" json:"suspend,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeInvisibleDurationRequest) Reset() {
+	*x = ChangeInvisibleDurationRequest{}
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeInvisibleDurationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeInvisibleDurationRequest) ProtoMessage() {}
+
+func (x *ChangeInvisibleDurationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeInvisibleDurationRequest.ProtoReflect.Descriptor instead.
+func (*ChangeInvisibleDurationRequest) Descriptor() ([]byte, []int) {
+	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ChangeInvisibleDurationRequest) GetGroup() *Resource {
+	if x != nil {
+		return x.Group
+	}
+	return nil
+}
+
+func (x *ChangeInvisibleDurationRequest) GetTopic() *Resource {
+	if x != nil {
+		return x.Topic
+	}
+	return nil
+}
+
+func (x *ChangeInvisibleDurationRequest) GetReceiptHandle() string {
+	if x != nil {
+		return x.ReceiptHandle
+	}
+	return ""
+}
+
+func (x *ChangeInvisibleDurationRequest) GetInvisibleDuration() *durationpb.Duration {
+	if x != nil {
+		return x.InvisibleDuration
+	}
+	return nil
+}
+
+func (x *ChangeInvisibleDurationRequest) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *ChangeInvisibleDurationRequest) GetLiteTopic() string {
+	if x != nil && x.LiteTopic != nil {
+		return *x.LiteTopic
+	}
+	return ""
+}
+
+func (x *ChangeInvisibleDurationRequest) GetSuspend() bool {
+	if x != nil && x.Suspend != nil {
+		return *x.Suspend
+	}
+	return false
+}
+
+// ChangeInvisibleDurationResponse answers a ChangeInvisibleDurationRequest
+// with the message's new receipt handle.
+type ChangeInvisibleDurationResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Status        *Status                `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	ReceiptHandle string                 `protobuf:"bytes,2,opt,name=receipt_handle,json=receiptHandle,proto3" json:"receipt_handle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeInvisibleDurationResponse) Reset() {
+	*x = ChangeInvisibleDurationResponse{}
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeInvisibleDurationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeInvisibleDurationResponse) ProtoMessage() {}
+
+func (x *ChangeInvisibleDurationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeInvisibleDurationResponse.ProtoReflect.Descriptor instead.
+func (*ChangeInvisibleDurationResponse) Descriptor() ([]byte, []int) {
+	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ChangeInvisibleDurationResponse) GetStatus() *Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *ChangeInvisibleDurationResponse) GetReceiptHandle() string {
+	if x != nil {
+		return x.ReceiptHandle
+	}
+	return ""
+}
+
 // HeartbeatRequest; group is empty for a producer.
 type HeartbeatRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -768,7 +917,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[11]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +929,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[11]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +942,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{11}
+	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HeartbeatRequest) GetGroup() *Resource {
@@ -820,7 +969,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[12]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -832,7 +981,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[12]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -845,7 +994,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{12}
+	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HeartbeatResponse) GetStatus() *Status {
@@ -870,7 +1019,7 @@ type EndTransactionRequest struct {
 
 func (x *EndTransactionRequest) Reset() {
 	*x = EndTransactionRequest{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[13]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +1031,7 @@ func (x *EndTransactionRequest) String() string {
 func (*EndTransactionRequest) ProtoMessage() {}
 
 func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[13]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +1044,7 @@ func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionRequest.ProtoReflect.Descriptor instead.
 func (*EndTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{13}
+	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *EndTransactionRequest) GetTopic() *Resource {
@@ -950,7 +1099,7 @@ type EndTransactionResponse struct {
 
 func (x *EndTransactionResponse) Reset() {
 	*x = EndTransactionResponse{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[14]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1111,7 @@ func (x *EndTransactionResponse) String() string {
 func (*EndTransactionResponse) ProtoMessage() {}
 
 func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[14]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1124,7 @@ func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionResponse.ProtoReflect.Descriptor instead.
 func (*EndTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{14}
+	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *EndTransactionResponse) GetStatus() *Status {
@@ -995,7 +1144,7 @@ type PrintThreadStackTraceCommand struct {
 
 func (x *PrintThreadStackTraceCommand) Reset() {
 	*x = PrintThreadStackTraceCommand{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[15]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1156,7 @@ func (x *PrintThreadStackTraceCommand) String() string {
 func (*PrintThreadStackTraceCommand) ProtoMessage() {}
 
 func (x *PrintThreadStackTraceCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[15]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1169,7 @@ func (x *PrintThreadStackTraceCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrintThreadStackTraceCommand.ProtoReflect.Descriptor instead.
 func (*PrintThreadStackTraceCommand) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{15}
+	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PrintThreadStackTraceCommand) GetNonce() string {
@@ -1041,7 +1190,7 @@ type ReconnectEndpointsCommand struct {
 
 func (x *ReconnectEndpointsCommand) Reset() {
 	*x = ReconnectEndpointsCommand{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[16]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1202,7 @@ func (x *ReconnectEndpointsCommand) String() string {
 func (*ReconnectEndpointsCommand) ProtoMessage() {}
 
 func (x *ReconnectEndpointsCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[16]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1215,7 @@ func (x *ReconnectEndpointsCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconnectEndpointsCommand.ProtoReflect.Descriptor instead.
 func (*ReconnectEndpointsCommand) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{16}
+	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReconnectEndpointsCommand) GetNonce() string {
@@ -1087,7 +1236,7 @@ type ThreadStackTrace struct {
 
 func (x *ThreadStackTrace) Reset() {
 	*x = ThreadStackTrace{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[17]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1248,7 @@ func (x *ThreadStackTrace) String() string {
 func (*ThreadStackTrace) ProtoMessage() {}
 
 func (x *ThreadStackTrace) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[17]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1261,7 @@ func (x *ThreadStackTrace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadStackTrace.ProtoReflect.Descriptor instead.
 func (*ThreadStackTrace) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{17}
+	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ThreadStackTrace) GetNonce() string {
@@ -1140,7 +1289,7 @@ type VerifyMessageCommand struct {
 
 func (x *VerifyMessageCommand) Reset() {
 	*x = VerifyMessageCommand{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[18]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +1301,7 @@ func (x *VerifyMessageCommand) String() string {
 func (*VerifyMessageCommand) ProtoMessage() {}
 
 func (x *VerifyMessageCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[18]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +1314,7 @@ func (x *VerifyMessageCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyMessageCommand.ProtoReflect.Descriptor instead.
 func (*VerifyMessageCommand) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{18}
+	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *VerifyMessageCommand) GetNonce() string {
@@ -1192,7 +1341,7 @@ type VerifyMessageResult struct {
 
 func (x *VerifyMessageResult) Reset() {
 	*x = VerifyMessageResult{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[19]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1353,7 @@ func (x *VerifyMessageResult) String() string {
 func (*VerifyMessageResult) ProtoMessage() {}
 
 func (x *VerifyMessageResult) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[19]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1366,7 @@ func (x *VerifyMessageResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyMessageResult.ProtoReflect.Descriptor instead.
 func (*VerifyMessageResult) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{19}
+	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *VerifyMessageResult) GetNonce() string {
@@ -1240,7 +1389,7 @@ type RecoverOrphanedTransactionCommand struct {
 
 func (x *RecoverOrphanedTransactionCommand) Reset() {
 	*x = RecoverOrphanedTransactionCommand{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[20]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1401,7 @@ func (x *RecoverOrphanedTransactionCommand) String() string {
 func (*RecoverOrphanedTransactionCommand) ProtoMessage() {}
 
 func (x *RecoverOrphanedTransactionCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[20]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1414,7 @@ func (x *RecoverOrphanedTransactionCommand) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use RecoverOrphanedTransactionCommand.ProtoReflect.Descriptor instead.
 func (*RecoverOrphanedTransactionCommand) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{20}
+	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RecoverOrphanedTransactionCommand) GetMessage() *Message {
@@ -1292,7 +1441,7 @@ type NotifyUnsubscribeLiteCommand struct {
 
 func (x *NotifyUnsubscribeLiteCommand) Reset() {
 	*x = NotifyUnsubscribeLiteCommand{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[21]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1453,7 @@ func (x *NotifyUnsubscribeLiteCommand) String() string {
 func (*NotifyUnsubscribeLiteCommand) ProtoMessage() {}
 
 func (x *NotifyUnsubscribeLiteCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[21]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1466,7 @@ func (x *NotifyUnsubscribeLiteCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyUnsubscribeLiteCommand.ProtoReflect.Descriptor instead.
 func (*NotifyUnsubscribeLiteCommand) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{21}
+	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *NotifyUnsubscribeLiteCommand) GetLiteTopic() string {
@@ -1349,7 +1498,7 @@ type TelemetryCommand struct {
 
 func (x *TelemetryCommand) Reset() {
 	*x = TelemetryCommand{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[22]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1510,7 @@ func (x *TelemetryCommand) String() string {
 func (*TelemetryCommand) ProtoMessage() {}
 
 func (x *TelemetryCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[22]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1523,7 @@ func (x *TelemetryCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TelemetryCommand.ProtoReflect.Descriptor instead.
 func (*TelemetryCommand) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{22}
+	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TelemetryCommand) GetStatus() *Status {
@@ -1528,7 +1677,7 @@ type NotifyClientTerminationRequest struct {
 
 func (x *NotifyClientTerminationRequest) Reset() {
 	*x = NotifyClientTerminationRequest{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[23]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1540,7 +1689,7 @@ func (x *NotifyClientTerminationRequest) String() string {
 func (*NotifyClientTerminationRequest) ProtoMessage() {}
 
 func (x *NotifyClientTerminationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[23]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1553,7 +1702,7 @@ func (x *NotifyClientTerminationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyClientTerminationRequest.ProtoReflect.Descriptor instead.
 func (*NotifyClientTerminationRequest) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{23}
+	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *NotifyClientTerminationRequest) GetGroup() *Resource {
@@ -1573,7 +1722,7 @@ type NotifyClientTerminationResponse struct {
 
 func (x *NotifyClientTerminationResponse) Reset() {
 	*x = NotifyClientTerminationResponse{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[24]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1585,7 +1734,7 @@ func (x *NotifyClientTerminationResponse) String() string {
 func (*NotifyClientTerminationResponse) ProtoMessage() {}
 
 func (x *NotifyClientTerminationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[24]
+	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1598,7 +1747,7 @@ func (x *NotifyClientTerminationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyClientTerminationResponse.ProtoReflect.Descriptor instead.
 func (*NotifyClientTerminationResponse) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{24}
+	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *NotifyClientTerminationResponse) GetStatus() *Status {
@@ -1669,7 +1818,23 @@ const file_apache_rocketmq_v2_service_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\v2\x1a.apache.rocketmq.v2.StatusR\x06status\"\x8d\x01\n" +
 	"\x12AckMessageResponse\x122\n" +
 	"\x06status\x18\x01 \x01(\v2\x1a.apache.rocketmq.v2.StatusR\x06status\x12C\n" +
-	"\aentries\x18\x02 \x03(\v2).apache.rocketmq.v2.AckMessageResultEntryR\aentries\"\x96\x01\n" +
+	"\aentries\x18\x02 \x03(\v2).apache.rocketmq.v2.AckMessageResultEntryR\aentries\"\xf6\x02\n" +
+	"\x1eChangeInvisibleDurationRequest\x122\n" +
+	"\x05group\x18\x01 \x01(\v2\x1c.apache.rocketmq.v2.ResourceR\x05group\x122\n" +
+	"\x05topic\x18\x02 \x01(\v2\x1c.apache.rocketmq.v2.ResourceR\x05topic\x12%\n" +
+	"\x0ereceipt_handle\x18\x03 \x01(\tR\rreceiptHandle\x12H\n" +
+	"\x12invisible_duration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x11invisibleDuration\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x05 \x01(\tR\tmessageId\x12\"\n" +
+	"\n" +
+	"lite_topic\x18\x06 \x01(\tH\x00R\tliteTopic\x88\x01\x01\x12\x1d\n" +
+	"\asuspend\x18\a \x01(\bH\x01R\asuspend\x88\x01\x01B\r\n" +
+	"\v_lite_topicB\n" +
+	"\n" +
+	"\b_suspend\"|\n" +
+	"\x1fChangeInvisibleDurationResponse\x122\n" +
+	"\x06status\x18\x01 \x01(\v2\x1a.apache.rocketmq.v2.StatusR\x06status\x12%\n" +
+	"\x0ereceipt_handle\x18\x02 \x01(\tR\rreceiptHandle\"\x96\x01\n" +
 	"\x10HeartbeatRequest\x127\n" +
 	"\x05group\x18\x01 \x01(\v2\x1c.apache.rocketmq.v2.ResourceH\x00R\x05group\x88\x01\x01\x12?\n" +
 	"\vclient_type\x18\x02 \x01(\x0e2\x1e.apache.rocketmq.v2.ClientTypeR\n" +
@@ -1724,7 +1889,7 @@ const file_apache_rocketmq_v2_service_proto_rawDesc = "" +
 	"\x05group\x18\x01 \x01(\v2\x1c.apache.rocketmq.v2.ResourceH\x00R\x05group\x88\x01\x01B\b\n" +
 	"\x06_group\"U\n" +
 	"\x1fNotifyClientTerminationResponse\x122\n" +
-	"\x06status\x18\x01 \x01(\v2\x1a.apache.rocketmq.v2.StatusR\x06status2\xcc\x06\n" +
+	"\x06status\x18\x01 \x01(\v2\x1a.apache.rocketmq.v2.StatusR\x06status2\xd3\a\n" +
 	"\x10MessagingService\x12]\n" +
 	"\n" +
 	"QueryRoute\x12%.apache.rocketmq.v2.QueryRouteRequest\x1a&.apache.rocketmq.v2.QueryRouteResponse\"\x00\x12Z\n" +
@@ -1732,7 +1897,8 @@ const file_apache_rocketmq_v2_service_proto_rawDesc = "" +
 	"\vSendMessage\x12&.apache.rocketmq.v2.SendMessageRequest\x1a'.apache.rocketmq.v2.SendMessageResponse\"\x00\x12k\n" +
 	"\x0eReceiveMessage\x12).apache.rocketmq.v2.ReceiveMessageRequest\x1a*.apache.rocketmq.v2.ReceiveMessageResponse\"\x000\x01\x12]\n" +
 	"\n" +
-	"AckMessage\x12%.apache.rocketmq.v2.AckMessageRequest\x1a&.apache.rocketmq.v2.AckMessageResponse\"\x00\x12i\n" +
+	"AckMessage\x12%.apache.rocketmq.v2.AckMessageRequest\x1a&.apache.rocketmq.v2.AckMessageResponse\"\x00\x12\x84\x01\n" +
+	"\x17ChangeInvisibleDuration\x122.apache.rocketmq.v2.ChangeInvisibleDurationRequest\x1a3.apache.rocketmq.v2.ChangeInvisibleDurationResponse\"\x00\x12i\n" +
 	"\x0eEndTransaction\x12).apache.rocketmq.v2.EndTransactionRequest\x1a*.apache.rocketmq.v2.EndTransactionResponse\"\x00\x12]\n" +
 	"\tTelemetry\x12$.apache.rocketmq.v2.TelemetryCommand\x1a$.apache.rocketmq.v2.TelemetryCommand\"\x00(\x010\x01\x12\x84\x01\n" +
 	"\x17NotifyClientTermination\x122.apache.rocketmq.v2.NotifyClientTerminationRequest\x1a3.apache.rocketmq.v2.NotifyClientTerminationResponse\"\x00BCZAgithub.com/rocketry-go/rocketry/gen/apache/rocketmq/v2;rocketmqv2b\x06proto3"
@@ -1749,7 +1915,7 @@ func file_apache_rocketmq_v2_service_proto_rawDescGZIP() []byte {
 	return file_apache_rocketmq_v2_service_proto_rawDescData
 }
 
-var file_apache_rocketmq_v2_service_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_apache_rocketmq_v2_service_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_apache_rocketmq_v2_service_proto_goTypes = []any{
 	(*QueryRouteRequest)(nil),                 // 0: apache.rocketmq.v2.QueryRouteRequest
 	(*QueryRouteResponse)(nil),                // 1: apache.rocketmq.v2.QueryRouteResponse
@@ -1762,97 +1928,105 @@ var file_apache_rocketmq_v2_service_proto_goTypes = []any{
 	(*AckMessageRequest)(nil),                 // 8: apache.rocketmq.v2.AckMessageRequest
 	(*AckMessageResultEntry)(nil),             // 9: apache.rocketmq.v2.AckMessageResultEntry
 	(*AckMessageResponse)(nil),                // 10: apache.rocketmq.v2.AckMessageResponse
-	(*HeartbeatRequest)(nil),                  // 11: apache.rocketmq.v2.HeartbeatRequest
-	(*HeartbeatResponse)(nil),                 // 12: apache.rocketmq.v2.HeartbeatResponse
-	(*EndTransactionRequest)(nil),             // 13: apache.rocketmq.v2.EndTransactionRequest
-	(*EndTransactionResponse)(nil),            // 14: apache.rocketmq.v2.EndTransactionResponse
-	(*PrintThreadStackTraceCommand)(nil),      // 15: apache.rocketmq.v2.PrintThreadStackTraceCommand
-	(*ReconnectEndpointsCommand)(nil),         // 16: apache.rocketmq.v2.ReconnectEndpointsCommand
-	(*ThreadStackTrace)(nil),                  // 17: apache.rocketmq.v2.ThreadStackTrace
-	(*VerifyMessageCommand)(nil),              // 18: apache.rocketmq.v2.VerifyMessageCommand
-	(*VerifyMessageResult)(nil),               // 19: apache.rocketmq.v2.VerifyMessageResult
-	(*RecoverOrphanedTransactionCommand)(nil), // 20: apache.rocketmq.v2.RecoverOrphanedTransactionCommand
-	(*NotifyUnsubscribeLiteCommand)(nil),      // 21: apache.rocketmq.v2.NotifyUnsubscribeLiteCommand
-	(*TelemetryCommand)(nil),                  // 22: apache.rocketmq.v2.TelemetryCommand
-	(*NotifyClientTerminationRequest)(nil),    // 23: apache.rocketmq.v2.NotifyClientTerminationRequest
-	(*NotifyClientTerminationResponse)(nil),   // 24: apache.rocketmq.v2.NotifyClientTerminationResponse
-	(*Resource)(nil),                          // 25: apache.rocketmq.v2.Resource
-	(*Endpoints)(nil),                         // 26: apache.rocketmq.v2.Endpoints
-	(*Status)(nil),                            // 27: apache.rocketmq.v2.Status
-	(*MessageQueue)(nil),                      // 28: apache.rocketmq.v2.MessageQueue
-	(*Message)(nil),                           // 29: apache.rocketmq.v2.Message
-	(*FilterExpression)(nil),                  // 30: apache.rocketmq.v2.FilterExpression
-	(*durationpb.Duration)(nil),               // 31: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),             // 32: google.protobuf.Timestamp
-	(ClientType)(0),                           // 33: apache.rocketmq.v2.ClientType
-	(TransactionResolution)(0),                // 34: apache.rocketmq.v2.TransactionResolution
-	(TransactionSource)(0),                    // 35: apache.rocketmq.v2.TransactionSource
-	(*Settings)(nil),                          // 36: apache.rocketmq.v2.Settings
+	(*ChangeInvisibleDurationRequest)(nil),    // 11: apache.rocketmq.v2.ChangeInvisibleDurationRequest
+	(*ChangeInvisibleDurationResponse)(nil),   // 12: apache.rocketmq.v2.ChangeInvisibleDurationResponse
+	(*HeartbeatRequest)(nil),                  // 13: apache.rocketmq.v2.HeartbeatRequest
+	(*HeartbeatResponse)(nil),                 // 14: apache.rocketmq.v2.HeartbeatResponse
+	(*EndTransactionRequest)(nil),             // 15: apache.rocketmq.v2.EndTransactionRequest
+	(*EndTransactionResponse)(nil),            // 16: apache.rocketmq.v2.EndTransactionResponse
+	(*PrintThreadStackTraceCommand)(nil),      // 17: apache.rocketmq.v2.PrintThreadStackTraceCommand
+	(*ReconnectEndpointsCommand)(nil),         // 18: apache.rocketmq.v2.ReconnectEndpointsCommand
+	(*ThreadStackTrace)(nil),                  // 19: apache.rocketmq.v2.ThreadStackTrace
+	(*VerifyMessageCommand)(nil),              // 20: apache.rocketmq.v2.VerifyMessageCommand
+	(*VerifyMessageResult)(nil),               // 21: apache.rocketmq.v2.VerifyMessageResult
+	(*RecoverOrphanedTransactionCommand)(nil), // 22: apache.rocketmq.v2.RecoverOrphanedTransactionCommand
+	(*NotifyUnsubscribeLiteCommand)(nil),      // 23: apache.rocketmq.v2.NotifyUnsubscribeLiteCommand
+	(*TelemetryCommand)(nil),                  // 24: apache.rocketmq.v2.TelemetryCommand
+	(*NotifyClientTerminationRequest)(nil),    // 25: apache.rocketmq.v2.NotifyClientTerminationRequest
+	(*NotifyClientTerminationResponse)(nil),   // 26: apache.rocketmq.v2.NotifyClientTerminationResponse
+	(*Resource)(nil),                          // 27: apache.rocketmq.v2.Resource
+	(*Endpoints)(nil),                         // 28: apache.rocketmq.v2.Endpoints
+	(*Status)(nil),                            // 29: apache.rocketmq.v2.Status
+	(*MessageQueue)(nil),                      // 30: apache.rocketmq.v2.MessageQueue
+	(*Message)(nil),                           // 31: apache.rocketmq.v2.Message
+	(*FilterExpression)(nil),                  // 32: apache.rocketmq.v2.FilterExpression
+	(*durationpb.Duration)(nil),               // 33: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),             // 34: google.protobuf.Timestamp
+	(ClientType)(0),                           // 35: apache.rocketmq.v2.ClientType
+	(TransactionResolution)(0),                // 36: apache.rocketmq.v2.TransactionResolution
+	(TransactionSource)(0),                    // 37: apache.rocketmq.v2.TransactionSource
+	(*Settings)(nil),                          // 38: apache.rocketmq.v2.Settings
 }
 var file_apache_rocketmq_v2_service_proto_depIdxs = []int32{
-	25, // 0: apache.rocketmq.v2.QueryRouteRequest.topic:type_name -> apache.rocketmq.v2.Resource
-	26, // 1: apache.rocketmq.v2.QueryRouteRequest.endpoints:type_name -> apache.rocketmq.v2.Endpoints
-	27, // 2: apache.rocketmq.v2.QueryRouteResponse.status:type_name -> apache.rocketmq.v2.Status
-	28, // 3: apache.rocketmq.v2.QueryRouteResponse.message_queues:type_name -> apache.rocketmq.v2.MessageQueue
-	29, // 4: apache.rocketmq.v2.SendMessageRequest.messages:type_name -> apache.rocketmq.v2.Message
-	27, // 5: apache.rocketmq.v2.SendResultEntry.status:type_name -> apache.rocketmq.v2.Status
-	27, // 6: apache.rocketmq.v2.SendMessageResponse.status:type_name -> apache.rocketmq.v2.Status
+	27, // 0: apache.rocketmq.v2.QueryRouteRequest.topic:type_name -> apache.rocketmq.v2.Resource
+	28, // 1: apache.rocketmq.v2.QueryRouteRequest.endpoints:type_name -> apache.rocketmq.v2.Endpoints
+	29, // 2: apache.rocketmq.v2.QueryRouteResponse.status:type_name -> apache.rocketmq.v2.Status
+	30, // 3: apache.rocketmq.v2.QueryRouteResponse.message_queues:type_name -> apache.rocketmq.v2.MessageQueue
+	31, // 4: apache.rocketmq.v2.SendMessageRequest.messages:type_name -> apache.rocketmq.v2.Message
+	29, // 5: apache.rocketmq.v2.SendResultEntry.status:type_name -> apache.rocketmq.v2.Status
+	29, // 6: apache.rocketmq.v2.SendMessageResponse.status:type_name -> apache.rocketmq.v2.Status
 	3,  // 7: apache.rocketmq.v2.SendMessageResponse.entries:type_name -> apache.rocketmq.v2.SendResultEntry
-	25, // 8: apache.rocketmq.v2.ReceiveMessageRequest.group:type_name -> apache.rocketmq.v2.Resource
-	28, // 9: apache.rocketmq.v2.ReceiveMessageRequest.message_queue:type_name -> apache.rocketmq.v2.MessageQueue
-	30, // 10: apache.rocketmq.v2.ReceiveMessageRequest.filter_expression:type_name -> apache.rocketmq.v2.FilterExpression
-	31, // 11: apache.rocketmq.v2.ReceiveMessageRequest.invisible_duration:type_name -> google.protobuf.Duration
-	31, // 12: apache.rocketmq.v2.ReceiveMessageRequest.long_polling_timeout:type_name -> google.protobuf.Duration
-	27, // 13: apache.rocketmq.v2.ReceiveMessageResponse.status:type_name -> apache.rocketmq.v2.Status
-	29, // 14: apache.rocketmq.v2.ReceiveMessageResponse.message:type_name -> apache.rocketmq.v2.Message
-	32, // 15: apache.rocketmq.v2.ReceiveMessageResponse.delivery_timestamp:type_name -> google.protobuf.Timestamp
-	25, // 16: apache.rocketmq.v2.AckMessageRequest.group:type_name -> apache.rocketmq.v2.Resource
-	25, // 17: apache.rocketmq.v2.AckMessageRequest.topic:type_name -> apache.rocketmq.v2.Resource
+	27, // 8: apache.rocketmq.v2.ReceiveMessageRequest.group:type_name -> apache.rocketmq.v2.Resource
+	30, // 9: apache.rocketmq.v2.ReceiveMessageRequest.message_queue:type_name -> apache.rocketmq.v2.MessageQueue
+	32, // 10: apache.rocketmq.v2.ReceiveMessageRequest.filter_expression:type_name -> apache.rocketmq.v2.FilterExpression
+	33, // 11: apache.rocketmq.v2.ReceiveMessageRequest.invisible_duration:type_name -> google.protobuf.Duration
+	33, // 12: apache.rocketmq.v2.ReceiveMessageRequest.long_polling_timeout:type_name -> google.protobuf.Duration
+	29, // 13: apache.rocketmq.v2.ReceiveMessageResponse.status:type_name -> apache.rocketmq.v2.Status
+	31, // 14: apache.rocketmq.v2.ReceiveMessageResponse.message:type_name -> apache.rocketmq.v2.Message
+	34, // 15: apache.rocketmq.v2.ReceiveMessageResponse.delivery_timestamp:type_name -> google.protobuf.Timestamp
+	27, // 16: apache.rocketmq.v2.AckMessageRequest.group:type_name -> apache.rocketmq.v2.Resource
+	27, // 17: apache.rocketmq.v2.AckMessageRequest.topic:type_name -> apache.rocketmq.v2.Resource
 	7,  // 18: apache.rocketmq.v2.AckMessageRequest.entries:type_name -> apache.rocketmq.v2.AckMessageEntry
-	27, // 19: apache.rocketmq.v2.AckMessageResultEntry.status:type_name -> apache.rocketmq.v2.Status
-	27, // 20: apache.rocketmq.v2.AckMessageResponse.status:type_name -> apache.rocketmq.v2.Status
+	29, // 19: apache.rocketmq.v2.AckMessageResultEntry.status:type_name -> apache.rocketmq.v2.Status
+	29, // 20: apache.rocketmq.v2.AckMessageResponse.status:type_name -> apache.rocketmq.v2.Status
 	9,  // 21: apache.rocketmq.v2.AckMessageResponse.entries:type_name -> apache.rocketmq.v2.AckMessageResultEntry
-	25, // 22: apache.rocketmq.v2.HeartbeatRequest.group:type_name -> apache.rocketmq.v2.Resource
-	33, // 23: apache.rocketmq.v2.HeartbeatRequest.client_type:type_name -> apache.rocketmq.v2.ClientType
-	27, // 24: apache.rocketmq.v2.HeartbeatResponse.status:type_name -> apache.rocketmq.v2.Status
-	25, // 25: apache.rocketmq.v2.EndTransactionRequest.topic:type_name -> apache.rocketmq.v2.Resource
-	34, // 26: apache.rocketmq.v2.EndTransactionRequest.resolution:type_name -> apache.rocketmq.v2.TransactionResolution
-	35, // 27: apache.rocketmq.v2.EndTransactionRequest.source:type_name -> apache.rocketmq.v2.TransactionSource
-	27, // 28: apache.rocketmq.v2.EndTransactionResponse.status:type_name -> apache.rocketmq.v2.Status
-	29, // 29: apache.rocketmq.v2.VerifyMessageCommand.message:type_name -> apache.rocketmq.v2.Message
-	29, // 30: apache.rocketmq.v2.RecoverOrphanedTransactionCommand.message:type_name -> apache.rocketmq.v2.Message
-	27, // 31: apache.rocketmq.v2.TelemetryCommand.status:type_name -> apache.rocketmq.v2.Status
-	36, // 32: apache.rocketmq.v2.TelemetryCommand.settings:type_name -> apache.rocketmq.v2.Settings
-	17, // 33: apache.rocketmq.v2.TelemetryCommand.thread_stack_trace:type_name -> apache.rocketmq.v2.ThreadStackTrace
-	19, // 34: apache.rocketmq.v2.TelemetryCommand.verify_message_result:type_name -> apache.rocketmq.v2.VerifyMessageResult
-	20, // 35: apache.rocketmq.v2.TelemetryCommand.recover_orphaned_transaction_command:type_name -> apache.rocketmq.v2.RecoverOrphanedTransactionCommand
-	15, // 36: apache.rocketmq.v2.TelemetryCommand.print_thread_stack_trace_command:type_name -> apache.rocketmq.v2.PrintThreadStackTraceCommand
-	18, // 37: apache.rocketmq.v2.TelemetryCommand.verify_message_command:type_name -> apache.rocketmq.v2.VerifyMessageCommand
-	16, // 38: apache.rocketmq.v2.TelemetryCommand.reconnect_endpoints_command:type_name -> apache.rocketmq.v2.ReconnectEndpointsCommand
-	21, // 39: apache.rocketmq.v2.TelemetryCommand.notify_unsubscribe_lite_command:type_name -> apache.rocketmq.v2.NotifyUnsubscribeLiteCommand
-	25, // 40: apache.rocketmq.v2.NotifyClientTerminationRequest.group:type_name -> apache.rocketmq.v2.Resource
-	27, // 41: apache.rocketmq.v2.NotifyClientTerminationResponse.status:type_name -> apache.rocketmq.v2.Status
-	0,  // 42: apache.rocketmq.v2.MessagingService.QueryRoute:input_type -> apache.rocketmq.v2.QueryRouteRequest
-	11, // 43: apache.rocketmq.v2.MessagingService.Heartbeat:input_type -> apache.rocketmq.v2.HeartbeatRequest
-	2,  // 44: apache.rocketmq.v2.MessagingService.SendMessage:input_type -> apache.rocketmq.v2.SendMessageRequest
-	5,  // 45: apache.rocketmq.v2.MessagingService.ReceiveMessage:input_type -> apache.rocketmq.v2.ReceiveMessageRequest
-	8,  // 46: apache.rocketmq.v2.MessagingService.AckMessage:input_type -> apache.rocketmq.v2.AckMessageRequest
-	13, // 47: apache.rocketmq.v2.MessagingService.EndTransaction:input_type -> apache.rocketmq.v2.EndTransactionRequest
-	22, // 48: apache.rocketmq.v2.MessagingService.Telemetry:input_type -> apache.rocketmq.v2.TelemetryCommand
-	23, // 49: apache.rocketmq.v2.MessagingService.NotifyClientTermination:input_type -> apache.rocketmq.v2.NotifyClientTerminationRequest
-	1,  // 50: apache.rocketmq.v2.MessagingService.QueryRoute:output_type -> apache.rocketmq.v2.QueryRouteResponse
-	12, // 51: apache.rocketmq.v2.MessagingService.Heartbeat:output_type -> apache.rocketmq.v2.HeartbeatResponse
-	4,  // 52: apache.rocketmq.v2.MessagingService.SendMessage:output_type -> apache.rocketmq.v2.SendMessageResponse
-	6,  // 53: apache.rocketmq.v2.MessagingService.ReceiveMessage:output_type -> apache.rocketmq.v2.ReceiveMessageResponse
-	10, // 54: apache.rocketmq.v2.MessagingService.AckMessage:output_type -> apache.rocketmq.v2.AckMessageResponse
-	14, // 55: apache.rocketmq.v2.MessagingService.EndTransaction:output_type -> apache.rocketmq.v2.EndTransactionResponse
-	22, // 56: apache.rocketmq.v2.MessagingService.Telemetry:output_type -> apache.rocketmq.v2.TelemetryCommand
-	24, // 57: apache.rocketmq.v2.MessagingService.NotifyClientTermination:output_type -> apache.rocketmq.v2.NotifyClientTerminationResponse
-	50, // [50:58] is the sub-list for method output_type
-	42, // [42:50] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	27, // 22: apache.rocketmq.v2.ChangeInvisibleDurationRequest.group:type_name -> apache.rocketmq.v2.Resource
+	27, // 23: apache.rocketmq.v2.ChangeInvisibleDurationRequest.topic:type_name -> apache.rocketmq.v2.Resource
+	33, // 24: apache.rocketmq.v2.ChangeInvisibleDurationRequest.invisible_duration:type_name -> google.protobuf.Duration
+	29, // 25: apache.rocketmq.v2.ChangeInvisibleDurationResponse.status:type_name -> apache.rocketmq.v2.Status
+	27, // 26: apache.rocketmq.v2.HeartbeatRequest.group:type_name -> apache.rocketmq.v2.Resource
+	35, // 27: apache.rocketmq.v2.HeartbeatRequest.client_type:type_name -> apache.rocketmq.v2.ClientType
+	29, // 28: apache.rocketmq.v2.HeartbeatResponse.status:type_name -> apache.rocketmq.v2.Status
+	27, // 29: apache.rocketmq.v2.EndTransactionRequest.topic:type_name -> apache.rocketmq.v2.Resource
+	36, // 30: apache.rocketmq.v2.EndTransactionRequest.resolution:type_name -> apache.rocketmq.v2.TransactionResolution
+	37, // 31: apache.rocketmq.v2.EndTransactionRequest.source:type_name -> apache.rocketmq.v2.TransactionSource
+	29, // 32: apache.rocketmq.v2.EndTransactionResponse.status:type_name -> apache.rocketmq.v2.Status
+	31, // 33: apache.rocketmq.v2.VerifyMessageCommand.message:type_name -> apache.rocketmq.v2.Message
+	31, // 34: apache.rocketmq.v2.RecoverOrphanedTransactionCommand.message:type_name -> apache.rocketmq.v2.Message
+	29, // 35: apache.rocketmq.v2.TelemetryCommand.status:type_name -> apache.rocketmq.v2.Status
+	38, // 36: apache.rocketmq.v2.TelemetryCommand.settings:type_name -> apache.rocketmq.v2.Settings
+	19, // 37: apache.rocketmq.v2.TelemetryCommand.thread_stack_trace:type_name -> apache.rocketmq.v2.ThreadStackTrace
+	21, // 38: apache.rocketmq.v2.TelemetryCommand.verify_message_result:type_name -> apache.rocketmq.v2.VerifyMessageResult
+	22, // 39: apache.rocketmq.v2.TelemetryCommand.recover_orphaned_transaction_command:type_name -> apache.rocketmq.v2.RecoverOrphanedTransactionCommand
+	17, // 40: apache.rocketmq.v2.TelemetryCommand.print_thread_stack_trace_command:type_name -> apache.rocketmq.v2.PrintThreadStackTraceCommand
+	20, // 41: apache.rocketmq.v2.TelemetryCommand.verify_message_command:type_name -> apache.rocketmq.v2.VerifyMessageCommand
+	18, // 42: apache.rocketmq.v2.TelemetryCommand.reconnect_endpoints_command:type_name -> apache.rocketmq.v2.ReconnectEndpointsCommand
+	23, // 43: apache.rocketmq.v2.TelemetryCommand.notify_unsubscribe_lite_command:type_name -> apache.rocketmq.v2.NotifyUnsubscribeLiteCommand
+	27, // 44: apache.rocketmq.v2.NotifyClientTerminationRequest.group:type_name -> apache.rocketmq.v2.Resource
+	29, // 45: apache.rocketmq.v2.NotifyClientTerminationResponse.status:type_name -> apache.rocketmq.v2.Status
+	0,  // 46: apache.rocketmq.v2.MessagingService.QueryRoute:input_type -> apache.rocketmq.v2.QueryRouteRequest
+	13, // 47: apache.rocketmq.v2.MessagingService.Heartbeat:input_type -> apache.rocketmq.v2.HeartbeatRequest
+	2,  // 48: apache.rocketmq.v2.MessagingService.SendMessage:input_type -> apache.rocketmq.v2.SendMessageRequest
+	5,  // 49: apache.rocketmq.v2.MessagingService.ReceiveMessage:input_type -> apache.rocketmq.v2.ReceiveMessageRequest
+	8,  // 50: apache.rocketmq.v2.MessagingService.AckMessage:input_type -> apache.rocketmq.v2.AckMessageRequest
+	11, // 51: apache.rocketmq.v2.MessagingService.ChangeInvisibleDuration:input_type -> apache.rocketmq.v2.ChangeInvisibleDurationRequest
+	15, // 52: apache.rocketmq.v2.MessagingService.EndTransaction:input_type -> apache.rocketmq.v2.EndTransactionRequest
+	24, // 53: apache.rocketmq.v2.MessagingService.Telemetry:input_type -> apache.rocketmq.v2.TelemetryCommand
+	25, // 54: apache.rocketmq.v2.MessagingService.NotifyClientTermination:input_type -> apache.rocketmq.v2.NotifyClientTerminationRequest
+	1,  // 55: apache.rocketmq.v2.MessagingService.QueryRoute:output_type -> apache.rocketmq.v2.QueryRouteResponse
+	14, // 56: apache.rocketmq.v2.MessagingService.Heartbeat:output_type -> apache.rocketmq.v2.HeartbeatResponse
+	4,  // 57: apache.rocketmq.v2.MessagingService.SendMessage:output_type -> apache.rocketmq.v2.SendMessageResponse
+	6,  // 58: apache.rocketmq.v2.MessagingService.ReceiveMessage:output_type -> apache.rocketmq.v2.ReceiveMessageResponse
+	10, // 59: apache.rocketmq.v2.MessagingService.AckMessage:output_type -> apache.rocketmq.v2.AckMessageResponse
+	12, // 60: apache.rocketmq.v2.MessagingService.ChangeInvisibleDuration:output_type -> apache.rocketmq.v2.ChangeInvisibleDurationResponse
+	16, // 61: apache.rocketmq.v2.MessagingService.EndTransaction:output_type -> apache.rocketmq.v2.EndTransactionResponse
+	24, // 62: apache.rocketmq.v2.MessagingService.Telemetry:output_type -> apache.rocketmq.v2.TelemetryCommand
+	26, // 63: apache.rocketmq.v2.MessagingService.NotifyClientTermination:output_type -> apache.rocketmq.v2.NotifyClientTerminationResponse
+	55, // [55:64] is the sub-list for method output_type
+	46, // [46:55] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_apache_rocketmq_v2_service_proto_init() }
@@ -1869,8 +2043,9 @@ func file_apache_rocketmq_v2_service_proto_init() {
 	}
 	file_apache_rocketmq_v2_service_proto_msgTypes[7].OneofWrappers = []any{}
 	file_apache_rocketmq_v2_service_proto_msgTypes[11].OneofWrappers = []any{}
-	file_apache_rocketmq_v2_service_proto_msgTypes[17].OneofWrappers = []any{}
-	file_apache_rocketmq_v2_service_proto_msgTypes[22].OneofWrappers = []any{
+	file_apache_rocketmq_v2_service_proto_msgTypes[13].OneofWrappers = []any{}
+	file_apache_rocketmq_v2_service_proto_msgTypes[19].OneofWrappers = []any{}
+	file_apache_rocketmq_v2_service_proto_msgTypes[24].OneofWrappers = []any{
 		(*TelemetryCommand_Settings)(nil),
 		(*TelemetryCommand_ThreadStackTrace)(nil),
 		(*TelemetryCommand_VerifyMessageResult)(nil),
@@ -1880,14 +2055,14 @@ func file_apache_rocketmq_v2_service_proto_init() {
 		(*TelemetryCommand_ReconnectEndpointsCommand)(nil),
 		(*TelemetryCommand_NotifyUnsubscribeLiteCommand)(nil),
 	}
-	file_apache_rocketmq_v2_service_proto_msgTypes[23].OneofWrappers = []any{}
+	file_apache_rocketmq_v2_service_proto_msgTypes[25].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_apache_rocketmq_v2_service_proto_rawDesc), len(file_apache_rocketmq_v2_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,11 +1,11 @@
 // The RocketMQ 5 messaging service (apache.rocketmq.v2.MessagingService), the
-// part of it rocketry uses: a producer's calls, and the two consumer calls
-// that the test broker may serve.
+// part of it rocketry uses: a producer's calls, and the consumer calls of a
+// SimpleConsumer, which the test broker serves.
 //
 // As in definition.proto, every name, field number and enum value is the wire
 // contract of apache/rocketmq-apis; the comments are ours. gRPC does not need
-// a service to list every method, so the RPCs a producer never calls
-// (QueryAssignment, PullMessage, offsets, ChangeInvisibleDuration,
+// a service to list every method, so the RPCs that neither a producer nor a
+// SimpleConsumer calls (QueryAssignment, PullMessage, offsets,
 // ForwardMessageToDeadLetterQueue, RecallMessage, SyncLiteSubscription) are
 // left out.
 
@@ -35,6 +35,7 @@ const (
 	MessagingService_SendMessage_FullMethodName             = "/apache.rocketmq.v2.MessagingService/SendMessage"
 	MessagingService_ReceiveMessage_FullMethodName          = "/apache.rocketmq.v2.MessagingService/ReceiveMessage"
 	MessagingService_AckMessage_FullMethodName              = "/apache.rocketmq.v2.MessagingService/AckMessage"
+	MessagingService_ChangeInvisibleDuration_FullMethodName = "/apache.rocketmq.v2.MessagingService/ChangeInvisibleDuration"
 	MessagingService_EndTransaction_FullMethodName          = "/apache.rocketmq.v2.MessagingService/EndTransaction"
 	MessagingService_Telemetry_FullMethodName               = "/apache.rocketmq.v2.MessagingService/Telemetry"
 	MessagingService_NotifyClientTermination_FullMethodName = "/apache.rocketmq.v2.MessagingService/NotifyClientTermination"
@@ -63,6 +64,9 @@ type MessagingServiceClient interface {
 	ReceiveMessage(ctx context.Context, in *ReceiveMessageRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReceiveMessageResponse], error)
 	// AckMessage tells the server that received messages are consumed.
 	AckMessage(ctx context.Context, in *AckMessageRequest, opts ...grpc.CallOption) (*AckMessageResponse, error)
+	// ChangeInvisibleDuration sets how long a received message stays invisible
+	// from now, and answers its new receipt handle.
+	ChangeInvisibleDuration(ctx context.Context, in *ChangeInvisibleDurationRequest, opts ...grpc.CallOption) (*ChangeInvisibleDurationResponse, error)
 	// EndTransaction commits or rolls back a transactional message.
 	EndTransaction(ctx context.Context, in *EndTransactionRequest, opts ...grpc.CallOption) (*EndTransactionResponse, error)
 	// Telemetry is a long-lived stream: the client sends its Settings first and
@@ -141,6 +145,16 @@ func (c *messagingServiceClient) AckMessage(ctx context.Context, in *AckMessageR
 	return out, nil
 }
 
+func (c *messagingServiceClient) ChangeInvisibleDuration(ctx context.Context, in *ChangeInvisibleDurationRequest, opts ...grpc.CallOption) (*ChangeInvisibleDurationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ChangeInvisibleDurationResponse)
+	err := c.cc.Invoke(ctx, MessagingService_ChangeInvisibleDuration_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *messagingServiceClient) EndTransaction(ctx context.Context, in *EndTransactionRequest, opts ...grpc.CallOption) (*EndTransactionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(EndTransactionResponse)
@@ -197,6 +211,9 @@ type MessagingServiceServer interface {
 	ReceiveMessage(*ReceiveMessageRequest, grpc.ServerStreamingServer[ReceiveMessageResponse]) error
 	// AckMessage tells the server that received messages are consumed.
 	AckMessage(context.Context, *AckMessageRequest) (*AckMessageResponse, error)
+	// ChangeInvisibleDuration sets how long a received message stays invisible
+	// from now, and answers its new receipt handle.
+	ChangeInvisibleDuration(context.Context, *ChangeInvisibleDurationRequest) (*ChangeInvisibleDurationResponse, error)
 	// EndTransaction commits or rolls back a transactional message.
 	EndTransaction(context.Context, *EndTransactionRequest) (*EndTransactionResponse, error)
 	// Telemetry is a long-lived stream: the client sends its Settings first and
@@ -230,6 +247,9 @@ func (UnimplementedMessagingServiceServer) ReceiveMessage(*ReceiveMessageRequest
 }
 func (UnimplementedMessagingServiceServer) AckMessage(context.Context, *AckMessageRequest) (*AckMessageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AckMessage not implemented")
+}
+func (UnimplementedMessagingServiceServer) ChangeInvisibleDuration(context.Context, *ChangeInvisibleDurationRequest) (*ChangeInvisibleDurationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ChangeInvisibleDuration not implemented")
 }
 func (UnimplementedMessagingServiceServer) EndTransaction(context.Context, *EndTransactionRequest) (*EndTransactionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method EndTransaction not implemented")
@@ -344,6 +364,24 @@ func _MessagingService_AckMessage_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MessagingService_ChangeInvisibleDuration_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ChangeInvisibleDurationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MessagingServiceServer).ChangeInvisibleDuration(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MessagingService_ChangeInvisibleDuration_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MessagingServiceServer).ChangeInvisibleDuration(ctx, req.(*ChangeInvisibleDurationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _MessagingService_EndTransaction_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(EndTransactionRequest)
 	if err := dec(in); err != nil {
@@ -409,6 +447,10 @@ var MessagingService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AckMessage",
 			Handler:    _MessagingService_AckMessage_Handler,
+		},
+		{
+			MethodName: "ChangeInvisibleDuration",
+			Handler:    _MessagingService_ChangeInvisibleDuration_Handler,
 		},
 		{
 			MethodName: "EndTransaction",

@@ -1,0 +1,202 @@
+package interop_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketry-go/rocketry/broker"
+	"github.com/rocketry-go/rocketry/broker/brokertest"
+)
+
+// TestOfficialNodeSimpleConsumer sends FIFO groups and timed messages with
+// the official Node.js client's Producer and reads them back with its
+// SimpleConsumer, from the bundled broker with one topic declared FIFO and
+// one DELAY. The consumer leaves the first delivery of every seventh
+// message unacknowledged, so that it comes back after its invisible time.
+// From the consumer's own log it checks: every message sent is
+// acknowledged exactly once; each group's messages are acknowledged in
+// send order, and none is delivered before the group's previous message
+// was acknowledged; a message is delivered again only when its previous
+// delivery was not acknowledged, with delivery_attempt one higher; no
+// timed message is received before its delivery time.
+func TestOfficialNodeSimpleConsumer(t *testing.T) {
+	const (
+		fifoTopic  = "interop-fifo"
+		timedTopic = "interop-timed"
+		groups     = 4
+		perGroup   = 20
+		timed      = 5
+	)
+	nodeModules := installClient(t)
+	b := brokertest.Start(t,
+		broker.WithTopicType(fifoTopic, broker.TopicFIFO),
+		broker.WithTopicType(timedTopic, broker.TopicDelay),
+		broker.WithLongPolling(100*time.Millisecond, 2*time.Second),
+		broker.WithMinInvisibleDuration(500*time.Millisecond),
+	)
+	s, stderr := runConsume(t, nodeModules,
+		"--endpoint", b.Addr(), "--fifo-topic", fifoTopic, "--timed-topic", timedTopic,
+		"--groups", strconv.Itoa(groups), "--per-group", strconv.Itoa(perGroup), "--timed", strconv.Itoa(timed),
+		"--timed-delay-ms", "1500", "--invisible-ms", "1000", "--await-ms", "200", "--skip-ack-every", "7")
+	t.Logf("client %s %s: sent %d, %d events, %d lines on stderr", s.Client.Package, s.Client.Version, len(s.Sent), len(s.Events), strings.Count(stderr, "\n"))
+	require.Empty(t, s.sendErrors(), "send errors")
+	require.Len(t, s.Sent, groups*perGroup+timed, "messages sent")
+	assert.Empty(t, s.ReceiveErrors, "receive errors")
+	if s.ShutdownError != nil {
+		t.Errorf("shutdown() = %v; want success", s.ShutdownError)
+	}
+
+	sent := map[string]sentMessage{}
+	for _, m := range s.Sent {
+		sent[m.MessageID] = m
+	}
+	acks := map[string]int{}
+	lastAck := map[string]int{}        // group -> seq of the last acknowledged message
+	deliveries := map[string][]event{} // message id -> its deliveries
+	redelivered := 0
+	for _, e := range s.Events {
+		m, ok := sent[e.MessageID]
+		require.True(t, ok, "event %d: message %s was not sent by the script", e.Seq, e.MessageID)
+		switch e.Kind {
+		case "receive":
+			assert.False(t, e.Corrupted, "event %d: message %s corrupted (digest)", e.Seq, e.MessageID)
+			prev := deliveries[e.MessageID]
+			assert.Equal(t, len(prev)+1, e.Attempt, "event %d: delivery_attempt of message %s", e.Seq, e.MessageID)
+			if len(prev) > 0 {
+				redelivered++
+				assert.True(t, prev[len(prev)-1].SkippedAck, "event %d: message %s delivered again after an acknowledged delivery", e.Seq, e.MessageID)
+			}
+			deliveries[e.MessageID] = append(prev, e)
+			switch m.Kind {
+			case "fifo":
+				assert.Equal(t, m.Group, e.Group, "event %d: message group of %s", e.Seq, e.MessageID)
+				last, ok := lastAck[m.Group]
+				if !ok {
+					last = -1
+				}
+				assert.Equal(t, m.Seq-1, last, "event %d: %s message %d delivered after message %d was acknowledged; want it after message %d",
+					e.Seq, m.Group, m.Seq, last, m.Seq-1)
+			case "timed":
+				require.NotNil(t, e.DeliveryTimestampMs, "event %d: timed message %s has no delivery timestamp", e.Seq, e.MessageID)
+				assert.Equal(t, m.DeliverAtMs, *e.DeliveryTimestampMs, "event %d: delivery timestamp of %s", e.Seq, e.MessageID)
+				assert.GreaterOrEqual(t, e.AtMs, m.DeliverAtMs, "event %d: timed message %s received %d ms before its delivery time",
+					e.Seq, e.MessageID, m.DeliverAtMs-e.AtMs)
+			}
+		case "ack":
+			acks[e.MessageID]++
+			if m.Kind == "fifo" {
+				if want, ok := lastAck[m.Group]; ok {
+					assert.Equal(t, want+1, m.Seq, "event %d: %s acknowledged message %d after %d", e.Seq, m.Group, m.Seq, want)
+				} else {
+					assert.Equal(t, 0, m.Seq, "event %d: %s's first acknowledged message", e.Seq, m.Group)
+				}
+				lastAck[m.Group] = m.Seq
+			}
+		default:
+			t.Errorf("event %d: %s of message %s: %s", e.Seq, e.Kind, e.MessageID, e.Error)
+		}
+	}
+	for id, m := range sent {
+		assert.Equal(t, 1, acks[id], "acknowledgements of %s message %s (%s %d)", m.Kind, id, m.Group, m.Seq)
+	}
+	for g := range groups {
+		assert.Equal(t, perGroup-1, lastAck[fmt.Sprintf("group-%d", g)], "last acknowledged message of group-%d", g)
+	}
+	assert.Positive(t, redelivered, "messages delivered again after an unacknowledged delivery")
+	assert.Empty(t, s.Error, "the script's error")
+	t.Logf("%d deliveries again after an unacknowledged one", redelivered)
+	// The consumer group is a group of the store: everything acknowledged,
+	// its backlog is 0 on both topics.
+	for _, ts := range b.Stats().GetTopics() {
+		require.Len(t, ts.GetGroups(), 1, "consumer groups of %s", ts.GetTopic())
+		assert.Equal(t, "interop-consumer", ts.GetGroups()[0].GetGroup())
+		assert.Zero(t, ts.GetGroups()[0].GetBacklog(), "backlog of the consumer group on %s", ts.GetTopic())
+	}
+}
+
+// consumeSummary is consume.js's JSON summary.
+type consumeSummary struct {
+	Client struct {
+		Package string `json:"package"`
+		Version string `json:"version"`
+	} `json:"client"`
+	Error         string          `json:"error"`
+	StartupError  *clientError    `json:"startupError"`
+	ShutdownError *clientError    `json:"shutdownError"`
+	Sent          []sentMessage   `json:"sent"`
+	SendErrors    json.RawMessage `json:"sendErrors"`
+	ReceiveErrors []clientError   `json:"receiveErrors"`
+	Events        []event         `json:"events"`
+}
+
+func (s consumeSummary) sendErrors() string {
+	if len(s.SendErrors) == 0 || string(s.SendErrors) == "[]" {
+		return ""
+	}
+	return string(s.SendErrors)
+}
+
+// sentMessage is a message consume.js sent.
+type sentMessage struct {
+	Kind        string `json:"kind"` // fifo or timed
+	Group       string `json:"group"`
+	Seq         int    `json:"seq"`
+	MessageID   string `json:"messageId"`
+	DeliverAtMs int64  `json:"deliverAtMs"`
+}
+
+// event is a delivery ("receive"), an acknowledgement ("ack") or a failed
+// one ("ackError"), numbered in the order the script saw them.
+type event struct {
+	Seq                 int          `json:"seq"`
+	Kind                string       `json:"kind"`
+	AtMs                int64        `json:"atMs"`
+	MessageID           string       `json:"messageId"`
+	Group               string       `json:"group"`
+	Attempt             int          `json:"attempt"`
+	DeliveryTimestampMs *int64       `json:"deliveryTimestampMs"`
+	Corrupted           bool         `json:"corrupted"`
+	SkippedAck          bool         `json:"skippedAck"`
+	Error               *clientError `json:"error"`
+}
+
+// runConsume runs consume.js with args and returns its summary and
+// stderr. It fails the test when the script does not exit 0 with a
+// summary.
+func runConsume(t *testing.T, nodeModules string, args ...string) (consumeSummary, string) {
+	t.Helper()
+	node, _ := exec.LookPath("node")
+	script, err := filepath.Abs(filepath.Join("node", "consume.js"))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), nodeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append([]string{script}, args...)...)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+nodeModules)
+	cmd.Dir = t.TempDir()
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	var s consumeSummary
+	if err := json.Unmarshal(stdout.Bytes(), &s); err != nil {
+		t.Fatalf("node consume.js %s: %v, summary %v; want exit 0 with a JSON summary\nstdout:\n%s\nstderr:\n%s",
+			strings.Join(args, " "), runErr, err, tail(stdout.String(), 2048), tail(stderr.String(), 4096))
+	}
+	if runErr != nil {
+		t.Fatalf("node consume.js %s: %v, error %q (startup: %v); want exit 0\nstderr:\n%s",
+			strings.Join(args, " "), runErr, s.Error, s.StartupError, tail(stderr.String(), 4096))
+	}
+	return s, stderr.String()
+}
