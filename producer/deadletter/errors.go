@@ -18,11 +18,16 @@ var ErrOldSpool = errors.New("deadletter: file is a spool of the old format")
 // left untouched.
 var ErrNotStore = errors.New("deadletter: file is not a dead-letter store")
 
-// ErrCorrupt is wrapped by the error of a record that cannot be read (a
-// value that does not decode, or whose message ID is not its key), and of an
-// old spool whose record is torn or corrupt (ImportSpool). Such a record is
-// kept, never deleted or replayed.
-var ErrCorrupt = errors.New("deadletter: corrupt record")
+// ErrCorrupt is wrapped by the error of a damaged store or record: Open's,
+// for a store whose pages are not sound (a truncated file, a page out of
+// bounds, a damaged freelist...), naming the first problem; a reader's
+// (Get, Scan, Replay), for a record that cannot be read (its checksum
+// fails, it does not decode, or its message ID is not its key), naming its
+// key, or when the engine failed on a damaged page; and ImportSpool's, for
+// an old spool whose record is torn or corrupt. A damaged record is kept,
+// never deleted or replayed; Salvage copies what is intact into a new
+// store.
+var ErrCorrupt = errors.New("deadletter: damaged store or record")
 
 // ErrNotFound is returned by Get for an ID the store does not hold.
 var ErrNotFound = errors.New("deadletter: no record of that message ID")
