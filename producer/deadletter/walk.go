@@ -93,12 +93,16 @@ type walker struct {
 	reachable map[uint64]bool
 	free      map[uint64]bool
 	problems  []string
+	metaNote  string // the meta page not in use is damaged: bbolt's fallback, not a problem for Open
 	dropped   int // problems not kept (over maxProblems)
 	lostPages int // pages of records skipped as damaged (their records are absent)
 
 	// onRecord, when set, is called with each key and value of the records
 	// bucket, in the order of the pages; v is the walker's own copy.
 	onRecord func(k, v []byte)
+	// onDamaged, when set, is called with the key of each element of the
+	// records bucket that is not a record.
+	onDamaged func(k []byte, why string)
 }
 
 func (w *walker) problem(format string, args ...any) {
@@ -175,18 +179,21 @@ func (w *walker) readMetas() (metas [2]meta, err error) {
 }
 
 // checkMeta checks the meta in use against the file: what bbolt does not.
-func (w *walker) checkMeta() error {
+// A problem it reports does not end the walk (the pages there are read as
+// far as they go) unless fatal: no root page to start from.
+func (w *walker) checkMeta() (fatal error) {
 	m := w.meta
+	if pages := uint64(w.size) / w.pageSize; m.pgid > pages {
+		w.problem("file is %d bytes (%d pages of %d) but its meta page %d says %d pages are in use: truncated",
+			w.size, pages, w.pageSize, w.metaPage, m.pgid)
+	}
 	switch {
-	case m.pgid < 4 || m.pgid > uint64(w.size)/w.pageSize:
-		return fmt.Errorf("file is %d bytes (%d pages of %d) but its meta page %d says %d pages are in use: truncated or damaged",
-			w.size, uint64(w.size)/w.pageSize, w.pageSize, w.metaPage, m.pgid)
+	case m.pgid < 4:
+		return fmt.Errorf("meta page %d: %d pages in use, fewer than a store's 4", w.metaPage, m.pgid)
 	case m.root < 2 || m.root >= m.pgid:
 		return fmt.Errorf("meta page %d: root page %d is out of bounds [2, %d)", w.metaPage, m.root, m.pgid)
 	case m.freelist == noFreelist:
-		return fmt.Errorf("meta page %d: no freelist (this store always keeps one)", w.metaPage)
-	case m.freelist < 2 || m.freelist >= m.pgid:
-		return fmt.Errorf("meta page %d: freelist page %d is out of bounds [2, %d)", w.metaPage, m.freelist, m.pgid)
+		w.problem("meta page %d: no freelist (this store always keeps one)", w.metaPage)
 	}
 	return nil
 }
@@ -236,6 +243,9 @@ func (w *walker) readPage(id uint64, what string, want ...uint16) ([]byte, error
 // that a branch pointing at a free page is caught.
 func (w *walker) readFreelist() {
 	w.free = map[uint64]bool{}
+	if w.meta.freelist == noFreelist {
+		return
+	}
 	b, err := w.readPage(w.meta.freelist, "freelist", flagFreelist)
 	if err != nil {
 		w.problem("%v", err)
@@ -272,8 +282,13 @@ func (w *walker) readFreelist() {
 // walk checks the whole file: the meta in use, the freelist, every page of
 // every bucket, and that every page is either in use or free.
 func (w *walker) walk() error {
-	if _, err := w.readMetas(); err != nil {
+	metas, err := w.readMetas()
+	if err != nil {
 		return err
+	}
+	if other := 1 - w.metaPage; metas[other].valid != nil {
+		w.metaNote = fmt.Sprintf("meta page %d: %v: the store is read as of meta page %d (transaction %d); if the damaged one was the newer (not a write torn by a crash), what its transaction put is missing and what it deleted is back",
+			other, metas[other].valid, w.metaPage, w.meta.txid)
 	}
 	if err := w.checkMeta(); err != nil {
 		return err
@@ -297,7 +312,7 @@ func (w *walker) walk() error {
 // unbounded), of the bucket named by what; records says it is the records
 // bucket.
 func (w *walker) tree(id uint64, lo, hi []byte, depth, bucketDepth int, what string) {
-	records := what == "bucket \"records\""
+	records := bucketDepth > 0
 	if depth > maxTreeDepth {
 		w.problem("%s: page %d: tree deeper than %d", what, id, maxTreeDepth)
 		w.lost(records)
@@ -321,7 +336,7 @@ func (w *walker) lost(records bool) {
 // elements checks the elements of page b (id 0: an inline page) and walks
 // what they point to.
 func (w *walker) elements(b []byte, id uint64, lo, hi []byte, depth, bucketDepth int, what string) {
-	records := what == "bucket \"records\""
+	records := bucketDepth > 0 // the root holds buckets, the records bucket records
 	le := binary.LittleEndian
 	flags, count := le.Uint16(b[8:]), int(le.Uint16(b[10:]))
 	branch := flags == flagBranch
@@ -381,14 +396,21 @@ func (w *walker) elements(b []byte, id uint64, lo, hi []byte, depth, bucketDepth
 			continue
 		}
 		switch {
-		case e.flags == flagBucket:
-			w.bucket(e.k, e.v, bucketDepth, what)
-		case e.flags != 0:
+		case e.flags != 0 && records:
+			// The records bucket holds no bucket: a damaged record.
 			w.problem("%s: page %d: element %d (key %q) has flags %#x", what, id, i, e.k, e.flags)
-			if records {
-				w.lostPages++ // counted as one record lost
+			if w.onDamaged != nil {
+				w.onDamaged(bytes.Clone(e.k), fmt.Sprintf("its element on page %d has flags %#x", id, e.flags))
 			}
-		case records && w.onRecord != nil:
+		case e.flags == flagBucket:
+			if !bytes.Equal(e.k, bucketRecords) {
+				// Read as records all the same: a damaged name hides none.
+				w.problem("%s: page %d: bucket %q is not this store's (%q)", what, id, e.k, bucketRecords)
+			}
+			w.bucket(e.k, e.v, bucketDepth, what)
+		case !records:
+			w.problem("%s: page %d: element %d (key %q, flags %#x) is not a bucket", what, id, i, e.k, e.flags)
+		case w.onRecord != nil:
 			w.onRecord(bytes.Clone(e.k), bytes.Clone(e.v))
 		}
 	}
@@ -406,7 +428,7 @@ func (w *walker) bucket(name, v []byte, bucketDepth int, parent string) {
 	}
 	if len(v) < bucketHeaderSize {
 		w.problem("%s: bucket header of %d bytes", what, len(v))
-		w.lost(what == "bucket \"records\"")
+		w.lost(true)
 		return
 	}
 	root := binary.LittleEndian.Uint64(v)
@@ -417,7 +439,7 @@ func (w *walker) bucket(name, v []byte, bucketDepth int, parent string) {
 	inline := v[bucketHeaderSize:]
 	if len(inline) < pageHeaderSize || binary.LittleEndian.Uint16(inline[8:]) != flagLeaf {
 		w.problem("%s: inline bucket is not a leaf page", what)
-		w.lost(what == "bucket \"records\"")
+		w.lost(true)
 		return
 	}
 	w.elements(inline, 0, nil, nil, 0, bucketDepth+1, what)
@@ -425,9 +447,10 @@ func (w *walker) bucket(name, v []byte, bucketDepth int, parent string) {
 
 // pageReport is what a walk found, without the records.
 type pageReport struct {
-	metas    [2]meta
+	meta     meta
 	metaPage int
 	pageSize uint64
+	metaNote string
 	problems []string
 	lost     int
 	err      error // the file cannot be read as a store at all
@@ -435,24 +458,13 @@ type pageReport struct {
 
 // walkFile walks the file f of size bytes, calling onRecord with each
 // record of the records bucket.
-func walkFile(f io.ReaderAt, size int64, onRecord func(k, v []byte)) pageReport {
-	w := &walker{r: f, size: size, onRecord: onRecord}
+func walkFile(f io.ReaderAt, size int64, onRecord func(k, v []byte), onDamaged func(k []byte, why string)) pageReport {
+	w := &walker{r: f, size: size, onRecord: onRecord, onDamaged: onDamaged}
 	err := w.walk()
 	if w.dropped > 0 {
 		w.problems = append(w.problems, fmt.Sprintf("and %d more problems", w.dropped))
 	}
-	metas := [2]meta{}
-	if w.pageSize != 0 {
-		for i := range metas {
-			b := make([]byte, pageHeaderSize+metaSize)
-			if _, rerr := f.ReadAt(b, int64(i)*int64(w.pageSize)); rerr == nil {
-				metas[i] = parseMeta(b)
-			} else {
-				metas[i].valid = rerr
-			}
-		}
-	}
-	return pageReport{metas: metas, metaPage: w.metaPage, pageSize: w.pageSize, problems: w.problems, lost: w.lostPages, err: err}
+	return pageReport{meta: w.meta, metaPage: w.metaPage, pageSize: w.pageSize, metaNote: w.metaNote, problems: w.problems, lost: w.lostPages, err: err}
 }
 
 // checkStructure walks the file at path and returns an error wrapping
@@ -467,7 +479,7 @@ func checkStructure(path string) error {
 	if err != nil {
 		return fmt.Errorf("deadletter: open %s: %w", path, err)
 	}
-	rep := walkFile(f, info.Size(), nil)
+	rep := walkFile(f, info.Size(), nil, nil)
 	switch {
 	case rep.err != nil:
 		return fmt.Errorf("%w: %s: %v; run `rocketry spool check %s`", ErrCorrupt, path, rep.err, path)
