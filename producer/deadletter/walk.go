@@ -94,8 +94,8 @@ type walker struct {
 	free      map[uint64]bool
 	problems  []string
 	metaNote  string // the meta page not in use is damaged: bbolt's fallback, not a problem for Open
-	dropped   int // problems not kept (over maxProblems)
-	lostPages int // pages of records skipped as damaged (their records are absent)
+	dropped   int    // problems not kept (over maxProblems)
+	lostPages int    // pages of records skipped as damaged (their records are absent)
 
 	// onRecord, when set, is called with each key and value of the records
 	// bucket, in the order of the pages; v is the walker's own copy.
