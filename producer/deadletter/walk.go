@@ -356,6 +356,7 @@ func (w *walker) elements(b []byte, id uint64, lo, hi []byte, depth, bucketDepth
 		child uint64
 	}
 	elems := make([]elem, 0, count)
+	next := uint64(pageHeaderSize + count*leafElemSize) // branch elements are as large
 	for i := range count {
 		off := pageHeaderSize + i*leafElemSize
 		var e elem
@@ -371,6 +372,15 @@ func (w *walker) elements(b []byte, id uint64, lo, hi []byte, depth, bucketDepth
 			w.lost(records)
 			return
 		}
+		// bbolt writes the keys and values right after the elements, one
+		// after the other (node.write): anywhere else, an element's count,
+		// position or size was changed, and a record may be hidden.
+		if start != next {
+			w.problem("%s: page %d: element %d's key is at offset %d, not %d where the one before ends", what, id, i, start, next)
+			w.lost(records)
+			return
+		}
+		next = start + ksize + vsize
 		e.k, e.v = b[start:start+ksize], b[start+ksize:start+ksize+vsize]
 		elems = append(elems, e)
 	}
