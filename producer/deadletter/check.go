@@ -47,7 +47,8 @@ type CheckReport struct {
 	MetaNote string `json:"meta_note,omitempty"`
 }
 
-// DamagedRecord is a record Check found damaged.
+// DamagedRecord is a record Check found damaged: its key (what could be
+// read of its message ID) and what is wrong.
 type DamagedRecord struct {
 	Key   string `json:"key"`
 	Error string `json:"error"`
@@ -97,7 +98,7 @@ func walkStore(path string, lockTimeout time.Duration, keep func(k, v []byte)) (
 	rep := &CheckReport{Path: path, FileBytes: info.Size()}
 	pr := walkFile(f, info.Size(), func(k, v []byte) {
 		if _, derr := decode(k, v); derr != nil {
-			rep.Damaged = append(rep.Damaged, DamagedRecord{Key: string(k), Error: derr.Error()})
+			rep.Damaged = append(rep.Damaged, DamagedRecord{Key: string(k), Error: derr.(*RecordError).Reason})
 			return
 		}
 		rep.Records++
@@ -112,7 +113,7 @@ func walkStore(path string, lockTimeout time.Duration, keep func(k, v []byte)) (
 			keep(k, v)
 		}
 	}, func(k []byte, why string) {
-		rep.Damaged = append(rep.Damaged, DamagedRecord{Key: string(k), Error: fmt.Sprintf("%v: key %q: %s", ErrCorrupt, k, why)})
+		rep.Damaged = append(rep.Damaged, DamagedRecord{Key: string(k), Error: why})
 	})
 	rep.PageSize, rep.PagesInUse, rep.Txid = int(pr.pageSize), pr.meta.pgid, pr.meta.txid
 	rep.Problems, rep.LostPages, rep.MetaNote = pr.problems, pr.lost, pr.metaNote

@@ -1,6 +1,9 @@
 package deadletter
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // ErrLocked is returned by Open, wrapped with the path and how long it
 // waited, when another process (or another Store in this one) holds the
@@ -43,3 +46,21 @@ var ErrThrottled = errors.New("deadletter: replay stopped: the broker keeps thro
 
 // ErrClosed is returned by the methods of a closed Store.
 var ErrClosed = errors.New("deadletter: store closed")
+
+// RecordError is the error of a record that cannot be read (Get, Scan): its
+// checksum fails, it does not decode, or its message ID is not its key. It
+// wraps ErrCorrupt.
+type RecordError struct {
+	// Key is the record's key: what could be read of its message ID (the
+	// ID itself, or "sha256:" and the hash of an ID over 1,024 bytes).
+	Key string
+	// Reason says what is wrong.
+	Reason string
+}
+
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("%v: key %q: %s", ErrCorrupt, e.Key, e.Reason)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *RecordError) Unwrap() error { return ErrCorrupt }

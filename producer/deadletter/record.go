@@ -153,14 +153,14 @@ func toProto(d *producer.DeadLetter) *rocketryv1.SpoolRecord {
 func decode(k, v []byte) (*producer.DeadLetter, error) {
 	payload, _, err := unseal(k, v)
 	if err != nil {
-		return nil, fmt.Errorf("%w: key %q: %s", ErrCorrupt, k, err)
+		return nil, &RecordError{Key: string(k), Reason: err.Error()}
 	}
 	d, err := decodeOld(payload)
 	if err != nil {
-		return nil, fmt.Errorf("%w: key %q: %s", ErrCorrupt, k, err)
+		return nil, &RecordError{Key: string(k), Reason: err.Error()}
 	}
 	if string(key(d.Message.ID)) != string(k) {
-		return nil, fmt.Errorf("%w: key %q holds message %q", ErrCorrupt, k, d.Message.ID)
+		return nil, &RecordError{Key: string(k), Reason: fmt.Sprintf("the key holds message %q", d.Message.ID)}
 	}
 	return d, nil
 }

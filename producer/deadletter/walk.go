@@ -498,7 +498,8 @@ func checkStructure(path string) error {
 		if len(rep.problems) > 1 {
 			more = fmt.Sprintf(" (and %d more)", len(rep.problems)-1)
 		}
-		return fmt.Errorf("%w: %s: %s%s; `rocketry spool salvage %s NEW` copies its intact records into a new store", ErrCorrupt, path, rep.problems[0], more, path)
+		return fmt.Errorf("%w: %s: %s%s; `rocketry spool check %s` says what is damaged, `rocketry spool salvage %s NEW` copies its intact records into a new store",
+			ErrCorrupt, path, rep.problems[0], more, path, path)
 	}
 	return nil
 }
