@@ -340,8 +340,11 @@ func (w *walker) elements(b []byte, id uint64, lo, hi []byte, depth, bucketDepth
 	le := binary.LittleEndian
 	flags, count := le.Uint16(b[8:]), int(le.Uint16(b[10:]))
 	branch := flags == flagBranch
-	if count == 0 && branch {
-		w.problem("%s: branch page %d has no elements", what, id)
+	if count == 0 && (branch || id != 0 && (depth > 0 || bucketDepth > 0)) {
+		// Only the root bucket's page of a new file, and an empty inline
+		// bucket, are empty: bbolt removes an empty page from its parent,
+		// and makes an empty bucket inline.
+		w.problem("%s: page %d has no elements", what, id)
 		w.lost(records)
 		return
 	}
@@ -383,6 +386,14 @@ func (w *walker) elements(b []byte, id uint64, lo, hi []byte, depth, bucketDepth
 		next = start + ksize + vsize
 		e.k, e.v = b[start:start+ksize], b[start+ksize:start+ksize+vsize]
 		elems = append(elems, e)
+	}
+	// bbolt writes a page into a zeroed buffer (tx.write clears the pages
+	// it puts back in its pool): after the last element, only zeros. A
+	// count made smaller leaves elements there.
+	if rest := b[next:]; slices.ContainsFunc(rest, func(c byte) bool { return c != 0 }) {
+		w.problem("%s: page %d: the %d bytes after its %d elements are not all zero", what, id, len(rest), count)
+		w.lost(records)
+		return
 	}
 	for i, e := range elems {
 		switch {
