@@ -2,6 +2,7 @@ package deadletter_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketry-go/rocketry/producer"
@@ -328,4 +330,71 @@ func TestSwappedPages(t *testing.T) {
 			checkOutcome(t, fmt.Sprintf("pages %d and %d swapped", a, b), want, o)
 		}
 	}
+}
+
+// TestRollbackDoesNotResendDelivered is the regression test of issue 22's
+// third item: with the current meta page damaged, bbolt reads the store as
+// of the transaction before, so the records the last replay had stored and
+// deleted came back and a replay sent them again (a second copy on a
+// broker that does not deduplicate). The delivered ledger lists them: the
+// replay deletes them without sending. Without the ledger (it is removed
+// here to show what it does) they are sent again.
+func TestRollbackDoesNotResendDelivered(t *testing.T) {
+	dir := fastDir(t)
+	path, want := buildDamageStore(t, dir)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	ps := os.Getpagesize()
+	txid := func(page int) uint64 { return binary.LittleEndian.Uint64(data[page*ps+16+48:]) }
+	current := 0
+	if txid(1) > txid(0) {
+		current = 1
+	}
+	data[current*ps+16+56] ^= 0xff // its checksum
+
+	for _, withLedger := range []bool{true, false} {
+		cp := copyStore(t, dir, path, data)
+		if !withLedger {
+			require.NoError(t, os.Remove(cp+".delivered"))
+		}
+		rep, err := deadletter.Check(cp)
+		require.NoError(t, err)
+		assert.Contains(t, rep.MetaNote, fmt.Sprintf("meta page %d", current))
+		s, err := deadletter.Open(cp)
+		require.NoError(t, err, "a damaged meta page alone is bbolt's fallback: the store opens")
+		sk := &sink{}
+		res, err := s.Replay(context.Background(), sk, deadletter.ReplayOptions{})
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+		if withLedger {
+			assert.Equal(t, deadletter.ReplayResult{Stored: damageKept, AlreadyDelivered: damageDelivered}, res)
+			checkOutcome(t, "with the ledger", want, damageOutcome{replay: res, sent: sk.sent})
+			continue
+		}
+		assert.Equal(t, deadletter.ReplayResult{Stored: damageKept + damageDelivered}, res, "without the ledger, what was delivered is sent again")
+	}
+}
+
+// TestLedgerStaysSmall: the delivered ledger keeps only the entries that a
+// meta page of the store can still bring back, so after a replay it holds
+// at most the last page's, and after a later write none.
+func TestLedgerStaysSmall(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dead.db")
+	s := openStore(t, path)
+	for i := range 300 {
+		require.NoError(t, s.Put(letter(fmt.Sprintf("m-%03d", i), "")))
+	}
+	res, err := s.Replay(context.Background(), &sink{}, deadletter.ReplayOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 300, res.Stored)
+	info, err := os.Stat(path + ".delivered")
+	require.NoError(t, err)
+	assert.Less(t, info.Size(), int64(64*64), "the ledger holds at most the last page's entries")
+
+	require.NoError(t, s.Put(letter("later", "")))
+	_, err = s.Replay(context.Background(), &sink{}, deadletter.ReplayOptions{})
+	require.NoError(t, err)
+	info, err = os.Stat(path + ".delivered")
+	require.NoError(t, err)
+	assert.Less(t, info.Size(), int64(100), "one entry left: the last delete's")
 }
