@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
-	"os"
 	"slices"
 )
 
@@ -464,53 +463,4 @@ func (w *walker) bucket(name, v []byte, bucketDepth int, parent string) {
 		return
 	}
 	w.elements(inline, 0, nil, nil, 0, bucketDepth+1, what)
-}
-
-// pageReport is what a walk found, without the records.
-type pageReport struct {
-	meta     meta
-	metaPage int
-	pageSize uint64
-	metaNote string
-	problems []string
-	lost     int
-	err      error // the file cannot be read as a store at all
-}
-
-// walkFile walks the file f of size bytes, calling onRecord with each
-// record of the records bucket.
-func walkFile(f io.ReaderAt, size int64, onRecord func(k, v []byte), onDamaged func(k []byte, why string)) pageReport {
-	w := &walker{r: f, size: size, onRecord: onRecord, onDamaged: onDamaged}
-	err := w.walk()
-	if w.dropped > 0 {
-		w.problems = append(w.problems, fmt.Sprintf("and %d more problems", w.dropped))
-	}
-	return pageReport{meta: w.meta, metaPage: w.metaPage, pageSize: w.pageSize, metaNote: w.metaNote, problems: w.problems, lost: w.lostPages, err: err}
-}
-
-// checkStructure walks the file at path and returns an error wrapping
-// ErrCorrupt that names the first problem, nil when every page is sound.
-func checkStructure(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("deadletter: open %s: %w", path, err)
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("deadletter: open %s: %w", path, err)
-	}
-	rep := walkFile(f, info.Size(), nil, nil)
-	switch {
-	case rep.err != nil:
-		return fmt.Errorf("%w: %s: %v; run `rocketry spool check %s`", ErrCorrupt, path, rep.err, path)
-	case len(rep.problems) > 0:
-		more := ""
-		if len(rep.problems) > 1 {
-			more = fmt.Sprintf(" (and %d more)", len(rep.problems)-1)
-		}
-		return fmt.Errorf("%w: %s: %s%s; `rocketry spool check %s` says what is damaged, `rocketry spool salvage %s NEW` copies its intact records into a new store",
-			ErrCorrupt, path, rep.problems[0], more, path, path)
-	}
-	return nil
 }
