@@ -238,18 +238,16 @@ func TestTruncatedStore(t *testing.T) {
 	for off := 0; off < len(data); off += ps {
 		cuts = append(cuts, off, off+1, off+16, off+ps/2, off+ps-1)
 	}
-	refused := 0
+	counts := map[string]int{}
 	for _, cut := range cuts {
 		if cut == 0 {
 			continue // an empty file is a new store
 		}
 		o := replayDamaged(t, copyStore(t, dir, path, data[:cut]))
 		checkOutcome(t, fmt.Sprintf("cut at %d of %d", cut, len(data)), want, o)
-		if o.refused != nil {
-			refused++
-		}
+		counts[outcomeKind(o)]++
 	}
-	t.Logf("%d cuts of a %d-byte store: %d refused by Open (then checked and salvaged)", len(cuts)-1, len(data), refused)
+	t.Logf("%d cuts of a %d-byte store: %v", len(cuts)-1, len(data), counts)
 }
 
 // TestFlippedByteStore flips each byte of a copy of the store in turn: every
@@ -290,7 +288,7 @@ func TestFlippedByteStore(t *testing.T) {
 			}
 		}
 	}
-	counts := map[string]int{}
+	counts := map[byte]map[string]int{}
 	for _, f := range flips {
 		i := f.at
 		c := append([]byte(nil), data...)
@@ -298,19 +296,26 @@ func TestFlippedByteStore(t *testing.T) {
 		cp := copyStore(t, dir, path, c)
 		o := replayDamaged(t, cp)
 		checkOutcome(t, fmt.Sprintf("byte %d xor %#x", i, f.xor), want, o)
-		switch {
-		case o.refused != nil:
-			counts["refused, checked, salvaged"]++
-		case o.replay.Corrupt > 0:
-			counts["records reported damaged"]++
-		case o.replay.AlreadyDelivered > 0:
-			counts["delivered records back, not sent"]++
-		default:
-			counts["no effect"]++
+		if counts[f.xor] == nil {
+			counts[f.xor] = map[string]int{}
 		}
+		counts[f.xor][outcomeKind(o)]++
 		require.NoError(t, os.RemoveAll(filepath.Dir(cp)))
 	}
-	t.Logf("%d of the %d bytes of the store flipped (and %d single bits of page headers): %v", len(offsets), len(data), len(flips)-len(offsets), counts)
+	t.Logf("%d of the %d bytes of the store flipped (and %d bits of page headers), by xor: %v", len(offsets), len(data), len(flips)-len(offsets), counts)
+}
+
+// outcomeKind names what became of a damaged copy, for the tests' logs.
+func outcomeKind(o damageOutcome) string {
+	switch {
+	case o.refused != nil:
+		return "refused, checked, salvaged"
+	case o.replay.Corrupt > 0:
+		return "records reported damaged"
+	case o.replay.AlreadyDelivered > 0:
+		return "delivered records back, not sent"
+	}
+	return "no effect"
 }
 
 // TestSwappedPages swaps each pair of pages of a copy of the store.
@@ -321,6 +326,7 @@ func TestSwappedPages(t *testing.T) {
 	require.NoError(t, err)
 	ps := os.Getpagesize()
 	n := len(data) / ps
+	counts := map[string]int{}
 	for a := range n {
 		for b := a + 1; b < n; b++ {
 			c := append([]byte(nil), data...)
@@ -328,8 +334,10 @@ func TestSwappedPages(t *testing.T) {
 			copy(c[b*ps:(b+1)*ps], data[a*ps:(a+1)*ps])
 			o := replayDamaged(t, copyStore(t, dir, path, c))
 			checkOutcome(t, fmt.Sprintf("pages %d and %d swapped", a, b), want, o)
+			counts[outcomeKind(o)]++
 		}
 	}
+	t.Logf("%d pairs of pages swapped: %v", n*(n-1)/2, counts)
 }
 
 // TestRollbackDoesNotResendDelivered is the regression test of issue 22's
