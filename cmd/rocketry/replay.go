@@ -79,14 +79,18 @@ func (c *replayConfig) validate() error {
 // replaySummary is what the replay command prints.
 type replaySummary struct {
 	Spool      string `json:"spool"`
-	Read       int    `json:"read"` // the records tried (Stored, Failed) and the unreadable ones
+	Read       int    `json:"read"` // the records tried (Stored, Failed), the damaged ones and the already delivered ones
 	Stored     int    `json:"stored"`
 	Duplicates int    `json:"duplicates"` // of Stored: already stored by the broker (rocketry.v1 only: RocketMQ 5 answers them OK)
 	Failed     int    `json:"failed"`     // sent and failed, kept in the store
 	Left       int    `json:"left"`       // not tried: a stop, --timeout or --max-throttled ended the replay first; kept in the store
-	Corrupt    bool   `json:"corrupt"`
-	Stopped    string `json:"stopped,omitempty"` // why the run stopped early: --timeout, a signal
-	Error      string `json:"error,omitempty"`
+	Corrupt    bool   `json:"corrupt"`    // some records are damaged (Damaged)
+	Damaged    int    `json:"damaged"`    // records whose checksum fails or that do not decode: never sent, kept
+	// AlreadyDelivered counts the records a replay had delivered that came
+	// back (a store read as of an older transaction): deleted, not sent.
+	AlreadyDelivered int    `json:"already_delivered"`
+	Stopped          string `json:"stopped,omitempty"` // why the run stopped early: --timeout, a signal
+	Error            string `json:"error,omitempty"`
 }
 
 func runReplay(args []string, stdout, stderr io.Writer) int {
@@ -165,8 +169,8 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		rerr = err
 	}
 
-	sum.Read, sum.Stored, sum.Duplicates, sum.Failed = res.Stored+res.Failed+res.Corrupt, res.Stored, res.Duplicates, res.Failed
-	sum.Left, sum.Corrupt = res.Left, res.Corrupt > 0
+	sum.Read, sum.Stored, sum.Duplicates, sum.Failed = res.Stored+res.Failed+res.Corrupt+res.AlreadyDelivered, res.Stored, res.Duplicates, res.Failed
+	sum.Left, sum.Corrupt, sum.Damaged, sum.AlreadyDelivered = res.Left, res.Corrupt > 0, res.Corrupt, res.AlreadyDelivered
 	if rerr != nil {
 		sum.Error = cleanError(rerr)
 	} else if rs.err != nil {
@@ -182,7 +186,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	} else {
 		corrupt := "no"
 		if sum.Corrupt {
-			corrupt = fmt.Sprintf("%d records unreadable (kept; rocketry spool ls shows them)", res.Corrupt)
+			corrupt = fmt.Sprintf("%d records damaged (never sent, kept; rocketry spool check shows them)", res.Corrupt)
 		}
 		dups := fmt.Sprintf("%d already stored", sum.Duplicates)
 		if c.proto.protocol == protoRocketMQ {
@@ -190,6 +194,9 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "replayed %s: read %d, stored %d (%s), failed %d (kept in the store), not tried %d, corrupt: %s\n",
 			sum.Spool, sum.Read, sum.Stored, dups, sum.Failed, sum.Left, corrupt)
+		if sum.AlreadyDelivered > 0 {
+			fmt.Fprintf(stdout, "%s delivered by an earlier replay came back (the store was read as of an older transaction): deleted, not sent again\n", plural(int64(sum.AlreadyDelivered), "record", "records"))
+		}
 		if sum.Stopped != "" {
 			fmt.Fprintf(stdout, "stopped (%s): %s not tried, kept in the store\n", sum.Stopped, plural(int64(sum.Left), "record", "records"))
 		}

@@ -17,16 +17,20 @@ import (
 )
 
 func init() {
-	register(command{name: "spool", summary: "look inside a dead-letter store (ls, show, stats) or import an old spool file", run: runSpool})
+	register(command{name: "spool", summary: "look inside a dead-letter store (ls, show, stats), check or salvage a damaged one, or import an old spool file", run: runSpool})
 }
 
 const spoolUsage = `usage: rocketry spool ls [--json] FILE          one line per record: id, topic, attempts, pinned endpoint, age, last error
        rocketry spool show [--json] FILE ID     one record in full, its body included
        rocketry spool stats [--json] FILE       counts: records, bytes, topics, codes, pinned, oldest
        rocketry spool import [--json] OLD FILE  put the records of an old spool file (before the store) into the store FILE
+       rocketry spool check [--json] FILE       read every page and record: what is intact, what is damaged (exit 1 if any)
+       rocketry spool salvage [--json] FILE NEW copy every intact record of FILE into the new store NEW, saying what it left out
 
 FILE is opened read-only (import: for writing) and nothing is sent; a store
-held by a running producer is refused after a second.`
+held by a running producer is refused after a second. A damaged store is
+refused by ls, show, stats and replay; check says what is damaged, and
+salvage copies what is not into a new store (FILE is left as it is).`
 
 // spoolRecord is one record as ls and show print it.
 type spoolRecord struct {
@@ -72,8 +76,8 @@ type spoolStats struct {
 	Store        string         `json:"store"`
 	Records      int            `json:"records"`
 	BodyBytes    int64          `json:"body_bytes"`
-	Pinned       int            `json:"pinned"` // records with an endpoint where they may be stored
-	Corrupt      int            `json:"corrupt"`
+	Pinned       int            `json:"pinned"`  // records with an endpoint where they may be stored
+	Corrupt      int            `json:"corrupt"` // damaged records: never sent, kept
 	Topics       map[string]int `json:"topics"`
 	Codes        map[string]int `json:"codes"`
 	OldestAt     time.Time      `json:"oldest_at,omitzero"`
@@ -89,9 +93,9 @@ func runSpool(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	sub := args[0]
-	want := map[string]int{"ls": 1, "show": 2, "stats": 1, "import": 2}[sub]
+	want := map[string]int{"ls": 1, "show": 2, "stats": 1, "import": 2, "check": 1, "salvage": 2}[sub]
 	if want == 0 {
-		fmt.Fprintf(stderr, "rocketry spool: unknown subcommand %q (ls, show, stats, import)\n", sub)
+		fmt.Fprintf(stderr, "rocketry spool: unknown subcommand %q (ls, show, stats, import, check, salvage)\n", sub)
 		return 2
 	}
 	fs := flag.NewFlagSet("spool "+sub, flag.ContinueOnError)
@@ -121,6 +125,10 @@ func runSpool(args []string, stdout, stderr io.Writer) int {
 	switch sub {
 	case "import":
 		err = spoolImport(pos[0], pos[1], *jsonOut, stdout)
+	case "check":
+		err = spoolCheck(pos[0], *jsonOut, stdout)
+	case "salvage":
+		err = spoolSalvage(pos[0], pos[1], *jsonOut, stdout)
 	default:
 		err = spoolRead(sub, pos, *jsonOut, stdout)
 	}
@@ -159,11 +167,15 @@ func spoolRead(sub string, pos []string, jsonOut bool, stdout io.Writer) error {
 		return err
 	case "ls":
 		recs := []spoolRecord{}
-		var bad []string
+		var bad []deadletter.DamagedRecord
 		err := s.Scan(func(d *producer.DeadLetter, err error) error {
-			if err != nil {
-				bad = append(bad, err.Error())
+			var re *deadletter.RecordError
+			if errors.As(err, &re) {
+				bad = append(bad, deadletter.DamagedRecord{Key: re.Key, Error: re.Reason})
 				return nil
+			}
+			if err != nil {
+				return err
 			}
 			recs = append(recs, toSpoolRecord(d, now, false))
 			return nil
@@ -173,8 +185,8 @@ func spoolRead(sub string, pos []string, jsonOut bool, stdout io.Writer) error {
 		}
 		if jsonOut {
 			return out(struct {
-				Records []spoolRecord `json:"records"`
-				Corrupt []string      `json:"corrupt,omitempty"`
+				Records []spoolRecord              `json:"records"`
+				Damaged []deadletter.DamagedRecord `json:"damaged,omitempty"` // never sent, kept
 			}{recs, bad})
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -188,7 +200,7 @@ func spoolRead(sub string, pos []string, jsonOut bool, stdout io.Writer) error {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%v\t%s\n", r.ID, r.Topic, r.Attempts, at, age, shorten(r.Error, 80))
 		}
 		for _, b := range bad {
-			fmt.Fprintf(tw, "unreadable: %s\n", b)
+			fmt.Fprintf(tw, "%s\tDAMAGED (never sent, kept): %s\n", b.Key, shorten(b.Error, 100))
 		}
 		return tw.Flush()
 	default: // stats
@@ -219,7 +231,7 @@ func spoolRead(sub string, pos []string, jsonOut bool, stdout io.Writer) error {
 		if jsonOut {
 			return out(st)
 		}
-		fmt.Fprintf(stdout, "%s: %d records, %d body bytes, %d pinned to an endpoint, %d unreadable\n", st.Store, st.Records, st.BodyBytes, st.Pinned, st.Corrupt)
+		fmt.Fprintf(stdout, "%s: %d records, %d body bytes, %d pinned to an endpoint, %d damaged\n", st.Store, st.Records, st.BodyBytes, st.Pinned, st.Corrupt)
 		if !st.OldestAt.IsZero() {
 			fmt.Fprintf(stdout, "  oldest: %v ago\n", time.Duration(st.OldestSecond*float64(time.Second)).Round(time.Second))
 		}
@@ -250,6 +262,86 @@ func spoolImport(old, path string, jsonOut bool, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "imported %d records of %s into %s; %d bytes not read\n", res.Imported, old, path, res.Unread)
 	}
 	return ierr
+}
+
+// errDamaged is spool check's error for a damaged store: exit 1, the
+// report on stdout says what.
+var errDamaged = errors.New("the store is damaged (see above); `rocketry spool salvage FILE NEW` copies its intact records into a new store")
+
+// spoolCheck reads every page and record of the store at path, as bbolt's
+// check does, and prints what is intact and what is damaged.
+func spoolCheck(path string, jsonOut bool, stdout io.Writer) error {
+	rep, err := deadletter.Check(path)
+	if err != nil {
+		return err
+	}
+	if jsonOut {
+		b, _ := json.MarshalIndent(struct {
+			Intact bool `json:"intact"`
+			*deadletter.CheckReport
+		}{rep.Intact(), rep}, "", "  ")
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		printReport(stdout, rep, "")
+	}
+	if !rep.Intact() {
+		return fmt.Errorf("%s: %w", path, errDamaged)
+	}
+	return nil
+}
+
+// printReport prints a check report; copied, when not empty, says what
+// salvage copied.
+func printReport(w io.Writer, rep *deadletter.CheckReport, copied string) {
+	state := "intact"
+	if !rep.Intact() {
+		state = "DAMAGED"
+	}
+	fmt.Fprintf(w, "%s: %s: %d records intact, %d damaged, %d pages of records lost; %d pages of %d bytes in use, transaction %d\n",
+		rep.Path, state, rep.Records, len(rep.Damaged), rep.LostPages, rep.PagesInUse, rep.PageSize, rep.Txid)
+	if copied != "" {
+		fmt.Fprintln(w, "  "+copied)
+	}
+	if rep.Unchecked > 0 {
+		fmt.Fprintf(w, "  %d of the intact records are of the format before checksums (read as before)\n", rep.Unchecked)
+	}
+	if rep.Delivered > 0 {
+		fmt.Fprintf(w, "  %d of the intact records were delivered by a replay and came back (the delivered ledger lists them): a replay deletes them without sending, salvage leaves them out\n", rep.Delivered)
+	}
+	for _, d := range rep.Damaged {
+		fmt.Fprintf(w, "  damaged record: key %q: %s\n", d.Key, shorten(d.Error, 120))
+	}
+	if rep.LostPages > 0 {
+		fmt.Fprintf(w, "  %d pages of records could not be read: their records are not counted above\n", rep.LostPages)
+	}
+	for _, p := range rep.Problems {
+		fmt.Fprintf(w, "  problem: %s\n", shorten(p, 200))
+	}
+	if rep.MetaNote != "" {
+		fmt.Fprintf(w, "  meta: %s\n", rep.MetaNote)
+	}
+}
+
+// spoolSalvage copies every intact record of the store src into the new
+// store dst, and says what it left out.
+func spoolSalvage(src, dst string, jsonOut bool, stdout io.Writer) error {
+	res, err := deadletter.Salvage(src, dst)
+	if err != nil {
+		return err
+	}
+	rep := res.Report
+	if jsonOut {
+		b, _ := json.MarshalIndent(struct {
+			Copied int    `json:"copied"`
+			Into   string `json:"into"`
+			*deadletter.CheckReport
+		}{res.Copied, dst, rep}, "", "  ")
+		fmt.Fprintln(stdout, string(b))
+		return nil
+	}
+	left := fmt.Sprintf("left out: %d damaged records, %d pages of records lost, %d records already delivered", len(rep.Damaged), rep.LostPages, rep.Delivered)
+	printReport(stdout, rep, fmt.Sprintf("salvaged into %s: copied %d records; %s", dst, res.Copied, left))
+	return nil
 }
 
 func errText(err error) string {

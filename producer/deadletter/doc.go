@@ -23,9 +23,19 @@
 // stored as it goes, stops early when the broker keeps throttling
 // (ReplayOptions.MaxThrottled), and a later Replay takes up what is left.
 //
+// A damaged file never crashes, hangs, or changes a message. Open reads
+// every page in use before bbolt does and refuses a store whose pages are
+// not sound with ErrCorrupt, naming what is wrong; each record carries a
+// CRC-32C, checked on every read, and one that fails is never sent (it
+// stays, reported by its key); Check says what is intact and what is not,
+// and Salvage copies every intact record into a new store. Replay keeps a
+// small ledger of what it delivered, FILE.delivered, so that records that
+// come back when bbolt falls back to an older meta page are not sent again.
+//
 // The command line looks inside a store without sending anything
-// (`rocketry spool ls|show|stats FILE`) and replays it (`rocketry replay
-// --spool FILE --addr ...`). A spool file of the format that
+// (`rocketry spool ls|show|stats FILE`), checks and salvages a damaged one
+// (`rocketry spool check FILE`, `rocketry spool salvage FILE NEW`) and
+// replays it (`rocketry replay --spool FILE --addr ...`). A spool file of the format that
 // producer.WithSpool wrote before this package is refused by Open with
 // ErrOldSpool; Store.ImportSpool (or `rocketry spool import OLD FILE`)
 // puts its records into a store.

@@ -1,6 +1,9 @@
 package deadletter
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // ErrLocked is returned by Open, wrapped with the path and how long it
 // waited, when another process (or another Store in this one) holds the
@@ -18,11 +21,16 @@ var ErrOldSpool = errors.New("deadletter: file is a spool of the old format")
 // left untouched.
 var ErrNotStore = errors.New("deadletter: file is not a dead-letter store")
 
-// ErrCorrupt is wrapped by the error of a record that cannot be read (a
-// value that does not decode, or whose message ID is not its key), and of an
-// old spool whose record is torn or corrupt (ImportSpool). Such a record is
-// kept, never deleted or replayed.
-var ErrCorrupt = errors.New("deadletter: corrupt record")
+// ErrCorrupt is wrapped by the error of a damaged store or record: Open's,
+// for a store whose pages are not sound (a truncated file, a page out of
+// bounds, a damaged freelist...), naming the first problem; a reader's
+// (Get, Scan, Replay), for a record that cannot be read (its checksum
+// fails, it does not decode, or its message ID is not its key), naming its
+// key, or when the engine failed on a damaged page; and ImportSpool's, for
+// an old spool whose record is torn or corrupt. A damaged record is kept,
+// never deleted or replayed; Salvage copies what is intact into a new
+// store.
+var ErrCorrupt = errors.New("deadletter: damaged store or record")
 
 // ErrNotFound is returned by Get for an ID the store does not hold.
 var ErrNotFound = errors.New("deadletter: no record of that message ID")
@@ -38,3 +46,21 @@ var ErrThrottled = errors.New("deadletter: replay stopped: the broker keeps thro
 
 // ErrClosed is returned by the methods of a closed Store.
 var ErrClosed = errors.New("deadletter: store closed")
+
+// RecordError is the error of a record that cannot be read (Get, Scan): its
+// checksum fails, it does not decode, or its message ID is not its key. It
+// wraps ErrCorrupt.
+type RecordError struct {
+	// Key is the record's key: what could be read of its message ID (the
+	// ID itself, or "sha256:" and the hash of an ID over 1,024 bytes).
+	Key string
+	// Reason says what is wrong.
+	Reason string
+}
+
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("%v: key %q: %s", ErrCorrupt, e.Key, e.Reason)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *RecordError) Unwrap() error { return ErrCorrupt }

@@ -1,10 +1,13 @@
 package deadletter
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"strings"
 
@@ -16,8 +19,15 @@ import (
 	"github.com/rocketry-go/rocketry/producer"
 )
 
-// A record is stored in bucket "records" under its key (see key), its value
-// proto.Marshal(rocketryv1.SpoolRecord), whose message holds the ID.
+// A record is stored in bucket "records" under its key (see key). Its value,
+// in format 2 (written since records carry a checksum):
+//
+//	recordMagic (4 bytes) | CRC-32C of key and payload (uint32, little-endian) | payload
+//	payload: proto.Marshal(rocketryv1.SpoolRecord), whose message holds the ID
+//
+// A value of format 1 (before the checksum) is the payload alone; it starts
+// with byte 0x0a (field 1, the message). Such a record is still read, with
+// only the checks it always had (it decodes, its ID is its key).
 const (
 	// MaxBodyBytes is the largest body a record may hold: 1 GiB. A
 	// Producer given a store refuses a WithMaxBodyBytes above it (New).
@@ -31,6 +41,14 @@ const (
 )
 
 var bucketRecords = []byte("records")
+
+// recordMagic starts a value of format 2. A value is read as format 2 when
+// at least 3 of its first 4 bytes match recordMagic, so that no single
+// damaged byte turns a checked record into an unchecked one of format 1
+// (which starts with 0x0a, and then never matches more than 1 of them).
+var recordMagic = [4]byte{0x00, 'R', 'K', 0x02}
+
+const recordHeaderSize = len(recordMagic) + 4
 
 // key is the key of message ID id: the ID itself, or, for an ID longer
 // than maxPlainKey bytes, "sha256:" and the hex of its SHA-256 (decode checks
@@ -55,14 +73,59 @@ func encode(d *producer.DeadLetter) ([]byte, error) {
 	}
 	m := d.Message
 	pb := toProto(d)
-	if n := proto.Size(pb); n > MaxRecordBytes {
+	if n := proto.Size(pb) + recordHeaderSize; n > MaxRecordBytes {
 		return nil, fmt.Errorf("%w: message %q: record is %d bytes, over the limit of %d", ErrTooLarge, m.ID, n, MaxRecordBytes)
 	}
-	b, err := proto.Marshal(pb)
+	payload, err := proto.Marshal(pb)
 	if err != nil {
 		return nil, fmt.Errorf("deadletter: message %q: %w", m.ID, err)
 	}
-	return b, nil
+	return seal(key(m.ID), payload), nil
+}
+
+// seal is the stored value of payload under key k: the format 2 header, then
+// payload.
+func seal(k, payload []byte) []byte {
+	v := make([]byte, recordHeaderSize, recordHeaderSize+len(payload))
+	copy(v, recordMagic[:])
+	binary.LittleEndian.PutUint32(v[len(recordMagic):], recordSum(k, payload))
+	return append(v, payload...)
+}
+
+// recordSum is the CRC-32C of a record's key and payload: a value moved
+// under another key fails it too.
+func recordSum(k, payload []byte) uint32 {
+	return crc32.Update(crc32.Checksum(k, castagnoli), castagnoli, payload)
+}
+
+// isSealed says whether v is read as format 2 (see recordMagic).
+func isSealed(v []byte) bool {
+	if len(v) < len(recordMagic) {
+		return len(v) > 0 && v[0] != 0x0a // too short for either: damaged
+	}
+	same := 0
+	for i, b := range recordMagic {
+		if v[i] == b {
+			same++
+		}
+	}
+	return same >= len(recordMagic)-1
+}
+
+// unseal checks the value v stored under k and returns its payload; format 1
+// is returned as it is (unchecked is true).
+func unseal(k, v []byte) (payload []byte, unchecked bool, err error) {
+	if !isSealed(v) {
+		return v, true, nil
+	}
+	if len(v) < recordHeaderSize || !bytes.Equal(v[:len(recordMagic)], recordMagic[:]) {
+		return nil, false, errors.New("record header is damaged")
+	}
+	payload = v[recordHeaderSize:]
+	if got, want := recordSum(k, payload), binary.LittleEndian.Uint32(v[len(recordMagic):]); got != want {
+		return nil, false, fmt.Errorf("record checksum mismatch (CRC-32C %08x, stored %08x)", got, want)
+	}
+	return payload, false, nil
 }
 
 // toProto is d's stored form; its slices and map are shared.
@@ -85,14 +148,19 @@ func toProto(d *producer.DeadLetter) *rocketryv1.SpoolRecord {
 	return pb
 }
 
-// decode reads the value stored under k. Its error wraps ErrCorrupt.
+// decode reads the value stored under k, checking its checksum. Its error
+// wraps ErrCorrupt and names the key: what could be read of the ID.
 func decode(k, v []byte) (*producer.DeadLetter, error) {
-	d, err := decodeOld(v)
+	payload, _, err := unseal(k, v)
 	if err != nil {
-		return nil, fmt.Errorf("%w: key %q: %s", ErrCorrupt, k, err)
+		return nil, &RecordError{Key: string(k), Reason: err.Error()}
+	}
+	d, err := decodeOld(payload)
+	if err != nil {
+		return nil, &RecordError{Key: string(k), Reason: err.Error()}
 	}
 	if string(key(d.Message.ID)) != string(k) {
-		return nil, fmt.Errorf("%w: key %q holds message %q", ErrCorrupt, k, d.Message.ID)
+		return nil, &RecordError{Key: string(k), Reason: fmt.Sprintf("the key holds message %q", d.Message.ID)}
 	}
 	return d, nil
 }

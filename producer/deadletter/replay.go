@@ -1,9 +1,12 @@
 package deadletter
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/rocketry-go/rocketry/producer"
 )
@@ -40,9 +43,15 @@ type ReplayResult struct {
 	// sent where they may be stored (producer.ErrEndpointUnknown); they stay
 	// in the store.
 	Failed int
-	// Corrupt is how many records could not be read; they stay in the store
-	// (Scan reports them).
+	// Corrupt is how many records could not be read (their checksum fails,
+	// or they do not decode); they are never sent, and stay in the store
+	// (Scan and Check report them).
 	Corrupt int
+	// AlreadyDelivered is how many records were found again after a replay
+	// had delivered and deleted them (the store is read as of an older
+	// transaction: see the delivered ledger in RELIABILITY.md); they are
+	// deleted, not sent.
+	AlreadyDelivered int
 	// Left is how many records were not tried because ctx ended or the
 	// replay stopped early; they stay in the store.
 	Left int
@@ -58,8 +67,17 @@ const pageSize = 64
 // crash before a delete only means the record is sent again, which stores
 // nothing twice. It holds no transaction while it sends, so a Producer may
 // Put into the same Store meanwhile; a record put under a key after the
-// replay's position is replayed too, one before it is left for the next
+// replay's position may be replayed too, one before it is left for the next
 // replay.
+//
+// Replay always moves forward and always ends: each page starts strictly
+// after the last key of the one before (a key that does not is damage:
+// ErrCorrupt); a pass reads at most twice the records the store held when
+// it started, and a page; and ctx is checked before each page and each
+// send. A record whose checksum fails is never sent (ReplayResult.Corrupt).
+// Before it deletes what was stored, it appends it to the delivered ledger
+// (FILE.delivered), so that a record that comes back after a rollback of
+// the store is deleted, not sent (ReplayResult.AlreadyDelivered).
 //
 // The error is nil when every record was tried, even if some sends failed
 // (ReplayResult.Failed). When ctx ends, the replay stops with ctx's error;
@@ -68,27 +86,47 @@ const pageSize = 64
 // the store (ReplayResult.Left) and a later Replay takes them up.
 func (s *Store) Replay(ctx context.Context, r Resender, opts ReplayOptions) (ReplayResult, error) {
 	var res ReplayResult
-	if r == nil {
+	switch {
+	case r == nil:
 		return res, errors.New("deadletter: Replay: resender is nil")
-	}
-	if opts.MaxThrottled < 0 {
+	case opts.MaxThrottled < 0:
 		return res, fmt.Errorf("deadletter: Replay: MaxThrottled %d: must be >= 0 (0 = no limit)", opts.MaxThrottled)
+	case s.ledger == nil:
+		return res, fmt.Errorf("deadletter: Replay: %s is open read-only", s.path)
 	}
+	if err := s.compactLedger(); err != nil {
+		return res, err
+	}
+	n0, err := s.Len()
+	if err != nil {
+		return res, err
+	}
+	budget := 2*n0 + pageSize
 	var after []byte
-	throttled := 0
+	read, throttled := 0, 0
 	for {
-		recs, bad, last, err := s.page(after, pageSize)
+		var stop error
+		if err := ctx.Err(); err != nil {
+			stop = err
+		} else if read >= budget {
+			stop = fmt.Errorf("deadletter: Replay: read %d records in one pass, its bound (twice the %d the store held at the start, and %d): records keep being put ahead of it", read, n0, pageSize)
+		}
+		if stop != nil {
+			n, err := s.countAfter(after, budget)
+			res.Left += n
+			return res, errors.Join(stop, err)
+		}
+		recs, err := s.page(after, pageSize)
 		if err != nil {
 			return res, err
 		}
-		res.Corrupt += len(bad)
-		if last == nil {
-			return res, nil
+		if len(recs) == 0 {
+			return res, s.compactLedger()
 		}
-		after = last
-		var stored []string
-		var stop error
-		for i, d := range recs {
+		read += len(recs)
+		after = recs[len(recs)-1].key
+		var stored, ghosts []pageRecord
+		for i, pr := range recs {
 			if err := ctx.Err(); err != nil {
 				stop = err
 			} else if opts.MaxThrottled > 0 && throttled >= opts.MaxThrottled {
@@ -98,10 +136,20 @@ func (s *Store) Replay(ctx context.Context, r Resender, opts ReplayOptions) (Rep
 				res.Left += len(recs) - i
 				break
 			}
+			switch {
+			case pr.err != nil:
+				res.Corrupt++
+				continue
+			case s.ledger.delivered(pr.key, pr.sum):
+				ghosts = append(ghosts, pr)
+				res.AlreadyDelivered++
+				continue
+			}
+			d := pr.d
 			rc, err := r.Resend(ctx, d)
 			switch {
 			case err == nil:
-				stored = append(stored, d.Message.ID)
+				stored = append(stored, pr)
 				res.Stored++
 				if rc != nil && rc.Duplicate {
 					res.Duplicates++
@@ -120,31 +168,92 @@ func (s *Store) Replay(ctx context.Context, r Resender, opts ReplayOptions) (Rep
 				opts.Progress(res)
 			}
 		}
-		if err := s.Delete(stored...); err != nil {
+		if err := s.deliver(stored, ghosts); err != nil {
 			// Still stored on the broker; the records are sent again next time.
 			res.Stored -= len(stored)
 			res.Failed += len(stored)
 			return res, err
 		}
 		if stop != nil {
-			n, err := s.countAfter(after)
+			n, err := s.countAfter(after, budget)
 			res.Left += n
 			return res, errors.Join(stop, err)
 		}
 	}
 }
 
-// countAfter counts the records whose keys follow after.
-func (s *Store) countAfter(after []byte) (int, error) {
-	n := 0
-	for {
-		recs, bad, last, err := s.page(after, 1024)
-		if err != nil || last == nil {
-			return n, err
-		}
-		n += len(recs) + len(bad)
-		after = last
+// deliver deletes the records stored by a replay, and those found in the
+// ledger (ghosts), in one transaction; before, in the same transaction, it
+// appends the stored ones to the ledger. A record whose value changed since
+// it was read (put again meanwhile) is kept.
+func (s *Store) deliver(stored, ghosts []pageRecord) error {
+	if len(stored)+len(ghosts) == 0 {
+		return nil
 	}
+	return s.update("delete", func(tx *bolt.Tx) error {
+		txid := uint64(tx.ID())
+		es := make([]ledgerEntry, len(stored))
+		for i, pr := range stored {
+			es[i] = ledgerEntry{txid: txid, key: string(pr.key), sum: pr.sum}
+		}
+		if len(es) > 0 {
+			if err := s.ledger.add(es); err != nil {
+				return err
+			}
+		}
+		b := tx.Bucket(bucketRecords)
+		for _, pr := range append(stored, ghosts...) {
+			if v := b.Get(pr.key); v == nil || fingerprintOf(v) != pr.sum {
+				continue
+			}
+			if err := b.Delete(pr.key); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// compactLedger drops the ledger's entries that no meta page of the store
+// can bring back.
+func (s *Store) compactLedger() error {
+	var txid uint64
+	if err := s.view("read", func(tx *bolt.Tx) error {
+		txid = uint64(tx.ID())
+		return nil
+	}); err != nil {
+		return err
+	}
+	return s.ledger.compact(txid)
+}
+
+// countAfter counts the records whose keys follow after, in one read
+// transaction that moves strictly forward and reads at most limit keys.
+func (s *Store) countAfter(after []byte, limit int) (int, error) {
+	n := 0
+	err := s.view("read", func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketRecords)
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		var k []byte
+		if after == nil {
+			k, _ = c.First()
+		} else if k, _ = c.Seek(after); k != nil && bytes.Equal(k, after) {
+			k, _ = c.Next()
+		}
+		last := after
+		for ; k != nil && n < limit; k, _ = c.Next() {
+			if last != nil && bytes.Compare(k, last) <= 0 {
+				return fmt.Errorf("%w: key %q follows %q: keys out of order", ErrCorrupt, k, last)
+			}
+			last = bytes.Clone(k)
+			n++
+		}
+		return nil
+	})
+	return n, err
 }
 
 // keepFailed updates the record of d after a failed resend, unless the

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -31,9 +32,16 @@ const oldSpoolMagic = "RKTSPOOL"
 // locked while it is open, and Open waits for the lock (WithLockTimeout),
 // then fails with ErrLocked, whatever path (symbolic links included) names
 // the file.
+//
+// A damaged file never crashes a reader: Open reads every page in use
+// before the engine does and refuses a file whose pages are not sound with
+// ErrCorrupt (salvage its records with Salvage); each record carries a
+// checksum, checked on every read.
 type Store struct {
-	db   *bolt.DB
-	path string
+	db      *bolt.DB
+	path    string
+	commits commits // groups the transactions of concurrent Puts
+	ledger  *ledger // nil when read-only
 }
 
 // An Option configures Open.
@@ -69,7 +77,10 @@ func WithReadOnly() Option {
 // Open opens the store at path, creating it (mode 0600: it holds message
 // bodies) when it does not exist. A file that is not a store is refused and
 // left untouched: an old spool with an error wrapping ErrOldSpool that says
-// how to import it, anything else with ErrNotStore.
+// how to import it, anything else with ErrNotStore. A store whose pages are
+// not sound (a truncated or damaged file: see Check) is refused with an
+// error wrapping ErrCorrupt that names the first problem, and left
+// untouched; Salvage copies its intact records into a new store.
 func Open(path string, opts ...Option) (*Store, error) {
 	c := openConfig{lockTimeout: DefaultLockTimeout}
 	for _, o := range opts {
@@ -86,30 +97,72 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err := checkFile(path); err != nil {
 		return nil, err
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: c.lockTimeout, ReadOnly: c.readOnly})
+	var db *bolt.DB
+	if info, err := os.Stat(path); err == nil && info.Size() > 0 {
+		// Read-only first: bbolt reads only the meta pages, and holds the
+		// lock while every other page is checked; then the real open.
+		if db, err = openBolt(path, c.lockTimeout, true); err != nil {
+			return nil, err
+		}
+		if err := checkStructure(path); err != nil {
+			db.Close()
+			return nil, err
+		}
+		if !c.readOnly {
+			db.Close()
+			db = nil
+		}
+	}
+	if db == nil {
+		var err error
+		if db, err = openBolt(path, c.lockTimeout, c.readOnly); err != nil {
+			return nil, err
+		}
+	}
+	s := &Store{db: db, path: path}
+	if c.readOnly {
+		return s, nil
+	}
+	err := guard(path, "open", func() error {
+		return db.Update(func(tx *bolt.Tx) error {
+			_, err := tx.CreateBucketIfNotExists(bucketRecords)
+			return err
+		})
+	})
+	if err == nil {
+		s.ledger, err = loadLedger(path + ledgerSuffix)
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("deadletter: open %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// openBolt opens the bbolt file at path, naming what went wrong.
+func openBolt(path string, lockTimeout time.Duration, readOnly bool) (*bolt.DB, error) {
+	var db *bolt.DB
+	err := guard(path, "open", func() error {
+		var err error
+		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout, ReadOnly: readOnly})
+		return err
+	})
 	switch {
+	case errors.Is(err, ErrCorrupt):
+		return nil, err
 	case errors.Is(err, bolt.ErrTimeout):
-		return nil, fmt.Errorf("%w: %s (waited %v for its lock)", ErrLocked, path, c.lockTimeout)
+		return nil, fmt.Errorf("%w: %s (waited %v for its lock)", ErrLocked, path, lockTimeout)
 	case errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrVersionMismatch), errors.Is(err, bolt.ErrChecksum):
 		return nil, fmt.Errorf("%w: %s: %v", ErrNotStore, path, err)
 	case errors.As(err, new(*fs.PathError)):
 		return nil, fmt.Errorf("deadletter: %w", err) // it names the file
+	case err != nil && strings.Contains(err.Error(), "file size too small"):
+		// A valid meta page, but not the two pages of a store: cut short.
+		return nil, fmt.Errorf("%w: %s: %v: truncated; run `rocketry spool check %s`", ErrCorrupt, path, err, path)
 	case err != nil:
 		return nil, fmt.Errorf("deadletter: open %s: %w", path, err)
 	}
-	db.MaxBatchDelay = 2 * time.Millisecond
-	s := &Store{db: db, path: path}
-	if !c.readOnly {
-		err = db.Update(func(tx *bolt.Tx) error {
-			_, err := tx.CreateBucketIfNotExists(bucketRecords)
-			return err
-		})
-		if err != nil {
-			db.Close()
-			return nil, fmt.Errorf("deadletter: open %s: %w", path, err)
-		}
-	}
-	return s, nil
+	return db, nil
 }
 
 // checkFile refuses an old spool, and says so, before bbolt sees it.
@@ -151,8 +204,11 @@ func (s *Store) Put(d *producer.DeadLetter) error {
 		return err
 	}
 	k := key(d.Message.ID)
-	err = s.db.Batch(func(tx *bolt.Tx) error {
+	err = s.commits.do(s, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketRecords)
+		if b == nil {
+			return fmt.Errorf("%w: the store has no bucket %q", ErrCorrupt, bucketRecords)
+		}
 		val := v
 		if ov := b.Get(k); ov != nil {
 			if old, derr := decode(k, ov); derr == nil {
@@ -167,12 +223,22 @@ func (s *Store) Put(d *producer.DeadLetter) error {
 	return s.wrap("put", err)
 }
 
+// view runs fn in a read transaction, guarded.
+func (s *Store) view(op string, fn func(tx *bolt.Tx) error) error {
+	return s.wrap(op, guard(s.path, op, func() error { return s.db.View(fn) }))
+}
+
+// update runs fn in a write transaction of its own, guarded.
+func (s *Store) update(op string, fn func(tx *bolt.Tx) error) error {
+	return s.wrap(op, guard(s.path, op, func() error { return s.db.Update(fn) }))
+}
+
 // Get returns the record of message ID id, or an error wrapping ErrNotFound
 // (or ErrCorrupt).
 func (s *Store) Get(id string) (*producer.DeadLetter, error) {
 	var d *producer.DeadLetter
 	k := key(id)
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view("get", func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketRecords)
 		if b == nil {
 			return fmt.Errorf("%w: %q", ErrNotFound, id)
@@ -185,7 +251,7 @@ func (s *Store) Get(id string) (*producer.DeadLetter, error) {
 		d, err = decode(k, bytes.Clone(v))
 		return err
 	})
-	return d, s.wrap("get", err)
+	return d, err
 }
 
 // Delete removes the records of ids, in one transaction; an ID the store
@@ -194,8 +260,11 @@ func (s *Store) Delete(ids ...string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	return s.update("delete", func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketRecords)
+		if b == nil {
+			return nil
+		}
 		for _, id := range ids {
 			if err := b.Delete(key(id)); err != nil {
 				return err
@@ -203,44 +272,65 @@ func (s *Store) Delete(ids ...string) error {
 		}
 		return nil
 	})
-	return s.wrap("delete", err)
 }
 
-// Len returns the number of records.
+// Len returns the number of records, damaged ones included.
 func (s *Store) Len() (int, error) {
 	n := 0
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view("len", func(tx *bolt.Tx) error {
 		if b := tx.Bucket(bucketRecords); b != nil {
 			n = b.Stats().KeyN
 		}
 		return nil
 	})
-	return n, s.wrap("len", err)
+	return n, err
 }
 
 // Scan calls fn with each record, in the order of their keys (message
 // IDs), until fn returns an error, which Scan returns. A record that cannot
-// be read is passed as a nil record and an error wrapping ErrCorrupt that
-// names its key. fn runs inside a read transaction: it must not call the
-// Store's methods (a write would wait for the transaction to end).
+// be read (its checksum fails, or it does not decode) is passed as a nil
+// record and an error wrapping ErrCorrupt that names its key. fn runs
+// inside a read transaction: it must not call the Store's methods (a write
+// would wait for the transaction to end).
 func (s *Store) Scan(fn func(d *producer.DeadLetter, err error) error) error {
-	err := s.db.View(func(tx *bolt.Tx) error {
+	var ferr error
+	err := s.view("scan", func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketRecords)
 		if b == nil {
 			return nil
 		}
-		return b.ForEach(func(k, v []byte) error {
-			return fn(decode(k, bytes.Clone(v)))
-		})
+		var last []byte
+		c := b.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if last != nil && bytes.Compare(k, last) <= 0 {
+				return fmt.Errorf("%w: key %q follows %q: keys out of order", ErrCorrupt, k, last)
+			}
+			last = bytes.Clone(k)
+			if ferr = fn(decode(last, bytes.Clone(v))); ferr != nil {
+				return ferr
+			}
+		}
+		return nil
 	})
-	return s.wrap("scan", err)
+	if ferr != nil && errors.Is(err, ferr) {
+		return ferr // fn's own error, as it was
+	}
+	return err
+}
+
+// pageRecord is one record of a page read by Replay.
+type pageRecord struct {
+	d   *producer.DeadLetter // nil: damaged (err)
+	err error
+	key []byte
+	sum fingerprint // of the stored value
 }
 
 // page returns up to n records whose keys follow after (all when after is
-// nil), and the last key read; bad holds the errors of the records that
-// cannot be read, which are skipped.
-func (s *Store) page(after []byte, n int) (recs []*producer.DeadLetter, bad []error, last []byte, err error) {
-	err = s.db.View(func(tx *bolt.Tx) error {
+// nil), each strictly after the one before; the records that cannot be
+// read are returned with their error.
+func (s *Store) page(after []byte, n int) (recs []pageRecord, err error) {
+	err = s.view("read", func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketRecords)
 		if b == nil { // a bbolt file that is not ours, opened read-only
 			return nil
@@ -252,23 +342,23 @@ func (s *Store) page(after []byte, n int) (recs []*producer.DeadLetter, bad []er
 		} else if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
 			k, v = c.Next()
 		}
-		for ; k != nil && len(recs)+len(bad) < n; k, v = c.Next() {
-			last = bytes.Clone(k)
-			d, derr := decode(k, bytes.Clone(v))
-			if derr != nil {
-				bad = append(bad, derr)
-				continue
+		last := after
+		for ; k != nil && len(recs) < n; k, v = c.Next() {
+			if last != nil && bytes.Compare(k, last) <= 0 {
+				return fmt.Errorf("%w: key %q follows %q: keys out of order", ErrCorrupt, k, last)
 			}
-			recs = append(recs, d)
+			last = bytes.Clone(k)
+			d, derr := decode(last, bytes.Clone(v))
+			recs = append(recs, pageRecord{d: d, err: derr, key: last, sum: fingerprintOf(v)})
 		}
 		return nil
 	})
-	return recs, bad, last, s.wrap("read", err)
+	return recs, err
 }
 
 // Close closes the store and releases its lock. Close is idempotent.
 func (s *Store) Close() error {
-	return s.wrap("close", s.db.Close())
+	return s.wrap("close", guard(s.path, "close", s.db.Close))
 }
 
 // wrap names the store in a bbolt error.
