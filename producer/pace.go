@@ -63,9 +63,9 @@ func (pc pace) record(o Outcome, start, end time.Time) {
 		pc.topic.hinted()
 	case o.Kind == Throttled:
 		if pc.topic == nil || wideThrottle(o) {
-			pc.ep.throttled(end)
+			pc.ep.throttled(start, end)
 		} else {
-			pc.topic.throttled(end)
+			pc.topic.throttled(start, end)
 		}
 	}
 }

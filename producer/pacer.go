@@ -65,16 +65,22 @@ const (
 	pacerRing     = 16                     // the attempts that say whether refusals are sustained
 	pacerEngageOf = 8                      // refusals of pacerRing that engage
 	pacerRun      = 4                      // or this many refusals in a row
-	pacerShare    = 0.2                    // share of refusals since a cut that cuts again under wmax
+	pacerShare    = 0.3                    // share of refusals since a cut that cuts again under wmax
+	pacerLow      = 0.9                    // well under wmax: under this share of it
 	pacerBeta     = 0.7                    // a cut: to this share of wmax
 	pacerRecover  = 300 * time.Millisecond // from a cut back to wmax
 	pacerProbe    = time.Second            // the convex side's time scale: +30% after it
-	pacerEnd      = 2.0                    // the episode ends when the rate reaches this times wmax
+	pacerDouble   = 100 * time.Millisecond // past the cubic, the rate grows this often
+	pacerGrow     = 1.25                   // by this factor
+	pacerSlowStep = 50 * time.Millisecond  // in slow start, this often
+	pacerTrust    = 32                     // stores an estimate rests on, at least, or slow start
+	pacerIdle     = time.Second            // the episode ends after this with nobody held back
 	pacerStep     = 5 * time.Millisecond   // the limiter follows the cubic this often
 	pacerMinGap   = 50 * time.Millisecond  // refusals closer to a cut are the same overload
 	pacerSample   = 100 * time.Millisecond // history of stores, one sample per
 	pacerHistory  = 10                     // samples kept: a second
 	pacerMinRate  = 1.0                    // attempts per second, at least
+	pacerIdleGap  = 20 * time.Millisecond  // a longer gap between attempts is idle, at least
 )
 
 // pacer is one scope's throttle state; its zero value has no episode. It
@@ -84,7 +90,12 @@ type pacer struct {
 	stores     atomic.Int64  // attempts stored in this scope
 	attempts   atomic.Int64  // attempts stored or refused without a hint
 	ring       atomic.Uint32 // the last attempts' outcomes, newest in bit 0: 1 refused
+	binding    atomic.Bool   // an attempt waited for lim since the last raise
+	lastBind   atomic.Int64  // unix ns of the last attempt that waited for lim
 	nextSample atomic.Int64  // unix ns of the next history sample
+	lastNs     atomic.Int64  // unix ns of the last attempt recorded
+	idle       atomic.Int64  // ns without attempts, beyond gapNs at a time
+	gapNs      atomic.Int64  // the longest gap between attempts that is not idle
 
 	mu      sync.Mutex
 	changed chan struct{} // closed when the turns handed out are void (a cut, the end)
@@ -94,16 +105,39 @@ type pacer struct {
 	cutAt   time.Time // the last cut
 	cutN    int64     // stores then
 	cutA    int64     // attempts then
+	cutIdle int64     // idle then
 	refused int64     // refusals since the cut
 	stepAt  time.Time // the limiter's last update
 	noisy   bool      // refusals under wmax that were not a sustained share
+	slow    bool      // slow start: the estimate was weak
+	low     int       // refusals since the cut well under wmax
+	topSet  bool      // the rate is back at wmax since the cut, since:
+	topAt   time.Time
+	topN    int64 // stores then
+	topIdle int64 // idle then
 	hist    [pacerHistory]sample
 	nhist   int // samples in hist, hist[nhist%len] is the next slot
 }
 
 type sample struct {
-	at time.Time
-	n  int64
+	at   time.Time
+	n    int64
+	idle int64
+}
+
+// note records an attempt at now: a gap since the last one longer than
+// gapNs is idle time, when nobody sent (every sender waiting out its own
+// schedule), which the rates that were getting through leave out.
+func (p *pacer) note(now time.Time) {
+	ns := now.UnixNano()
+	prev := p.lastNs.Swap(ns)
+	gap := p.gapNs.Load()
+	if gap == 0 {
+		gap = int64(pacerIdleGap)
+	}
+	if prev > 0 && ns-prev > gap {
+		p.idle.Add(ns - prev - gap)
+	}
 }
 
 // push records an attempt's outcome in the ring and returns the ring.
@@ -134,6 +168,7 @@ func (p *pacer) stored(now time.Time) {
 	}
 	p.stores.Add(1)
 	p.attempts.Add(1)
+	p.note(now)
 	if p.ring.Load() != 0 {
 		p.push(false)
 	}
@@ -148,33 +183,35 @@ func (p *pacer) sample(now time.Time) {
 	if now.UnixNano() < p.nextSample.Load() {
 		return
 	}
-	p.hist[p.nhist%pacerHistory] = sample{at: now, n: p.stores.Load()}
+	p.hist[p.nhist%pacerHistory] = sample{at: now, n: p.stores.Load(), idle: p.idle.Load()}
 	p.nhist++
 	p.nextSample.Store(now.Add(pacerSample).UnixNano())
 }
 
-// recentRate is the store rate over the last window of history, counting
-// at least pacerSample of time (so a first burst does not read as a rate).
-// Called with mu held.
-func (p *pacer) recentRate(now time.Time, n int64, window time.Duration) float64 {
-	oldest := sample{at: now, n: n}
+// recentRate is the store rate over the last window of history, idle time
+// left out, counting at least pacerSample of time (so a first burst does
+// not read as a rate). Called with mu held.
+func (p *pacer) recentRate(now time.Time, n int64, window time.Duration) (float64, int64) {
+	idle := p.idle.Load()
+	oldest := sample{at: now, n: n, idle: idle}
 	for i := 0; i < min(p.nhist, pacerHistory); i++ {
 		s := p.hist[i]
 		if now.Sub(s.at) <= window && s.at.Before(oldest.at) {
 			oldest = s
 		}
 	}
-	dt := max(now.Sub(oldest.at), pacerSample)
-	return float64(n-oldest.n) / dt.Seconds()
+	dt := max(now.Sub(oldest.at)-time.Duration(idle-oldest.idle), pacerSample)
+	return float64(n-oldest.n) / dt.Seconds(), n - oldest.n
 }
 
-// throttled records a refusal without a hint of an attempt that ended at
-// now.
-func (p *pacer) throttled(now time.Time) {
+// throttled records a refusal without a hint of an attempt that started
+// at start and ended at now.
+func (p *pacer) throttled(start, now time.Time) {
 	if p == nil {
 		return
 	}
 	p.attempts.Add(1)
+	p.note(now)
 	ring := p.push(true)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -183,18 +220,22 @@ func (p *pacer) throttled(now time.Time) {
 		if !sustained(ring) {
 			return // a message's own refusal, as far as anyone can tell
 		}
-		acc := p.recentRate(now, n, time.Second)
-		if acc <= 0 {
+		acc, k := p.recentRate(now, n, time.Second)
+		if k == 0 {
 			return // nothing stored lately: no rate gets through
 		}
 		p.changed = make(chan struct{})
 		p.on.Store(true)
+		p.lastBind.Store(now.UnixNano())
 		p.cutLocked(now, acc, n)
+		p.slow = k < pacerTrust
 		return
 	}
 	dt := now.Sub(p.cutAt)
-	if dt < pacerMinGap {
-		return // the same overload: every attempt in flight then is refused
+	if start.Before(p.cutAt) || dt < pacerMinGap {
+		// The same overload: every attempt in flight then is refused,
+		// and a broker that refuses has nothing left at the cut.
+		return
 	}
 	p.refused++
 	if n == p.cutN {
@@ -204,15 +245,25 @@ func (p *pacer) throttled(now time.Time) {
 		p.endLocked()
 		return
 	}
-	got := float64(n-p.cutN) / dt.Seconds()
+	busy := max(dt-time.Duration(p.idle.Load()-p.cutIdle), pacerMinGap)
+	got := min(float64(n-p.cutN)/busy.Seconds(), p.r)
+	if p.slow {
+		// The rate was doubling: the average since the cut reads low, the
+		// last tenth of a second tells what got through.
+		recent, _ := p.recentRate(now, n, pacerSample+pacerSample/2)
+		p.cutLocked(now, max(got, min(recent, p.r)), n)
+		return
+	}
 	if dt < pacerRecover {
 		since := p.attempts.Load() - p.cutA
-		if sustained(ring) || (since >= pacerRing && float64(p.refused) >= pacerShare*float64(since)) {
-			p.cutLocked(now, got, n) // the capacity fell under the rate
-			return
-		}
-		if p.refused >= 3 {
-			p.noisy = true
+		switch {
+		case sustained(ring) || (p.refused >= pacerRun && float64(p.refused) >= pacerShare*float64(since)):
+			p.cutLocked(now, got, n) // the cut was not deep enough, or the capacity fell
+		case p.r < pacerLow*p.wmax:
+			// Scattered refusals well under the rate that got through:
+			// the messages' own, unless they go on.
+			p.low++
+			p.noisy = p.low >= 3
 		}
 		return
 	}
@@ -222,7 +273,14 @@ func (p *pacer) throttled(now time.Time) {
 		p.endLocked()
 		return
 	}
-	p.cutLocked(now, min(got, p.r), n)
+	if p.topSet {
+		// The average since the cut reads low when a bucket too small to
+		// hold the difference overflowed in the dip: the store rate
+		// since the rate was back at wmax tells what got through.
+		busy := max(now.Sub(p.topAt)-time.Duration(p.idle.Load()-p.topIdle), pacerMinGap)
+		got = max(got, min(float64(n-p.topN)/busy.Seconds(), p.r))
+	}
+	p.cutLocked(now, got, n)
 }
 
 // cutLocked cuts the rate to pacerBeta of w, the rate that was getting
@@ -230,8 +288,13 @@ func (p *pacer) throttled(now time.Time) {
 // that was just refused would all go to a broker that has just refused.
 // Called with mu held.
 func (p *pacer) cutLocked(now time.Time, w float64, n int64) {
+	if debugPacer != nil {
+		debugPacer("%v cut: w %.0f (was wmax %.0f r %.0f)", now.Format("05.000"), w, p.wmax, p.r)
+	}
 	p.wmax = max(w, pacerMinRate)
-	p.cutAt, p.cutN, p.cutA, p.refused, p.noisy = now, n, p.attempts.Load(), 0, false
+	p.cutAt, p.cutN, p.cutA, p.cutIdle, p.refused, p.noisy, p.slow = now, n, p.attempts.Load(), p.idle.Load(), 0, false, false
+	p.low, p.topSet = 0, false
+	p.gapNs.Store(max(int64(pacerIdleGap), int64(4*float64(time.Second)/p.wmax)))
 	p.stepAt = now
 	p.r = max(pacerBeta*p.wmax, pacerMinRate)
 	p.lim = rate.NewLimiter(rate.Limit(p.r), burstFor(p.r))
@@ -250,25 +313,53 @@ func cubic(wmax float64, t time.Duration) float64 {
 	return wmax * (1 + (1-pacerBeta)*x*x*x)
 }
 
-// stepLocked moves the limiter along the cubic, and ends the episode when
-// the rate has doubled without a refusal. Called with mu held.
+// stepLocked moves the limiter along the cubic, then doubles the rate
+// every pacerDouble in which an attempt waited; in slow start, it doubles
+// every pacerSlowStep in which one waited. A rate that holds nobody back
+// is not raised, and a pause (all senders waiting out their own schedules)
+// is not made up for with a run of raises. The episode ends when nobody
+// waited for pacerIdle past the cubic. Called with mu held.
 func (p *pacer) stepLocked(now time.Time) {
 	if now.Sub(p.stepAt) < pacerStep {
 		return
 	}
-	p.stepAt = now
 	t := now.Sub(p.cutAt)
+	if t >= pacerRecover && !p.topSet {
+		p.topSet, p.topAt, p.topN, p.topIdle = true, now, p.stores.Load(), p.idle.Load()
+	}
+	past := t >= pacerRecover+pacerProbe
+	if (past || p.slow) && now.UnixNano()-p.lastBind.Load() > int64(pacerIdle) && t > pacerIdle {
+		p.endLocked() // nobody held back
+		return
+	}
 	if t >= pacerRecover && p.noisy {
 		p.endLocked()
 		return
 	}
-	r := cubic(p.wmax, t)
-	if r >= pacerEnd*p.wmax {
-		p.endLocked()
-		return
-	}
-	if math.Abs(r-p.r) < 0.001*p.r {
-		return
+	var r float64
+	switch {
+	case p.slow || past:
+		step := pacerDouble
+		if p.slow {
+			step = pacerSlowStep
+		}
+		if now.Sub(p.stepAt) < step {
+			return
+		}
+		p.stepAt = now
+		if !p.binding.Swap(false) {
+			return
+		}
+		r = pacerGrow * p.r
+		if p.slow {
+			r = 2 * p.r
+		}
+	default:
+		p.stepAt = now
+		r = cubic(p.wmax, t)
+		if math.Abs(r-p.r) < 0.001*p.r {
+			return
+		}
 	}
 	p.r = r
 	p.lim.SetLimitAt(now, rate.Limit(r))
@@ -278,6 +369,9 @@ func (p *pacer) stepLocked(now time.Time) {
 // endLocked ends the episode, and lets the attempts waiting go. Called
 // with mu held.
 func (p *pacer) endLocked() {
+	if debugPacer != nil {
+		debugPacer("end: wmax %.0f r %.0f noisy %v", p.wmax, p.r, p.noisy)
+	}
 	p.on.Store(false)
 	p.lim = nil
 	p.ring.Store(0)
@@ -318,6 +412,8 @@ func (p *pacer) wait(ctx context.Context) (ok bool, deadline bool) {
 		if d <= 0 {
 			return true, false
 		}
+		p.binding.Store(true)
+		p.lastBind.Store(now.UnixNano())
 		if dl, ok := ctx.Deadline(); ok && !now.Add(d).Before(dl) {
 			r.CancelAt(now)
 			return false, true
@@ -360,3 +456,5 @@ func (p *pacer) rateNow() float64 {
 	}
 	return p.r
 }
+
+var debugPacer func(string, ...any)
