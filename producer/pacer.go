@@ -66,6 +66,7 @@ const (
 	pacerEngageOf = 8                      // refusals of pacerRing that engage
 	pacerRun      = 4                      // or this many refusals in a row
 	pacerShare    = 0.3                    // share of refusals since a cut that cuts again under wmax
+	pacerClean    = 32                     // attempts without a refusal that make a climb clean
 	pacerLow      = 0.9                    // well under wmax: under this share of it
 	pacerBeta     = 0.7                    // a cut: to this share of wmax
 	pacerRecover  = 300 * time.Millisecond // from a cut back to wmax
@@ -95,6 +96,7 @@ type pacer struct {
 	nextSample atomic.Int64  // unix ns of the next history sample
 	lastNs     atomic.Int64  // unix ns of the last attempt recorded
 	idle       atomic.Int64  // ns without attempts, beyond gapNs at a time
+	idleAt     atomic.Int64  // unix ns of the end of the last idle gap
 	gapNs      atomic.Int64  // the longest gap between attempts that is not idle
 
 	mu      sync.Mutex
@@ -137,6 +139,7 @@ func (p *pacer) note(now time.Time) {
 	}
 	if prev > 0 && ns-prev > gap {
 		p.idle.Add(ns - prev - gap)
+		p.idleAt.Store(ns)
 	}
 }
 
@@ -247,6 +250,12 @@ func (p *pacer) throttled(start, now time.Time) {
 	}
 	busy := max(dt-time.Duration(p.idle.Load()-p.cutIdle), pacerMinGap)
 	got := min(float64(n-p.cutN)/busy.Seconds(), p.r)
+	if p.idleAt.Load() > p.cutAt.UnixNano() {
+		// The broker's bucket filled while nobody sent, and what it
+		// stored since counts that burst: the rate that got through is
+		// no more than before.
+		got = min(got, p.wmax)
+	}
 	if p.slow {
 		// The rate was doubling: the average since the cut reads low, the
 		// last tenth of a second tells what got through.
@@ -259,11 +268,15 @@ func (p *pacer) throttled(start, now time.Time) {
 		switch {
 		case sustained(ring) || (p.refused >= pacerRun && float64(p.refused) >= pacerShare*float64(since)):
 			p.cutLocked(now, got, n) // the cut was not deep enough, or the capacity fell
-		case p.r < pacerLow*p.wmax:
-			// Scattered refusals well under the rate that got through:
-			// the messages' own, unless they go on.
+		case p.r >= pacerLow*p.wmax && p.low == 0 && since >= pacerClean:
+			// The first refusal near wmax after a clean climb: wmax
+			// was too high.
+			p.cutLocked(now, got, n)
+		default:
+			// Scattered refusals under the rate that got through: the
+			// messages' own, unless they stop once the rate is back.
 			p.low++
-			p.noisy = p.low >= 3
+			p.noisy = p.low >= 2
 		}
 		return
 	}
@@ -279,6 +292,9 @@ func (p *pacer) throttled(start, now time.Time) {
 		// since the rate was back at wmax tells what got through.
 		busy := max(now.Sub(p.topAt)-time.Duration(p.idle.Load()-p.topIdle), pacerMinGap)
 		got = max(got, min(float64(n-p.topN)/busy.Seconds(), p.r))
+		if p.idleAt.Load() > p.cutAt.UnixNano() {
+			got = min(got, p.wmax)
+		}
 	}
 	p.cutLocked(now, got, n)
 }
@@ -298,6 +314,7 @@ func (p *pacer) cutLocked(now time.Time, w float64, n int64) {
 	p.stepAt = now
 	p.r = max(pacerBeta*p.wmax, pacerMinRate)
 	p.lim = rate.NewLimiter(rate.Limit(p.r), burstFor(p.r))
+	p.lim.AllowN(now, burstFor(p.r)) // empty: the broker has just refused
 	close(p.changed)
 	p.changed = make(chan struct{})
 }
