@@ -292,6 +292,11 @@ func (p *pacer) throttled(start, now time.Time) {
 		// since the rate was back at wmax tells what got through.
 		busy := max(now.Sub(p.topAt)-time.Duration(p.idle.Load()-p.topIdle), pacerMinGap)
 		got = max(got, min(float64(n-p.topN)/busy.Seconds(), p.r))
+		// Past the cubic the rate grows in steps, which a small bucket
+		// refuses before the average reaches it: the last tenth of a
+		// second tells what got through then.
+		recent, _ := p.recentRate(now, n, pacerSample+pacerSample/2)
+		got = max(got, min(recent, p.r))
 		if p.idleAt.Load() > p.cutAt.UnixNano() {
 			got = min(got, p.wmax)
 		}
@@ -304,9 +309,6 @@ func (p *pacer) throttled(start, now time.Time) {
 // that was just refused would all go to a broker that has just refused.
 // Called with mu held.
 func (p *pacer) cutLocked(now time.Time, w float64, n int64) {
-	if debugPacer != nil {
-		debugPacer("%v cut: w %.0f (was wmax %.0f r %.0f)", now.Format("05.000"), w, p.wmax, p.r)
-	}
 	p.wmax = max(w, pacerMinRate)
 	p.cutAt, p.cutN, p.cutA, p.cutIdle, p.refused, p.noisy, p.slow = now, n, p.attempts.Load(), p.idle.Load(), 0, false, false
 	p.low, p.topSet = 0, false
@@ -386,9 +388,6 @@ func (p *pacer) stepLocked(now time.Time) {
 // endLocked ends the episode, and lets the attempts waiting go. Called
 // with mu held.
 func (p *pacer) endLocked() {
-	if debugPacer != nil {
-		debugPacer("end: wmax %.0f r %.0f noisy %v", p.wmax, p.r, p.noisy)
-	}
 	p.on.Store(false)
 	p.lim = nil
 	p.ring.Store(0)
@@ -473,5 +472,3 @@ func (p *pacer) rateNow() float64 {
 	}
 	return p.r
 }
-
-var debugPacer func(string, ...any)
