@@ -103,16 +103,19 @@ func (x *executor) run(ctx context.Context) *SendError {
 	c := x.cfg
 	timeout := c.attemptTimeout
 	wait := false
+	paced := true // a retry after a failure leaves at once: it is not paced
 	for {
 		if d, ok := x.admit(ctx); !ok {
 			return x.sendError(d)
 		}
 		pc := x.a.pacer(x.ep)
-		if ok, late := pc.wait(ctx); !ok {
-			if late {
-				return x.sendError(decision{act: actFail, kind: ErrDeadlineTooShort})
+		if paced {
+			if ok, late := pc.wait(ctx); !ok {
+				if late {
+					return x.sendError(decision{act: actFail, kind: ErrDeadlineTooShort})
+				}
+				return x.sendError(stopped(ctx))
 			}
-			return x.sendError(stopped(ctx))
 		}
 		x.attempts++
 		if c.watched() {
@@ -127,16 +130,7 @@ func (x *executor) run(ctx context.Context) *SendError {
 		if !unsent {
 			x.a.reach(x.ep).sent(start)
 		}
-		if pc != nil {
-			switch {
-			case o.Kind == Stored:
-				pc.stored(start)
-			case o.Kind == Throttled && o.Hint == 0:
-				pc.throttled(time.Now())
-			case o.Kind == Throttled:
-				pc.hinted()
-			}
-		}
+		pc.record(o, start, time.Now())
 		if o.Kind == Stored {
 			c.budget.success()
 			if c.watched() {
@@ -169,6 +163,7 @@ func (x *executor) run(ctx context.Context) *SendError {
 		}
 		timeout = d.timeout
 		wait = false
+		paced = d.throttled
 		if !d.throttled {
 			prev := x.ep
 			if d.failover || c.failoverAlways {

@@ -39,7 +39,7 @@ func NewUnaryClientInterceptor(opts ...Option) (grpc.UnaryClientInterceptor, err
 	if err != nil {
 		return nil, err
 	}
-	var pacers sync.Map // target -> *pacer, when pacing
+	var byTarget sync.Map // target -> *pacers, when pacing
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, copts ...grpc.CallOption) error {
 		cfg, copied := &base, false
 		for _, o := range copts {
@@ -56,11 +56,11 @@ func NewUnaryClientInterceptor(opts ...Option) (grpc.UnaryClientInterceptor, err
 		}
 		c := &interceptCall{method: method, req: req, reply: reply, cc: cc, invoker: invoker, cls: cfg.classifier}
 		if base.pacing && cc != nil {
-			pc, ok := pacers.Load(cc.Target())
+			pc, ok := byTarget.Load(cc.Target())
 			if !ok {
-				pc, _ = pacers.LoadOrStore(cc.Target(), &pacer{})
+				pc, _ = byTarget.LoadOrStore(cc.Target(), &pacers{})
 			}
-			c.pc = pc.(*pacer)
+			c.pc = pc.(*pacers).of(paceScope(method, req))
 		}
 		c.opts = append(make([]grpc.CallOption, 0, len(copts)+2), copts...)
 		c.opts = append(c.opts, grpc.Peer(&c.peer))
@@ -108,10 +108,19 @@ type interceptCall struct {
 	cls     Classifier
 	opts    []grpc.CallOption // the call's, then grpc.Peer(&peer)
 	peer    peer.Peer
-	pc      *pacer // the target's
+	pc      pace // the target's, and the topic's there
 }
 
-func (c *interceptCall) pacer(int) *pacer { return c.pc }
+func (c *interceptCall) pacer(int) pace { return c.pc }
+
+// paceScope is the scope of a call's pacer at its target (pace.go): a
+// send's topic, else the method.
+func paceScope(method string, req any) string {
+	if r, ok := req.(*rocketryv1.SendMessageRequest); ok && len(r.GetMessages()) > 0 {
+		return r.GetMessages()[0].GetTopic()
+	}
+	return method
+}
 
 // reach is none: the interceptor keeps no state per broker, so a retry to
 // its target waits for the connection unless WithWaitForReady(false).

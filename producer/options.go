@@ -431,15 +431,20 @@ func WithClassifier(c Classifier) Option {
 	}}
 }
 
-// WithPacing sets whether an endpoint that throttles without a hint is
-// paced, overriding the default of true. Paced, the first such throttle
-// opens an episode on the endpoint: every attempt to it then waits its turn
-// at a rate that follows what the broker accepts (measured between
-// throttles), so that senders queue in the client instead of being refused
-// together and coming back together; the episode ends after 30 s without a
-// throttle. Each refused message still waits its own throttle schedule.
-// Throttles with the broker's RetryInfo hint do not move the pace. Applies
-// to New, NewFromConn and the interceptor (one pace per target).
+// WithPacing sets whether what a broker throttles without a hint is paced,
+// overriding the default of true. Paced, once refusals are a sustained
+// share of the attempts of a topic on an endpoint (not one message in ten
+// refused for its own reasons), the first attempts and the retries after a
+// throttle of that topic there wait their turn at a rate that follows what
+// the broker accepts: cut to 0.7 of the rate that was getting through, back
+// to it in 300 ms, then probing upwards, so that senders queue in the
+// client instead of being refused together and coming back together. A
+// refusal that names the broker's own state (STORAGE_LOAD, RocketMQ's
+// "[TIMEOUT_CLEAN_QUEUE]" send queue) paces every topic of the endpoint.
+// Each refused message still waits its own throttle schedule, and a retry
+// after a failure is never held. Throttles with the broker's RetryInfo hint
+// end the pacing. Applies to New, NewFromConn and the interceptor (per
+// target and topic).
 func WithPacing(on bool) Option {
 	return option{"WithPacing", scopeProducer | scopeInterceptor, func(c *config) error {
 		c.pacing = on

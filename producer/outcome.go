@@ -103,8 +103,8 @@ type attempter interface {
 	// endpoint names endpoint ep for events and logs; two indexes with the
 	// same name are the same broker.
 	endpoint(ep int) string
-	// pacer is endpoint ep's throttle state (pacer.go); nil: none.
-	pacer(ep int) *pacer
+	// pacer is the throttle state of an attempt to endpoint ep (pace.go).
+	pacer(ep int) pace
 	// reach is when a request last reached endpoint ep's broker: a retry
 	// that stays there after a request that never left waits for the
 	// connection when it is recent (connect.go). nil: none kept. Called

@@ -2,6 +2,8 @@ package producer
 
 import (
 	"context"
+	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -9,90 +11,170 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// This file holds the pacer: the throttle state of one endpoint, as gRPC's
-// connection backoff belongs to a connection and Kafka's client-side
-// throttling (KIP-219) mutes a connection, not a request.
+// This file holds the pacer: the throttle state of what a broker throttles
+// (pace_scope.go says which scope a throttle belongs to).
 //
 // Without it, each send waits out its own throttle schedule: every sender
 // refused in the same instant waits the same unjittered first second, and
 // all of them come back together, take the broker's burst and are refused
 // together again, a lock near the burst rate (a quarter of a 2,000/s
-// broker's capacity, measured). With it, the first throttle without a hint
-// opens an episode on the endpoint: from then on every attempt to that
-// endpoint, first attempts included, waits its turn at a rate that follows
-// what the broker accepts, so that sends queue in the client instead of
-// being refused, and are released one by one, never all at once.
+// broker's capacity, measured). With it, once the refusals say that the
+// rate is the problem, the scope's attempts wait their turn at a rate that
+// follows what the broker accepts, so that sends queue in the client
+// instead of being refused, and are released one by one, never all at
+// once.
 //
-// The rate is found as TCP finds a window. An episode starts in slow start,
-// at half the rate the endpoint stored at just before, doubling every
-// 50 ms. A broker that throttles has no tokens left at that instant, so
-// between two throttles (both with an empty bucket) it stored exactly its
-// capacity times the time between them, whatever its burst: that count over
-// that time is the estimate, and the rate is set just under it. Then the rate probes upwards,
-// slowly (+0.3% every 100 ms in which an attempt had to wait for it; +5%
-// while under 90% of the last estimates), until the next throttle measures
-// again. A throttle less than 50 ms after the last counted one
-// only halves the rate (too short to measure). After pacerStall without a
-// throttle while attempts wait, the broker has room the probe has not found
-// (its spell of refusals is over, or its capacity grew): slow start again,
-// so that a pace learnt in a bad spell holds the sends back for a fraction
-// of a second, not for the rest of the episode. The episode ends after
-// pacerQuiet without a throttle.
+// Engaging. A refusal says the rate is the problem when refusals are a
+// sustained share of the scope's attempts: at least pacerEngageOf of its
+// last pacerRing attempts, or its last pacerRun attempts all refused (a few
+// senders all refused together). One message in ten refused for its own
+// reasons is neither (a run of pacerRun such refusals is one in ten
+// thousand); and an episode is opened only while the broker is storing
+// something: when it refuses everything (a backlog, a spell), no rate gets
+// through, and each refused message waits its own schedule.
 //
-// A throttle that carries the broker's own hint (google.rpc.RetryInfo) ends
-// the episode: the broker says when to come back, each send already waits
-// for that, and pacing on top would put the senders it released behind new
-// sends.
+// The rate is AWS SDKs' adaptive retry mode (CUBIC), scaled to the rate:
+// each cut is to pacerBeta of wmax, the rate that was getting through (the
+// messages stored since the last cut over the time since; on the first cut,
+// the store rate of the last second), never a restart from nothing. The
+// rate then climbs back to wmax in pacerRecover along a cubic (fast at
+// first, flat near wmax), and from there probes upwards along the cubic's
+// convex side, slowly at first (+3.75% after pacerProbe/2), until the next
+// refusal cuts again. A token bucket's capacity C is measured exactly this
+// way: between two refusals its bucket is empty at both ends, so it stored
+// C times the time between them.
 //
-// The pacer costs the fast path one atomic load per attempt and one atomic
-// add per stored message while no episode is open.
+// In an episode, a refusal while the rate climbs back (under wmax) cuts
+// again only when refusals are a sustained share of the attempts since the
+// cut (the broker's capacity fell); scattered refusals then are the
+// messages' own, and they end the episode when the rate is back at wmax
+// (a rate cut that does not stop the refusals says they are not about the
+// rate). A refusal at or above wmax cuts. A rate that reaches twice wmax
+// without a refusal ends the episode: nothing is held back any more. A
+// throttle carrying the broker's own hint (google.rpc.RetryInfo) ends it
+// too: each send already waits what the broker said.
+//
+// Only first attempts and retries after a throttle wait their turn: a
+// retry after a failure leaves at once, as the contract says.
+//
+// The pacer costs the fast path one atomic load per attempt, and two
+// atomic adds and a compare-and-swap per stored message, while no episode
+// is open.
 
 const (
-	pacerSample    = 100 * time.Millisecond // history of stores, one sample per
-	pacerHistory   = 10                     // samples kept: a second
-	pacerMinGap    = 50 * time.Millisecond  // least time between two estimates
-	pacerSlowStep  = 50 * time.Millisecond  // slow start doubles the rate this often
-	pacerProbe     = 100 * time.Millisecond // probing raises the rate this often
-	pacerRaise     = 1.003                  // by this factor
-	pacerRecover   = 1.05                   // or this one, while far under the last peak
-	pacerFar       = 0.9                    // far: under this share of the peak
-	pacerPeakDecay = 0.9                    // the peak fades by this at each estimate
-	pacerRecent    = 250 * time.Millisecond // the window of the recent store rate
-	pacerMargin    = 0.97                   // the rate after an estimate: just under it
-	pacerStall     = 2 * time.Second        // without a throttle for this long, slow start again
-	pacerQuiet     = 30 * time.Second       // an episode ends after this without a throttle
-	pacerMinRate   = 1.0                    // attempts per second, at least
+	pacerRing     = 16                     // the attempts that say whether refusals are sustained
+	pacerEngageOf = 8                      // refusals of pacerRing that engage
+	pacerRun      = 4                      // or this many refusals in a row
+	pacerShare    = 0.3                    // share of refusals since a cut that cuts again under wmax
+	pacerClean    = 32                     // attempts without a refusal that make a climb clean
+	pacerLow      = 0.9                    // well under wmax: under this share of it
+	pacerBeta     = 0.7                    // a cut: to this share of wmax
+	pacerRecover  = 300 * time.Millisecond // from a cut back to wmax
+	pacerProbe    = time.Second            // the convex side's time scale: +30% after it
+	pacerDouble   = 100 * time.Millisecond // past the cubic, the rate grows this often
+	pacerGrow     = 1.25                   // by this factor
+	pacerSlowStep = 50 * time.Millisecond  // in slow start, this often
+	pacerTrust    = 32                     // stores an estimate rests on, at least, or slow start
+	pacerIdle     = time.Second            // the episode ends after this with nobody held back
+	pacerStep     = 5 * time.Millisecond   // the limiter follows the cubic this often
+	pacerMinGap   = 50 * time.Millisecond  // refusals closer to a cut are the same overload
+	pacerSample   = 100 * time.Millisecond // history of stores, one sample per
+	pacerHistory  = 10                     // samples kept: a second
+	pacerMinRate  = 1.0                    // attempts per second, at least
+	pacerIdleGap  = 20 * time.Millisecond  // a longer gap between attempts is idle, at least
 )
 
-// pacer is one endpoint's throttle state; its zero value has no episode.
-// It is safe for concurrent use.
+// pacer is one scope's throttle state; its zero value has no episode. It
+// is safe for concurrent use, and a nil *pacer paces nothing.
 type pacer struct {
-	on         atomic.Bool  // an episode is open: attempts wait for lim
-	binding    atomic.Bool  // an attempt waited for lim since the last raise
-	stores     atomic.Int64 // attempts stored through this endpoint
-	nextSample atomic.Int64 // unix ns of the next history sample
+	on         atomic.Bool   // an episode is open: attempts wait for lim
+	stores     atomic.Int64  // attempts stored in this scope
+	attempts   atomic.Int64  // attempts stored or refused without a hint
+	ring       atomic.Uint32 // the last attempts' outcomes, newest in bit 0: 1 refused
+	binding    atomic.Bool   // an attempt waited for lim since the last raise
+	lastBind   atomic.Int64  // unix ns of the last attempt that waited for lim
+	nextSample atomic.Int64  // unix ns of the next history sample
+	lastNs     atomic.Int64  // unix ns of the last attempt recorded
+	idle       atomic.Int64  // ns without attempts, beyond gapNs at a time
+	idleAt     atomic.Int64  // unix ns of the end of the last idle gap
+	gapNs      atomic.Int64  // the longest gap between attempts that is not idle
 
-	mu        sync.Mutex
-	changed   chan struct{} // closed when the rate changes or the episode ends
-	lim       *rate.Limiter
-	r         float64   // lim's rate
-	peak      float64   // the highest recent estimate, fading
-	slowStart bool      // doubling until the first estimate
-	lastAt    time.Time // the last throttle counted
-	lastN     int64     // stores then
-	stepAt    time.Time // the last raise of the rate
-	hist      [pacerHistory]sample
-	nhist     int // samples in hist, hist[nhist%len] is the next slot
+	mu      sync.Mutex
+	changed chan struct{} // closed when the turns handed out are void (a cut, the end)
+	lim     *rate.Limiter
+	r       float64   // lim's rate
+	wmax    float64   // the rate that was getting through at the last cut
+	cutAt   time.Time // the last cut
+	cutN    int64     // stores then
+	cutA    int64     // attempts then
+	cutIdle int64     // idle then
+	refused int64     // refusals since the cut
+	stepAt  time.Time // the limiter's last update
+	noisy   bool      // refusals under wmax that were not a sustained share
+	slow    bool      // slow start: the estimate was weak
+	low     int       // refusals since the cut well under wmax
+	topSet  bool      // the rate is back at wmax since the cut, since:
+	topAt   time.Time
+	topN    int64 // stores then
+	topIdle int64 // idle then
+	hist    [pacerHistory]sample
+	nhist   int // samples in hist, hist[nhist%len] is the next slot
 }
 
 type sample struct {
-	at time.Time
-	n  int64
+	at   time.Time
+	n    int64
+	idle int64
+}
+
+// note records an attempt at now: a gap since the last one longer than
+// gapNs is idle time, when nobody sent (every sender waiting out its own
+// schedule), which the rates that were getting through leave out.
+func (p *pacer) note(now time.Time) {
+	ns := now.UnixNano()
+	prev := p.lastNs.Swap(ns)
+	gap := p.gapNs.Load()
+	if gap == 0 {
+		gap = int64(pacerIdleGap)
+	}
+	if prev > 0 && ns-prev > gap {
+		p.idle.Add(ns - prev - gap)
+		p.idleAt.Store(ns)
+	}
+}
+
+// push records an attempt's outcome in the ring and returns the ring.
+func (p *pacer) push(refused bool) uint32 {
+	var b uint32
+	if refused {
+		b = 1
+	}
+	for {
+		o := p.ring.Load()
+		n := (o<<1 | b) & (1<<pacerRing - 1)
+		if p.ring.CompareAndSwap(o, n) {
+			return n
+		}
+	}
+}
+
+// sustained reports whether ring says refusals are a sustained share of
+// the attempts.
+func sustained(ring uint32) bool {
+	return bits.OnesCount32(ring) >= pacerEngageOf || ring&(1<<pacerRun-1) == 1<<pacerRun-1
 }
 
 // stored counts a stored attempt that started at now.
 func (p *pacer) stored(now time.Time) {
+	if p == nil {
+		return
+	}
 	p.stores.Add(1)
+	p.attempts.Add(1)
+	p.note(now)
+	if p.ring.Load() != 0 {
+		p.push(false)
+	}
 	if ns := now.UnixNano(); ns >= p.nextSample.Load() {
 		p.sample(now)
 	}
@@ -104,86 +186,203 @@ func (p *pacer) sample(now time.Time) {
 	if now.UnixNano() < p.nextSample.Load() {
 		return
 	}
-	p.hist[p.nhist%pacerHistory] = sample{at: now, n: p.stores.Load()}
+	p.hist[p.nhist%pacerHistory] = sample{at: now, n: p.stores.Load(), idle: p.idle.Load()}
 	p.nhist++
 	p.nextSample.Store(now.Add(pacerSample).UnixNano())
 }
 
-// recentRate is the store rate over the last window of history, counting
-// at least pacerSample of time (so a first burst does not read as a rate).
-// Called with mu held.
-func (p *pacer) recentRate(now time.Time, n int64, window time.Duration) float64 {
-	oldest := sample{at: now, n: n}
+// recentRate is the store rate over the last window of history, idle time
+// left out, counting at least pacerSample of time (so a first burst does
+// not read as a rate). Called with mu held.
+func (p *pacer) recentRate(now time.Time, n int64, window time.Duration) (float64, int64) {
+	idle := p.idle.Load()
+	oldest := sample{at: now, n: n, idle: idle}
 	for i := 0; i < min(p.nhist, pacerHistory); i++ {
 		s := p.hist[i]
 		if now.Sub(s.at) <= window && s.at.Before(oldest.at) {
 			oldest = s
 		}
 	}
-	dt := max(now.Sub(oldest.at), pacerSample)
-	return float64(n-oldest.n) / dt.Seconds()
+	dt := max(now.Sub(oldest.at)-time.Duration(idle-oldest.idle), pacerSample)
+	return float64(n-oldest.n) / dt.Seconds(), n - oldest.n
 }
 
-// throttled records a throttle without a hint of an attempt that ended at
-// now.
-func (p *pacer) throttled(now time.Time) {
+// throttled records a refusal without a hint of an attempt that started
+// at start and ended at now.
+func (p *pacer) throttled(start, now time.Time) {
+	if p == nil {
+		return
+	}
+	p.attempts.Add(1)
+	p.note(now)
+	ring := p.push(true)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := p.stores.Load()
 	if !p.on.Load() {
-		p.r = max(p.recentRate(now, n, time.Second)/2, pacerMinRate)
-		p.slowStart = true
-		p.lim = rate.NewLimiter(rate.Limit(p.r), burstFor(p.r))
-		p.lastAt, p.lastN, p.stepAt = now, n, now
+		if !sustained(ring) {
+			return // a message's own refusal, as far as anyone can tell
+		}
+		acc, k := p.recentRate(now, n, time.Second)
+		if k == 0 {
+			return // nothing stored lately: no rate gets through
+		}
 		p.changed = make(chan struct{})
 		p.on.Store(true)
+		p.lastBind.Store(now.UnixNano())
+		p.cutLocked(now, acc, n)
+		p.slow = k < pacerTrust
 		return
 	}
-	dt := now.Sub(p.lastAt)
-	if dt < pacerMinGap {
-		// The same overload: every attempt in flight then is refused.
+	dt := now.Sub(p.cutAt)
+	if start.Before(p.cutAt) || dt < pacerMinGap {
+		// The same overload: every attempt in flight then is refused,
+		// and a broker that refuses has nothing left at the cut.
 		return
 	}
-	// Between two throttles the broker stored its capacity, unless its
-	// bucket overflowed meanwhile (demand fell short of it for a while):
-	// that reads low, so one throttle cuts the rate by half at most, and
-	// the rate climbs back fast towards the recent peak.
-	if n == p.lastN {
-		// Nothing stored between two throttles: the broker refuses
-		// everything for a spell (a backlog, a storage load), which no
-		// rate would get through. Each refused message waits out its own
-		// schedule, and the episode ends: a pace learnt during a spell
-		// would only hold back the sends after it.
+	p.refused++
+	if n == p.cutN {
+		// Nothing stored since the cut: the broker refuses everything
+		// for a spell, which no rate would get through. Each refused
+		// message waits out its own schedule.
 		p.endLocked()
 		return
 	}
-	est := float64(n-p.lastN) / dt.Seconds()
-	p.slowStart = false
-	p.lastAt, p.lastN = now, n
-	p.peak = max(p.peak*pacerPeakDecay, est)
-	p.setRate(now, max(pacerMargin*est, p.r/2))
-}
-
-func (p *pacer) setRate(now time.Time, r float64) {
-	p.stepAt = now
-	p.limitLocked(now, max(r, pacerMinRate), true)
-}
-
-// limitLocked sets the rate to r. With anew, the turns handed out so far
-// are void: the limiter starts again at r, and the attempts waiting for a
-// turn wake and take new ones (the old limiter's reservations are dropped,
-// not cancelled: cancelled out of order, they would lose tokens). Called
-// with mu held.
-func (p *pacer) limitLocked(now time.Time, r float64, anew bool) {
-	p.r = r
-	if !anew {
-		p.lim.SetLimitAt(now, rate.Limit(r))
-		p.lim.SetBurstAt(now, burstFor(r))
+	busy := max(dt-time.Duration(p.idle.Load()-p.cutIdle), pacerMinGap)
+	got := min(float64(n-p.cutN)/busy.Seconds(), p.r)
+	if p.idleAt.Load() > p.cutAt.UnixNano() {
+		// The broker's bucket filled while nobody sent, and what it
+		// stored since counts that burst: the rate that got through is
+		// no more than before.
+		got = min(got, p.wmax)
+	}
+	if p.slow {
+		// The rate was doubling: the average since the cut reads low, the
+		// last tenth of a second tells what got through.
+		recent, _ := p.recentRate(now, n, pacerSample+pacerSample/2)
+		p.cutLocked(now, max(got, min(recent, p.r)), n)
 		return
 	}
-	p.lim = rate.NewLimiter(rate.Limit(r), burstFor(r))
+	if dt < pacerRecover {
+		since := p.attempts.Load() - p.cutA
+		switch {
+		case sustained(ring) || (p.refused >= pacerRun && float64(p.refused) >= pacerShare*float64(since)):
+			p.cutLocked(now, got, n) // the cut was not deep enough, or the capacity fell
+		case p.r >= pacerLow*p.wmax && p.low == 0 && since >= pacerClean:
+			// The first refusal near wmax after a clean climb: wmax
+			// was too high.
+			p.cutLocked(now, got, n)
+		default:
+			// Scattered refusals under the rate that got through: the
+			// messages' own, unless they stop once the rate is back.
+			p.low++
+			p.noisy = p.low >= 2
+		}
+		return
+	}
+	if p.noisy {
+		// The rate was cut and the refusals went on as before: they are
+		// not about the rate.
+		p.endLocked()
+		return
+	}
+	if p.topSet {
+		// The average since the cut reads low when a bucket too small to
+		// hold the difference overflowed in the dip: the store rate
+		// since the rate was back at wmax tells what got through.
+		busy := max(now.Sub(p.topAt)-time.Duration(p.idle.Load()-p.topIdle), pacerMinGap)
+		got = max(got, min(float64(n-p.topN)/busy.Seconds(), p.r))
+		// Past the cubic the rate grows in steps, which a small bucket
+		// refuses before the average reaches it: the last tenth of a
+		// second tells what got through then.
+		recent, _ := p.recentRate(now, n, pacerSample+pacerSample/2)
+		got = max(got, min(recent, p.r))
+		if p.idleAt.Load() > p.cutAt.UnixNano() {
+			got = min(got, p.wmax)
+		}
+	}
+	p.cutLocked(now, got, n)
+}
+
+// cutLocked cuts the rate to pacerBeta of w, the rate that was getting
+// through, and voids the turns handed out: turns handed out at the rate
+// that was just refused would all go to a broker that has just refused.
+// Called with mu held.
+func (p *pacer) cutLocked(now time.Time, w float64, n int64) {
+	p.wmax = max(w, pacerMinRate)
+	p.cutAt, p.cutN, p.cutA, p.cutIdle, p.refused, p.noisy, p.slow = now, n, p.attempts.Load(), p.idle.Load(), 0, false, false
+	p.low, p.topSet = 0, false
+	p.gapNs.Store(max(int64(pacerIdleGap), int64(4*float64(time.Second)/p.wmax)))
+	p.stepAt = now
+	p.r = max(pacerBeta*p.wmax, pacerMinRate)
+	p.lim = rate.NewLimiter(rate.Limit(p.r), burstFor(p.r))
+	p.lim.AllowN(now, burstFor(p.r)) // empty: the broker has just refused
 	close(p.changed)
 	p.changed = make(chan struct{})
+}
+
+// cubic is the rate t after a cut to pacerBeta of wmax: back to wmax at
+// pacerRecover, then up by pacerBeta's complement at pacerProbe past it.
+func cubic(wmax float64, t time.Duration) float64 {
+	if t < pacerRecover {
+		x := 1 - float64(t)/float64(pacerRecover)
+		return wmax * (1 - (1-pacerBeta)*x*x*x)
+	}
+	x := float64(t-pacerRecover) / float64(pacerProbe)
+	return wmax * (1 + (1-pacerBeta)*x*x*x)
+}
+
+// stepLocked moves the limiter along the cubic, then doubles the rate
+// every pacerDouble in which an attempt waited; in slow start, it doubles
+// every pacerSlowStep in which one waited. A rate that holds nobody back
+// is not raised, and a pause (all senders waiting out their own schedules)
+// is not made up for with a run of raises. The episode ends when nobody
+// waited for pacerIdle past the cubic. Called with mu held.
+func (p *pacer) stepLocked(now time.Time) {
+	if now.Sub(p.stepAt) < pacerStep {
+		return
+	}
+	t := now.Sub(p.cutAt)
+	if t >= pacerRecover && !p.topSet {
+		p.topSet, p.topAt, p.topN, p.topIdle = true, now, p.stores.Load(), p.idle.Load()
+	}
+	past := t >= pacerRecover+pacerProbe
+	if (past || p.slow) && now.UnixNano()-p.lastBind.Load() > int64(pacerIdle) && t > pacerIdle {
+		p.endLocked() // nobody held back
+		return
+	}
+	if t >= pacerRecover && p.noisy {
+		p.endLocked()
+		return
+	}
+	var r float64
+	switch {
+	case p.slow || past:
+		step := pacerDouble
+		if p.slow {
+			step = pacerSlowStep
+		}
+		if now.Sub(p.stepAt) < step {
+			return
+		}
+		p.stepAt = now
+		if !p.binding.Swap(false) {
+			return
+		}
+		r = pacerGrow * p.r
+		if p.slow {
+			r = 2 * p.r
+		}
+	default:
+		p.stepAt = now
+		r = cubic(p.wmax, t)
+		if math.Abs(r-p.r) < 0.001*p.r {
+			return
+		}
+	}
+	p.r = r
+	p.lim.SetLimitAt(now, rate.Limit(r))
+	p.lim.SetBurstAt(now, burstFor(r))
 }
 
 // endLocked ends the episode, and lets the attempts waiting go. Called
@@ -191,23 +390,21 @@ func (p *pacer) limitLocked(now time.Time, r float64, anew bool) {
 func (p *pacer) endLocked() {
 	p.on.Store(false)
 	p.lim = nil
+	p.ring.Store(0)
 	close(p.changed)
 	p.changed = nil
 }
 
-// burstFor is the limiter's burst at rate r: 2 ms of it, at least 1.
+// burstFor is the limiter's burst at rate r: 2 ms of it, at least 1, so
+// that the attempts waiting are released a few at a time.
 func burstFor(r float64) int {
 	return max(1, int(r/500))
 }
 
 // wait makes an attempt that is about to start wait its turn while an
-// episode is open: false when the wait would end at or after ctx's deadline
-// (nothing is waited then) or ctx ended during it. When the rate is set
-// anew during the wait (a throttle's estimate, a doubling), the turn is
-// taken again at the new rate: turns handed out at a rate that was just cut
-// would all go to a broker that has just refused, and turns handed out at a
-// slow start's first rate (one a second) would hold the sends for as many
-// seconds as there are sends waiting, long after the rate has grown.
+// episode is open: false when the wait would end at or after ctx's
+// deadline (nothing is waited then) or ctx ended during it. When the turns
+// are voided during the wait (a cut, the end), the turn is taken again.
 func (p *pacer) wait(ctx context.Context) (ok bool, deadline bool) {
 	if p == nil {
 		return true, false
@@ -232,6 +429,7 @@ func (p *pacer) wait(ctx context.Context) (ok bool, deadline bool) {
 			return true, false
 		}
 		p.binding.Store(true)
+		p.lastBind.Store(now.UnixNano())
 		if dl, ok := ctx.Deadline(); ok && !now.Add(d).Before(dl) {
 			r.CancelAt(now)
 			return false, true
@@ -254,7 +452,7 @@ func (p *pacer) wait(ctx context.Context) (ok bool, deadline bool) {
 // hinted records a throttle with the broker's hint: a broker that says when
 // to come back is followed, not paced, so an episode ends.
 func (p *pacer) hinted() {
-	if !p.on.Load() {
+	if p == nil || !p.on.Load() {
 		return
 	}
 	p.mu.Lock()
@@ -262,36 +460,6 @@ func (p *pacer) hinted() {
 		p.endLocked()
 	}
 	p.mu.Unlock()
-}
-
-// stepLocked raises the rate as time passes in an episode, and ends the
-// episode after pacerQuiet without a throttle.
-func (p *pacer) stepLocked(now time.Time) {
-	if now.Sub(p.lastAt) > pacerQuiet {
-		p.endLocked()
-		return
-	}
-	step, factor := pacerProbe, pacerRaise
-	switch {
-	case p.slowStart, now.Sub(p.lastAt) > pacerStall:
-		step, factor = pacerSlowStep, 2
-	case p.r < pacerFar*p.peak:
-		factor = pacerRecover
-	}
-	if now.Sub(p.stepAt) < step {
-		return
-	}
-	// One raise per step, and only for a step in which an attempt had to
-	// wait: a rate that holds nobody back is not raised, and a pause (all
-	// senders waiting out their own schedules) is not made up for with a
-	// run of raises.
-	p.stepAt = now
-	if !p.binding.Swap(false) {
-		return
-	}
-	// A doubling voids the turns handed out (slow start's first rate is
-	// one a second); a probe's small step keeps them.
-	p.limitLocked(now, p.r*factor, factor == 2)
 }
 
 // rateNow is the episode's rate, 0 when none is open (for tests and

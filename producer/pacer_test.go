@@ -2,89 +2,191 @@ package producer
 
 import (
 	"context"
-
-	"github.com/rocketry-go/rocketry/backoff"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+
+	"github.com/rocketry-go/rocketry/backoff"
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
-// TestPacerEstimate: between two throttles the broker stored its capacity
-// times the time between them; the rate is set just under that.
-func TestPacerEstimate(t *testing.T) {
-	var p pacer
-	t0 := time.Unix(1000, 0)
-	for i := range 50 { // 500/s for 100 ms before the first throttle
-		p.stored(t0.Add(time.Duration(i) * 2 * time.Millisecond))
+// engage opens an episode on p at rate r per second, as a run of refusals
+// after stores would (the stores read as rate r).
+func engage(t *testing.T, p *pacer, now time.Time, r float64) {
+	t.Helper()
+	n := int(r / 5) // 200 ms of stores at r
+	for i := range n {
+		p.stored(now.Add(time.Duration(i) * 200 * time.Millisecond / time.Duration(n)))
 	}
-	p.throttled(t0.Add(100 * time.Millisecond))
-	require.True(t, p.on.Load(), "the first throttle opens an episode")
-	assert.InDelta(t, 245, p.rateNow(), 1, "slow start at half the recent rate (49 stores after the first sample, over 100 ms)")
-	assert.True(t, p.slowStart)
-
-	// Throttles within 50 ms are the same overload: they count once.
-	for range 30 {
-		p.throttled(t0.Add(110 * time.Millisecond))
+	at := now.Add(200 * time.Millisecond)
+	for range pacerRun {
+		p.throttled(at, at)
 	}
-	assert.InDelta(t, 245, p.rateNow(), 1)
-
-	// 300 stores in the 200 ms to the next throttle: 1,500/s.
-	for range 300 {
-		p.stored(t0.Add(200 * time.Millisecond))
-	}
-	p.throttled(t0.Add(300 * time.Millisecond))
-	assert.InDelta(t, pacerMargin*1500, p.rateNow(), 1)
-	assert.False(t, p.slowStart)
-
-	// Demand short of capacity reads low: the rate is cut by half at most,
-	// and the cut wakes the waits: they are made again at the new rate.
-	changed := p.changed
-	p.stored(t0.Add(420 * time.Millisecond))
-	p.throttled(t0.Add(450 * time.Millisecond))
-	assert.InDelta(t, pacerMargin*1500/2, p.rateNow(), 1)
-	select {
-	case <-changed:
-	default:
-		t.Error("a cut of the rate wakes the attempts waiting for a turn")
-	}
-	for range 75 {
-		p.stored(t0.Add(480 * time.Millisecond))
-	}
-	p.throttled(t0.Add(500 * time.Millisecond))
-	assert.InDelta(t, pacerMargin*1500, p.rateNow(), 1)
-
-	// Probing: +0.3% for every 100 ms in which an attempt waited.
-	for i := 1; i <= 10; i++ {
-		p.binding.Store(i%2 == 0)
-		p.mu.Lock()
-		p.stepLocked(t0.Add(500*time.Millisecond + time.Duration(i)*pacerProbe))
-		p.mu.Unlock()
-	}
-	assert.InDelta(t, pacerMargin*1500*pow(pacerRaise, 5), p.rateNow(), 0.5)
-
-	// The episode ends after pacerQuiet without a throttle.
-	p.mu.Lock()
-	p.stepLocked(t0.Add(500*time.Millisecond + pacerQuiet + time.Millisecond))
-	p.mu.Unlock()
-	assert.False(t, p.on.Load())
-	assert.Zero(t, p.rateNow())
+	require.True(t, p.on.Load(), "a run of %d refusals opens an episode", pacerRun)
 }
 
-func pow(x float64, n int) float64 {
-	r := 1.0
-	for range n {
-		r *= x
+// TestPacerCutsFromAcceptedRate: an episode opens at pacerBeta of the rate
+// that was getting through, not from nothing, and climbs back to it in
+// pacerRecover along the cubic, then probes past it.
+func TestPacerCutsFromAcceptedRate(t *testing.T) {
+	var p pacer
+	t0 := time.Unix(1000, 0)
+	engage(t, &p, t0, 1000)
+	cut := t0.Add(200 * time.Millisecond)
+	assert.InDelta(t, pacerBeta*p.wmax, p.rateNow(), 1)
+	assert.InDelta(t, 1000, p.wmax, 60, "the store rate of the last second, idle time left out")
+	assert.False(t, p.slow, "200 stores: a trusted estimate")
+
+	step := func(at time.Time) {
+		p.binding.Store(true)
+		p.lastBind.Store(at.UnixNano())
+		p.mu.Lock()
+		p.stepLocked(at)
+		p.mu.Unlock()
 	}
-	return r
+	step(cut.Add(pacerRecover / 2))
+	assert.InDelta(t, p.wmax*(1-(1-pacerBeta)/8), p.rateNow(), 1, "half way: 7/8 of the way back")
+	step(cut.Add(pacerRecover))
+	assert.InDelta(t, p.wmax, p.rateNow(), 1, "back at wmax")
+	step(cut.Add(pacerRecover + pacerProbe/2))
+	assert.InDelta(t, p.wmax*(1+(1-pacerBeta)/8), p.rateNow(), 1, "probing past it, slowly at first")
+
+	// A refusal past wmax cuts again from what got through since.
+	w := p.wmax
+	for i := range 100 {
+		p.stored(cut.Add(pacerRecover + time.Duration(i)*time.Millisecond))
+	}
+	p.throttled(cut.Add(pacerRecover+pacerProbe/2), cut.Add(pacerRecover+pacerProbe/2))
+	assert.True(t, p.on.Load())
+	assert.LessOrEqual(t, p.rateNow(), pacerBeta*w*1.2)
+}
+
+// TestPacerIgnoresOwnRefusals: one message in ten refused, once, for its
+// own reasons, never opens an episode.
+func TestPacerIgnoresOwnRefusals(t *testing.T) {
+	var p pacer
+	now := time.Unix(1000, 0)
+	for i := range 10_000 {
+		now = now.Add(100 * time.Microsecond)
+		if i%10 == 3 {
+			p.throttled(now, now)
+		} else {
+			p.stored(now)
+		}
+		require.False(t, p.on.Load(), "attempt %d", i)
+	}
+}
+
+// TestPacerSpellNoEpisode: a broker that refuses everything stores
+// nothing: no rate gets through, so no episode opens; and one that stops
+// storing in an episode ends it.
+func TestPacerSpellNoEpisode(t *testing.T) {
+	var p pacer
+	now := time.Unix(1000, 0)
+	for range 100 {
+		p.throttled(now, now)
+	}
+	assert.False(t, p.on.Load())
+
+	var q pacer
+	engage(t, &q, now, 500)
+	at := now.Add(time.Second)
+	q.throttled(at, at)
+	assert.False(t, q.on.Load(), "nothing stored since the cut")
+	assert.Zero(t, q.rateNow())
+}
+
+// TestPacerScope: a topic refused always ("hot") does not pace another
+// ("cold") on the same endpoint; a refusal that names the broker's state
+// ([TIMEOUT_CLEAN_QUEUE], STORAGE_LOAD) paces every topic.
+func TestPacerScope(t *testing.T) {
+	var ps pacers
+	now := time.Unix(1000, 0)
+	hot, cold := ps.of("hot"), ps.of("cold")
+	for i := range 200 {
+		at := now.Add(time.Duration(i) * time.Millisecond)
+		cold.record(Outcome{Kind: Stored}, at, at)
+		hot.record(Outcome{Kind: Stored}, at, at)
+	}
+	at := now.Add(200 * time.Millisecond)
+	for range 20 {
+		hot.record(Outcome{Kind: Throttled, Reason: rocketryv1.ThrottleReason_THROTTLE_REASON_BACKLOG, Err: err530}, at, at)
+	}
+	assert.True(t, hot.topic.on.Load(), "hot is paced")
+	assert.False(t, cold.topic.on.Load(), "cold is not")
+	assert.False(t, cold.ep.on.Load(), "nor the endpoint")
+
+	busy := brokerErr(codes.ResourceExhausted, rocketryv1.Code_CODE_TOO_MANY_REQUESTS, 0, 0)
+	assert.False(t, wideThrottle(Outcome{Kind: Throttled, Err: busy}))
+	assert.True(t, wideThrottle(Outcome{Kind: Throttled, Err: errors.New("42900 [TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while")}))
+	assert.True(t, wideThrottle(Outcome{Kind: Throttled, Reason: rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD}))
+	for range 20 {
+		cold.record(Outcome{Kind: Throttled, Err: errors.New("[TIMEOUT_CLEAN_QUEUE]broker busy")}, at, at)
+	}
+	assert.True(t, cold.ep.on.Load(), "the send queue is the broker's: the endpoint is paced")
+	assert.False(t, cold.topic.on.Load())
+}
+
+// TestFailureRetryNotPaced is the regression test of "a retry after a
+// failure waited for its turn at the pacer": a send answered 530,
+// INTERNAL, 530, OK (no hints, a 100 ms schedule) waits 100 ms, nothing,
+// 160 ms. With its topic's pacer holding attempts at one every 2 s, the
+// first attempt and the retries after a throttle take a turn, and the
+// retry after INTERNAL still leaves at once.
+func TestFailureRetryNotPaced(t *testing.T) {
+	sched, err := backoff.NewConnection(backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second, MinConnectTimeout: time.Second})
+	require.NoError(t, err)
+	near := func(t *testing.T, want, got time.Duration) {
+		t.Helper()
+		assert.InDelta(t, want, got, float64(20*time.Millisecond), "wait %v, want about %v", got, want)
+	}
+	t.Run("fresh", func(t *testing.T) {
+		waits := fakeWaits(t)
+		s := &stub{script: []error{err530, err500, err530}}
+		p := newTestProducer(t, startStub(t, s), WithRand(nil), WithMaxAttempts(4), WithThrottleSchedule(sched))
+		_, err := p.Send(context.Background(), msg("t"))
+		require.NoError(t, err)
+		assert.Equal(t, 4, s.count())
+		got := waits()
+		require.Len(t, got, 2, "the two throttle waits, nothing after INTERNAL: %v", got)
+		near(t, 100*time.Millisecond, got[0])
+		near(t, 160*time.Millisecond, got[1])
+	})
+	t.Run("paced", func(t *testing.T) {
+		waits := fakeWaits(t)
+		s := &stub{script: []error{err530, err500, err530}}
+		p := newTestProducer(t, startStub(t, s), WithRand(nil), WithMaxAttempts(4), WithThrottleSchedule(sched))
+		require.NotNil(t, p.eps, "a host:port target has fixed endpoints")
+		pc := p.eps.at(0).pace.of("t").topic
+		engage(t, pc, time.Now().Add(-time.Second), 100)
+		pc.mu.Lock() // one turn every 2 s: every turn shows as a wait
+		pc.r = 0.5
+		pc.lim = rate.NewLimiter(0.5, 1)
+		pc.cutAt = time.Now()
+		pc.mu.Unlock()
+		_, err := p.Send(context.Background(), msg("t"))
+		require.NoError(t, err)
+		assert.Equal(t, 4, s.count())
+		// The first attempt takes the one turn there is; the retry after
+		// the first 530 waits 100 ms, then a turn; the retry after
+		// INTERNAL leaves at once; the one after the second 530 waits
+		// 160 ms, then a turn.
+		got := waits()
+		require.Len(t, got, 4, "%v", got)
+		near(t, 100*time.Millisecond, got[0])
+		assert.Greater(t, got[1], time.Second, "a turn")
+		near(t, 160*time.Millisecond, got[2])
+		assert.Greater(t, got[3], time.Second, "a turn")
+	})
 }
 
 // bucketStub stores at most rate per second with a burst, and refuses the
@@ -179,8 +281,7 @@ func TestPacerHintEndsEpisode(t *testing.T) {
 	var p pacer
 	now := time.Unix(1000, 0)
 	p.hinted() // no episode: nothing happens
-	p.throttled(now)
-	require.True(t, p.on.Load())
+	engage(t, &p, now, 100)
 	p.hinted()
 	assert.False(t, p.on.Load())
 	ok, late := p.wait(context.Background())
@@ -188,68 +289,16 @@ func TestPacerHintEndsEpisode(t *testing.T) {
 	assert.False(t, late)
 }
 
-// TestPacerSpellEndsEpisode: nothing stored between two throttles is a
-// spell (everything refused), not a rate: the episode ends.
-func TestPacerSpellEndsEpisode(t *testing.T) {
-	var p pacer
-	t0 := time.Unix(1000, 0)
-	p.stored(t0)
-	p.throttled(t0.Add(10 * time.Millisecond))
-	require.True(t, p.on.Load())
-	p.throttled(t0.Add(100 * time.Millisecond))
-	assert.False(t, p.on.Load())
-	assert.Zero(t, p.rateNow())
-}
-
-// TestPacerStallSlowStartsAgain: a pace learnt in a bad spell does not hold
-// the sends back once the broker has room again: after pacerStall without
-// a throttle, a rate that holds attempts back doubles every pacerSlowStep,
-// and one that holds nobody back stays.
-func TestPacerStallSlowStartsAgain(t *testing.T) {
-	var p pacer
-	t0 := time.Unix(1000, 0)
-	p.stored(t0)
-	p.throttled(t0.Add(100 * time.Millisecond))
-	for range 20 { // 20 stores in 1 s: a spell's 20/s
-		p.stored(t0.Add(500 * time.Millisecond))
-	}
-	last := t0.Add(1100 * time.Millisecond)
-	p.throttled(last)
-	r0 := p.rateNow()
-	require.InDelta(t, pacerMargin*20, r0, 0.1)
-
-	step := func(at time.Time, binding bool) {
-		p.binding.Store(binding)
-		p.mu.Lock()
-		p.stepLocked(at)
-		p.mu.Unlock()
-	}
-	// Before the stall: the slow probe.
-	step(last.Add(pacerStall-pacerSlowStep), true)
-	assert.InDelta(t, r0*pacerRaise, p.rateNow(), 0.01, "near the peak: +0.3%")
-	// After it, nobody waiting: the rate stays.
-	stall := last.Add(pacerStall + time.Millisecond)
-	step(stall, false)
-	assert.InDelta(t, r0*pacerRaise, p.rateNow(), 0.01)
-	// Attempts waiting: doubling every pacerSlowStep, so that 20/s reaches
-	// 2,000/s in well under a second.
-	for i := 1; i <= 7; i++ {
-		step(stall.Add(time.Duration(i)*pacerSlowStep), true)
-	}
-	assert.InDelta(t, r0*pacerRaise*128, p.rateNow(), 0.5)
-	assert.True(t, p.on.Load(), "the episode goes on: the next throttle measures again")
-}
-
-// TestPacerWaitTakesNewTurns: turns handed out at a slow start's first rate
-// (one a second) do not hold the attempts once the rate has grown: a raise
-// wakes them, and they take new turns at the new rate. Before, the tenth
-// of ten attempts queued at 1/s waited nine seconds whatever the rate
-// became.
-func TestPacerWaitTakesNewTurns(t *testing.T) {
+// TestPacerCutVoidsTurns: turns handed out before a cut do not hold the
+// attempts at the old schedule: a cut wakes them and they take new turns.
+func TestPacerCutVoidsTurns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var p pacer
-		p.throttled(time.Now()) // nothing stored: an episode at 1/s
-		require.InDelta(t, pacerMinRate, p.rateNow(), 0)
+		engage(t, &p, time.Now().Add(-time.Second), 100)
+		p.mu.Lock()
+		p.lim = rate.NewLimiter(1, 1) // one a second
+		p.r = 1
+		p.mu.Unlock()
 		start := time.Now()
 		var wg sync.WaitGroup
 		var waited [10]time.Duration
@@ -261,10 +310,10 @@ func TestPacerWaitTakesNewTurns(t *testing.T) {
 				waited[i] = time.Since(start)
 			})
 		}
-		synctest.Wait() // all ten hold a turn: the first at once, the others up to 9 s out
+		synctest.Wait() // all ten hold a turn, up to 9 s out
 		time.Sleep(10 * time.Millisecond)
 		p.mu.Lock()
-		p.setRate(time.Now(), 1000)
+		p.cutLocked(time.Now(), 1000/pacerBeta, p.stores.Load())
 		p.mu.Unlock()
 		wg.Wait()
 		for _, w := range waited {
@@ -278,7 +327,10 @@ func TestPacerWaitTakesNewTurns(t *testing.T) {
 func TestPacerEndLetsWaitsGo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var p pacer
-		p.throttled(time.Now())
+		engage(t, &p, time.Now().Add(-time.Second), 100)
+		p.mu.Lock()
+		p.lim = rate.NewLimiter(1, 1)
+		p.mu.Unlock()
 		start := time.Now()
 		var wg sync.WaitGroup
 		for range 5 {

@@ -420,11 +420,11 @@ func (c *sendCall) endpoint(ep int) string {
 	return c.set.at(ep).name
 }
 
-func (c *sendCall) pacer(ep int) *pacer {
+func (c *sendCall) pacer(ep int) pace {
 	if !c.p.cfg.pacing || c.set == nil {
-		return nil
+		return pace{}
 	}
-	return &c.set.at(ep).pace
+	return c.set.at(ep).pace.of(c.msg.Topic)
 }
 
 func (c *sendCall) reach(ep int) *reach {

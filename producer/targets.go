@@ -28,7 +28,7 @@ type endpoint struct {
 	name  string // for events, logs and batches: the address(es) dialled
 	cc    grpc.ClientConnInterface
 	owned *grpc.ClientConn // closed by the Producer; nil for NewFromConn's
-	pace  pacer
+	pace  pacers
 	reach reach
 	held  int // targetResolver.mu: the endpointSets holding it
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,6 +67,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: rocketry bench [--duration 10s] [--rounds N] [--contenders a,b,...] [--json] [--markdown]
        rocketry bench --hintless [--duration 20s] [--senders 64] [--rate 2000] [--burst 200] [--rounds N] [--json]
+       rocketry bench --hintless --shape hot|oneinten|queue [--sends 3000] [--senders 32] [--rate R] ...
        rocketry bench --scale [--scale-sizes 1000,10000,100000] [--json]
 
 Runs the throttling scenario of BENCHMARKS.md against each contender in turn
@@ -74,7 +76,11 @@ throttling without hints: a server in its own process (this binary, started
 as "rocketry bench `+hintlessServerArg+`") stores --rate messages/s with a
 burst of --burst and refuses the rest RESOURCE_EXHAUSTED without RetryInfo,
 and every contender (rocketry, middleware, serviceconfig, raw) gets 5
-attempts on its own unscaled schedule; with --scale, measures goroutines and
+attempts on its own unscaled schedule; --shape picks another shape of
+throttling (hot: topic "hot" refused always beside topic "cold"; oneinten:
+one message in ten refused once; queue: a send queue refusing requests that
+waited over 200 ms) with contenders rocketry, rocketry-nopacing and
+middleware by default; with --scale, measures goroutines and
 memory per queued async send.
 
 flags:
@@ -87,6 +93,8 @@ flags:
 	hintless := fs.Bool("hintless", false, "throttling without RetryInfo hints, against a server in its own process (see above)")
 	hRate := fs.Float64("rate", hdef.Rate, "--hintless: the server's capacity, messages per second")
 	hBurst := fs.Int("burst", hdef.Burst, "--hintless: the server's token-bucket burst, messages")
+	hShape := fs.String("shape", bench.ShapeBucket, "--hintless: the server's throttling, one of "+strings.Join(bench.Shapes, ", "))
+	hSends := fs.Int("sends", 3000, "--hintless --shape hot|oneinten: the sends, timed")
 	jsonOut := fs.Bool("json", false, "print JSON")
 	markdown := fs.Bool("markdown", true, "print Markdown tables (the default; off when --json is given alone, or with --markdown=false)")
 	contenders := fs.String("contenders", strings.Join(bench.ScenarioContenders, ","), "contenders to run, in order; rocketry-nohint (rocketry without the broker's RetryInfo hints) is a diagnostic extra; --hintless: default "+strings.Join(bench.HintlessContenders, ","))
@@ -112,8 +120,8 @@ flags:
 	defer stop()
 	rep := &benchReport{Machine: benchMachine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}}
 
-	if !*hintless && (set["rate"] || set["burst"]) {
-		fmt.Fprintln(stderr, "rocketry bench: --rate and --burst need --hintless")
+	if !*hintless && (set["rate"] || set["burst"] || set["shape"] || set["sends"]) {
+		fmt.Fprintln(stderr, "rocketry bench: --rate, --burst, --shape and --sends need --hintless")
 		return 2
 	}
 	if *hintless {
@@ -125,7 +133,12 @@ flags:
 		if set["duration"] {
 			h.Duration = *duration
 		}
-		h.Senders, h.Rate, h.Burst = *senders, *hRate, *hBurst
+		h.Senders, h.Rate, h.Burst, h.Shape, h.Sends = *senders, *hRate, *hBurst, *hShape, *hSends
+		if h.Shape != bench.ShapeHot && h.Shape != bench.ShapeOneInTen {
+			h.Sends = 0
+		} else if !set["senders"] {
+			h.Senders = 32
+		}
 		argv, env, err := hintlessServerCommand()
 		if err != nil {
 			fmt.Fprintf(stderr, "rocketry bench: --hintless: the server command: %v\n", err)
@@ -133,10 +146,13 @@ flags:
 		}
 		h.Server, h.ServerEnv = argv, env
 		list := strings.Join(bench.HintlessContenders, ",")
+		if h.Shape != bench.ShapeBucket {
+			list = strings.Join(bench.ShapeContenders, ",")
+		}
 		if set["contenders"] {
 			list = *contenders
 		}
-		names, err := bench.ParseList(list, bench.HintlessContenders)
+		names, err := bench.ParseList(list, append(slices.Clone(bench.HintlessContenders), bench.RocketryNoPacing))
 		if err != nil {
 			fmt.Fprintf(stderr, "rocketry bench: --contenders: %v\n", err)
 			return 2
@@ -326,12 +342,13 @@ func runHintlessServer(args []string, stdout, stderr io.Writer) int {
 	listen := fs.String("listen", "127.0.0.1:0", "`address` to listen on")
 	perSecond := fs.Float64("rate", def.Rate, "messages per second stored")
 	burst := fs.Int("burst", def.Burst, "token-bucket burst, messages")
+	shape := fs.String("shape", bench.ShapeBucket, "the throttling, one of "+strings.Join(bench.Shapes, ", "))
 	if code, ok := parseFlags("bench "+hintlessServerArg, fs, args, stdout, stderr); !ok {
 		return code
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	if err := bench.ServeHintless(ctx, *listen, *perSecond, *burst, benchStdin, stdout); err != nil {
+	if err := bench.ServeShape(ctx, *listen, *shape, *perSecond, *burst, benchStdin, stdout); err != nil {
 		fmt.Fprintf(stderr, "rocketry bench %s: %v\n", hintlessServerArg, err)
 		return 1
 	}

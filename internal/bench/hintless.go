@@ -55,6 +55,12 @@ type Hintless struct {
 	// environment.
 	Server    []string
 	ServerEnv []string
+	// Shape is the server's throttling, one of Shapes ("": ShapeBucket).
+	// ShapeHot and ShapeOneInTen run Sends sends and time them instead of
+	// running for Duration (see runCount).
+	Shape string
+	// Sends is the sends of ShapeHot and ShapeOneInTen.
+	Sends int
 }
 
 // DefaultHintless returns the hintless mode's defaults, without Server.
@@ -89,6 +95,10 @@ func (h Hintless) Validate() error {
 		return errors.New("bench: BodyBytes must be >= 0")
 	case len(h.Server) == 0:
 		return errors.New("bench: Server must name the server command")
+	case h.Shape != "" && !slices.Contains(Shapes, h.Shape):
+		return fmt.Errorf("bench: Shape %q: want one of %q", h.Shape, Shapes)
+	case h.counted() && h.Sends < 1:
+		return errors.New("bench: Sends must be >= 1")
 	}
 	return nil
 }
@@ -110,8 +120,8 @@ func NewHintlessSender(name, addr string, attempts int) (Sender, error) {
 	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	switch name {
 	case Raw:
-	case Rocketry:
-		p, err := producer.New(addr, producer.WithMaxAttempts(attempts))
+	case Rocketry, RocketryNoPacing:
+		p, err := producer.New(addr, producer.WithMaxAttempts(attempts), producer.WithPacing(name == Rocketry))
 		if err != nil {
 			return nil, err
 		}
@@ -125,7 +135,7 @@ func NewHintlessSender(name, addr string, attempts int) (Sender, error) {
 	case ServiceConfig:
 		dial = append(dial, grpc.WithDefaultServiceConfig(HintlessServiceConfig(attempts)))
 	default:
-		return nil, fmt.Errorf("bench: unknown contender %q for the hintless mode (known: %q)", name, HintlessContenders)
+		return nil, fmt.Errorf("bench: unknown contender %q for the hintless mode (known: %q)", name, append(HintlessContenders, RocketryNoPacing))
 	}
 	cc, err := grpc.NewClient(addr, dial...)
 	if err != nil {
@@ -167,9 +177,18 @@ type HintlessResult struct {
 	// Latency of one send, retries included, milliseconds.
 	P50ms float64 `json:"p50_ms"`
 	P99ms float64 `json:"p99_ms"`
+	// Counted shapes (ShapeHot, ShapeOneInTen): the time until every send
+	// ended (ShapeHot: every send to topic "cold"), and the sends of that
+	// topic that failed.
+	Seconds     float64 `json:"seconds,omitempty"`
+	TimedFailed int64   `json:"timed_failed,omitempty"`
 }
 
 func (r *HintlessResult) String() string {
+	if r.Seconds > 0 {
+		return fmt.Sprintf("%s: %.3f s, %d failed of the timed sends, %.2f attempts/stored, %d of %d sends failed, p50 %.1f ms, p99 %.1f ms",
+			r.Contender, r.Seconds, r.TimedFailed, r.AttemptsPerStored, r.Failed, r.Sent, r.P50ms, r.P99ms)
+	}
 	return fmt.Sprintf("%s: stored %.0f/s (%.1f%% of capacity), %.2f attempts/stored, %d of %d sends failed, p50 %.1f ms, p99 %.1f ms",
 		r.Contender, r.StoredPerSecond, 100*r.CapacityRatio, r.AttemptsPerStored, r.Failed, r.Sent, r.P50ms, r.P99ms)
 }
@@ -181,6 +200,9 @@ func (h Hintless) Run(ctx context.Context, name string) (res *HintlessResult, er
 	}
 	argv := append(slices.Clone(h.Server), "--listen", "127.0.0.1:0",
 		"--rate", strconv.FormatFloat(h.Rate, 'g', -1, 64), "--burst", strconv.Itoa(h.Burst))
+	if h.Shape != "" {
+		argv = append(argv, "--shape", h.Shape)
+	}
 	srv, err := startServer(argv, h.ServerEnv)
 	if err != nil {
 		return nil, err
@@ -199,6 +221,9 @@ func (h Hintless) Run(ctx context.Context, name string) (res *HintlessResult, er
 	before, err := srv.stats()
 	if err != nil {
 		return nil, err
+	}
+	if h.counted() {
+		return h.runCount(ctx, name, sender, srv, before)
 	}
 	body := make([]byte, h.BodyBytes)
 	ids := NewIDs(name)
@@ -287,6 +312,8 @@ type HintlessSummary struct {
 	Failed            Spread `json:"failed"`
 	P50ms             Spread `json:"p50_ms"`
 	P99ms             Spread `json:"p99_ms"`
+	Seconds           Spread `json:"seconds"`
+	TimedFailed       Spread `json:"timed_failed"`
 }
 
 // SummarizeHintless returns the summary of one contender's runs (at least
@@ -302,6 +329,8 @@ func SummarizeHintless(rs []*HintlessResult) *HintlessSummary {
 		Failed:            spreadOf(rs, func(r *HintlessResult) float64 { return float64(r.Failed) }),
 		P50ms:             spreadOf(rs, func(r *HintlessResult) float64 { return r.P50ms }),
 		P99ms:             spreadOf(rs, func(r *HintlessResult) float64 { return r.P99ms }),
+		Seconds:           spreadOf(rs, func(r *HintlessResult) float64 { return r.Seconds }),
+		TimedFailed:       spreadOf(rs, func(r *HintlessResult) float64 { return float64(r.TimedFailed) }),
 	}
 }
 
@@ -322,6 +351,8 @@ type HintlessSettings struct {
 	MaxAttempts        int     `json:"max_attempts"`
 	SendTimeoutSeconds float64 `json:"send_timeout_seconds"`
 	Rounds             int     `json:"rounds"`
+	Shape              string  `json:"shape,omitempty"`
+	Sends              int     `json:"sends,omitempty"`
 }
 
 // RunHintless runs every contender of names once per round, each run
@@ -334,6 +365,7 @@ func RunHintless(ctx context.Context, h Hintless, names []string, rounds int, pr
 	rep := &HintlessReport{Settings: HintlessSettings{
 		DurationSeconds: h.Duration.Seconds(), Senders: h.Senders, Rate: h.Rate, Burst: h.Burst,
 		MaxAttempts: h.MaxAttempts, SendTimeoutSeconds: h.SendTimeout.Seconds(), Rounds: rounds,
+		Shape: h.Shape, Sends: h.Sends,
 	}}
 	byName := map[string][]*HintlessResult{}
 	for round := range rounds {
@@ -359,6 +391,10 @@ func RunHintless(ctx context.Context, h Hintless, names []string, rounds int, pr
 // median over the rounds, with its range when there is more than one.
 func (rep *HintlessReport) WriteMarkdown(w io.Writer) {
 	s := rep.Settings
+	if s.Shape != "" && s.Shape != ShapeBucket {
+		rep.writeShapeMarkdown(w)
+		return
+	}
 	fmt.Fprintf(w, "hintless: %d senders for %gs per contender against a server in its own process that stores %g msg/s (burst %d) "+
 		"and refuses the rest RESOURCE_EXHAUSTED + ErrorDetail 530 SEND_RATE, no RetryInfo; %d attempts per send; "+
 		"%s\n\n",

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,19 +59,31 @@ type ServerStats struct {
 // hintlessServer is the service. Safe for concurrent use.
 type hintlessServer struct {
 	rocketryv1.UnimplementedMessagingServiceServer
+	shape                     string // one of Shapes
 	lim                       *rate.Limiter
 	burst                     int
 	msg                       string
 	requests, stored, refused atomic.Int64
 	offset                    atomic.Int64
+	queue                     sendQueue
+	seen                      sync.Map // ShapeOneInTen: message IDs refused once
 }
 
-func newHintlessServer(perSecond float64, burst int) *hintlessServer {
-	return &hintlessServer{
+func newHintlessServer(shape string, perSecond float64, burst int) *hintlessServer {
+	s := &hintlessServer{
+		shape: shape,
 		lim:   rate.NewLimiter(rate.Limit(perSecond), burst),
 		burst: burst,
 		msg:   fmt.Sprintf("bench: send rate over %g messages/s (burst %d); nothing stored", perSecond, burst),
+		queue: sendQueue{perSecond: perSecond},
 	}
+	switch shape {
+	case ShapeHot:
+		s.msg = "bench: topic " + hotTopic + " has too many unconsumed messages (BACKLOG); nothing stored"
+	case ShapeOneInTen:
+		s.msg = "bench: this message is refused once; nothing stored"
+	}
+	return s
 }
 
 // refusal is the one answer to a throttled call: RESOURCE_EXHAUSTED and
@@ -86,15 +99,15 @@ func (s *hintlessServer) refusal() error {
 	return st.Err()
 }
 
-func (s *hintlessServer) SendMessage(_ context.Context, req *rocketryv1.SendMessageRequest) (*rocketryv1.SendMessageResponse, error) {
+func (s *hintlessServer) SendMessage(ctx context.Context, req *rocketryv1.SendMessageRequest) (*rocketryv1.SendMessageResponse, error) {
 	s.requests.Add(1)
 	n := len(req.GetMessages())
 	if n == 0 {
 		return nil, status.Error(codes.InvalidArgument, "bench: no messages")
 	}
-	if !s.lim.AllowN(time.Now(), min(n, s.burst)) {
+	if err := s.admit(ctx, req, n); err != nil {
 		s.refused.Add(1)
-		return nil, s.refusal()
+		return nil, err
 	}
 	s.stored.Add(int64(n))
 	resp := &rocketryv1.SendMessageResponse{Results: make([]*rocketryv1.SendResult, n)}
@@ -108,13 +121,23 @@ func (s *hintlessServer) stats() ServerStats {
 	return ServerStats{Requests: s.requests.Load(), Stored: s.stored.Load(), Refused: s.refused.Load()}
 }
 
-// ServeHintless runs the hintless server on listen (e.g. 127.0.0.1:0)
-// with a bucket of perSecond messages per second and burst: it writes
+// ServeHintless runs the hintless server of shape ShapeBucket; see
+// ServeShape.
+func ServeHintless(ctx context.Context, listen string, perSecond float64, burst int, in io.Reader, out io.Writer) error {
+	return ServeShape(ctx, listen, ShapeBucket, perSecond, burst, in, out)
+}
+
+// ServeShape runs the hintless server on listen (e.g. 127.0.0.1:0) with
+// the throttling of shape (one of Shapes; perSecond and burst are the
+// bucket's, or the send queue's rate): it writes
 // "listening ADDR" on out, then answers every "stats" line read from in
 // with a ServerStats JSON line, and returns when in ends (EOF) or ctx is
 // done, with the server stopped. When ctx ends first, the goroutine reading
 // in ends when in does.
-func ServeHintless(ctx context.Context, listen string, perSecond float64, burst int, in io.Reader, out io.Writer) error {
+func ServeShape(ctx context.Context, listen, shape string, perSecond float64, burst int, in io.Reader, out io.Writer) error {
+	if !slices.Contains(Shapes, shape) {
+		return fmt.Errorf("bench: hintless server: unknown shape %q (known: %q)", shape, Shapes)
+	}
 	if !(perSecond > 0) || burst < 1 {
 		return fmt.Errorf("bench: hintless server: rate %v and burst %d must be > 0", perSecond, burst)
 	}
@@ -122,7 +145,7 @@ func ServeHintless(ctx context.Context, listen string, perSecond float64, burst 
 	if err != nil {
 		return fmt.Errorf("bench: hintless server: %w", err)
 	}
-	svc := newHintlessServer(perSecond, burst)
+	svc := newHintlessServer(shape, perSecond, burst)
 	gs := grpc.NewServer()
 	rocketryv1.RegisterMessagingServiceServer(gs, svc)
 	var wg sync.WaitGroup
