@@ -169,7 +169,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"produce", "--protocol", "rocketmq", "--addr", "dns:///localhost:7777", "--topic", "t", "--count", "1"}, "not a target with a scheme"},
 	}
 	for _, tt := range tests {
-		if _, ok := commands[tt.args[0]]; !ok && tt.args[0] != "nope" && !strings.HasPrefix(tt.args[0], "-") {
+		if _, ok := lookup(tt.args[0]); !ok && tt.args[0] != "nope" && !strings.HasPrefix(tt.args[0], "-") {
 			t.Errorf("command %q is not registered", tt.args[0])
 			continue
 		}

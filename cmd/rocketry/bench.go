@@ -17,10 +17,6 @@ import (
 	"github.com/rocketry-go/rocketry/internal/bench"
 )
 
-func init() {
-	register(command{name: "bench", summary: "measure rocketry against other retry strategies under throttling (see BENCHMARKS.md)", run: runBench})
-}
-
 // benchReport is what --json prints.
 type benchReport struct {
 	Machine  benchMachine    `json:"machine"`

@@ -19,10 +19,6 @@ import (
 	"github.com/rocketry-go/rocketry/broker"
 )
 
-func init() {
-	register(command{name: "broker", summary: "run the test broker (throttling and faults) until SIGINT/SIGTERM", run: runBroker})
-}
-
 // signalContext is the context commands that run until interrupted stop
 // on; tests replace it.
 var signalContext = func() (context.Context, context.CancelFunc) {

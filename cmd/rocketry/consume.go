@@ -15,10 +15,6 @@ import (
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
-func init() {
-	register(command{name: "consume", summary: "read a topic as a consumer group (rate, reset offset) from a broker", run: runConsume})
-}
-
 // consumeConfig is the flags of "rocketry consume".
 type consumeConfig struct {
 	addr        string

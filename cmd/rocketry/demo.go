@@ -17,14 +17,6 @@ import (
 // in demo_run.go, the counting in demo_observe.go, the live display in
 // demo_progress.go and the summary in demo_report.go.
 
-func init() {
-	register(command{
-		name:    "demo",
-		summary: "send messages through throttling, faults and a broker restart, and show that none is lost",
-		run:     runDemo,
-	})
-}
-
 // demoConfig is the demo's configuration, from its flags.
 type demoConfig struct {
 	messages     int

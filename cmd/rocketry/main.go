@@ -16,7 +16,6 @@ import (
 	"io"
 	"os"
 	"regexp"
-	"sort"
 	"strings"
 )
 
@@ -29,14 +28,28 @@ type command struct {
 	run     func(args []string, stdout, stderr io.Writer) int
 }
 
-// commands is filled by register, from each command's own file.
-var commands = map[string]command{}
+// commands are rocketry's commands, in the order "rocketry help" lists
+// them: every command is here, and nowhere else.
+var commands = []command{
+	{name: "demo", summary: "send messages through throttling, faults and a broker restart, and show that none is lost", run: runDemo},
+	{name: "broker", summary: "run the test broker (throttling and faults) until SIGINT/SIGTERM", run: runBroker},
+	{name: "produce", summary: "send messages (stdin lines or generated) to a broker and print a summary", run: runProduce},
+	{name: "consume", summary: "read a topic as a consumer group (rate, reset offset) from a broker", run: runConsume},
+	{name: "stats", summary: "print a broker's stats (stored, duplicates, throttled, backlog, storage load)", run: runStats},
+	{name: "schedule", summary: "print (or plot) the retry schedule of a backoff or delivery policy", run: runSchedule},
+	{name: "spool", summary: "look inside a dead-letter store (ls, show, stats), check or salvage a damaged one, or import an old spool file", run: runSpool},
+	{name: "replay", summary: "resend a dead-letter store to a broker, removing what is stored", run: runReplay},
+	{name: "bench", summary: "measure rocketry against other retry strategies under throttling (see BENCHMARKS.md)", run: runBench},
+}
 
-func register(c command) {
-	if _, dup := commands[c.name]; dup {
-		panic("rocketry: command registered twice: " + c.name)
+// lookup returns the command called name.
+func lookup(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
 	}
-	commands[c.name] = c
+	return command{}, false
 }
 
 func main() {
@@ -51,7 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	c, ok := commands[args[0]]
+	c, ok := lookup(args[0])
 	if !ok {
 		fmt.Fprintf(stderr, "rocketry: unknown command %q; run \"rocketry help\" for the list\n", args[0])
 		return 2
@@ -130,13 +143,8 @@ func oneLine(s string) string {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: rocketry <command> [flags]")
 	fmt.Fprintln(w, "\ncommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nrun \"rocketry <command> -h\" for a command's flags")
 }

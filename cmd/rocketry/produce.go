@@ -19,10 +19,6 @@ import (
 	"github.com/rocketry-go/rocketry/producer/deadletter"
 )
 
-func init() {
-	register(command{name: "produce", summary: "send messages (stdin lines or generated) to a broker and print a summary", run: runProduce})
-}
-
 // The produce command's input, replaceable by tests.
 var (
 	produceStdin    io.Reader = os.Stdin

@@ -14,10 +14,6 @@ import (
 	"github.com/rocketry-go/rocketry/producer/deadletter"
 )
 
-func init() {
-	register(command{name: "replay", summary: "resend a dead-letter store to a broker, removing what is stored", run: runReplay})
-}
-
 // replayConfig holds the replay command's flags.
 type replayConfig struct {
 	spool          string

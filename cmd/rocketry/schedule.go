@@ -15,10 +15,6 @@ import (
 	"github.com/rocketry-go/rocketry/backoff"
 )
 
-func init() {
-	register(command{name: "schedule", summary: "print (or plot) the retry schedule of a backoff or delivery policy", run: runSchedule})
-}
-
 const (
 	defaultConnectionRetries = 10
 	maxConnectionRetries     = 1_000_000

@@ -16,10 +16,6 @@ import (
 	"github.com/rocketry-go/rocketry/producer/deadletter"
 )
 
-func init() {
-	register(command{name: "spool", summary: "look inside a dead-letter store (ls, show, stats), check or salvage a damaged one, or import an old spool file", run: runSpool})
-}
-
 const spoolUsage = `usage: rocketry spool ls [--json] FILE          one line per record: id, topic, attempts, pinned endpoint, age, last error
        rocketry spool show [--json] FILE ID     one record in full, its body included
        rocketry spool stats [--json] FILE       counts: records, bytes, topics, codes, pinned, oldest

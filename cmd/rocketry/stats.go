@@ -14,10 +14,6 @@ import (
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
-func init() {
-	register(command{name: "stats", summary: "print a broker's stats (stored, duplicates, throttled, backlog, storage load)", run: runStats})
-}
-
 func runStats(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("stats")
 	addr := fs.String("addr", defaultAddr(), "broker `address` ($"+addrEnv+", when set, changes the default)")
