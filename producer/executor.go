@@ -10,7 +10,7 @@ import (
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
-// This file holds the retry contract (the README's table, ARCHITECTURE.md's
+// This file holds the retry contract (the retry table of docs/retries.md, ARCHITECTURE.md's
 // executor): decide, the one function that says what follows an attempt,
 // and the executor, which runs one send from its first attempt to its end.
 // Producer.Send, the async sends and UnaryClientInterceptor all run it, over

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// TestDecide pins the retry-decision table (the README's, in decide).
+// TestDecide pins the retry-decision table (docs/retries.md's, in decide).
 func TestDecide(t *testing.T) {
 	conn := msSchedule(t)
 	cancelled, cancel := context.WithCancel(context.Background())

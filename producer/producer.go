@@ -19,7 +19,7 @@ import (
 const sendMethod = "/rocketry.v1.MessagingService/SendMessage"
 
 // Producer sends messages to a broker, retrying by the retry contract (the
-// README's table; ARCHITECTURE.md draws the executor). It is safe for
+// retry table of docs/retries.md; ARCHITECTURE.md draws the executor). It is safe for
 // concurrent use.
 type Producer struct {
 	cfg     config

@@ -403,14 +403,14 @@ func TestProduceStdinLongLine(t *testing.T) {
 	assert.ElementsMatch(t, []string{"first", "third", "fourth"}, bodies)
 }
 
-// readmeWalkthrough returns the shell block of the README's section "The
-// standalone broker and the command line".
-func readmeWalkthrough(t *testing.T) string {
+// docsWalkthrough returns the first shell block of docs/cli.md, the
+// command line's walk-through (linked from the README).
+func docsWalkthrough(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "cli.md"))
 	require.NoError(t, err)
-	_, section, ok := strings.Cut(string(data), "## The standalone broker and the command line")
-	require.True(t, ok, "README has no walk-through section")
+	_, section, ok := strings.Cut(string(data), "A walk-through on one machine")
+	require.True(t, ok, "docs/cli.md has no walk-through")
 	_, block, ok := strings.Cut(section, "```sh\n")
 	require.True(t, ok, "the walk-through section has no sh block")
 	block, _, ok = strings.Cut(block, "```")
@@ -418,7 +418,7 @@ func readmeWalkthrough(t *testing.T) string {
 	return block
 }
 
-// TestReadmeWalkthrough runs the README's walk-through as written, from
+// TestDocsWalkthrough runs docs/cli.md's walk-through as written, from
 // the repository's root, with two changes that keep parallel runs apart:
 // /tmp/ is a directory of the test's own, and $ROCKETRY_ADDR gives every
 // command a free port instead of 127.0.0.1:7777. It checks that the broker
@@ -426,11 +426,11 @@ func readmeWalkthrough(t *testing.T) string {
 // last line stopped the broker and the consumer. Before, the walk-through
 // never throttled (no consumer group existed while produce ran), and its
 // kill %1 left the broker that go run had started running.
-func TestReadmeWalkthrough(t *testing.T) {
+func TestDocsWalkthrough(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash")
 	}
-	block := readmeWalkthrough(t)
+	block := docsWalkthrough(t)
 	for _, want := range []string{"--max-backlog 1000", "/tmp/rocketry stats", "kill "} {
 		require.Contains(t, block, want, "the walk-through changed: update this test")
 	}

@@ -127,14 +127,14 @@ func TestSpoolImport(t *testing.T) {
 	assert.Equal(t, 2, storeLen(t, store))
 }
 
-// readmeDamagedStore returns the shell block of the README's paragraph "A
-// damaged store".
-func readmeDamagedStore(t *testing.T) string {
+// docsDamagedStore returns the shell block of docs/cli.md's paragraph "A
+// damaged store" (the walk-through's recovery of a damaged store).
+func docsDamagedStore(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "cli.md"))
 	require.NoError(t, err)
 	_, section, ok := strings.Cut(string(data), "**A damaged store.**")
-	require.True(t, ok, "README has no paragraph on a damaged store")
+	require.True(t, ok, "docs/cli.md has no paragraph on a damaged store")
 	_, block, ok := strings.Cut(section, "```sh\n")
 	require.True(t, ok, "the paragraph has no sh block")
 	block, _, ok = strings.Cut(block, "```")
@@ -169,11 +169,11 @@ func damagedStore(t *testing.T, dir string, n, bad int) string {
 	return path
 }
 
-// TestReadmeDamagedStore runs the README's lines on a damaged store with the
+// TestDocsDamagedStore runs docs/cli.md's lines on a damaged store with the
 // built binary: check exits 1 and names the damaged record, salvage copies
 // the others and says it left one out, and the replay of the salvaged store
 // stores each intact record once and the damaged one never.
-func TestReadmeDamagedStore(t *testing.T) {
+func TestDocsDamagedStore(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash")
 	}
@@ -181,7 +181,7 @@ func TestReadmeDamagedStore(t *testing.T) {
 	dir := t.TempDir()
 	damagedStore(t, dir, 30, 7)
 	b := brokertest.Start(t)
-	for i, line := range strings.Split(strings.TrimSpace(readmeDamagedStore(t)), "\n") {
+	for i, line := range strings.Split(strings.TrimSpace(docsDamagedStore(t)), "\n") {
 		line = strings.ReplaceAll(line, "/tmp/rocketry", "ROCKETRY_BIN")
 		line = strings.ReplaceAll(strings.ReplaceAll(line, "/tmp/", dir+"/"), "ROCKETRY_BIN", bin)
 		cmd := exec.Command("bash", "-c", line)
