@@ -90,7 +90,7 @@ func defaultFlowScenario() flowScenario {
 		Concurrency:         64,
 		MaxAttempts:         3,
 		BaselineMessages:    500,
-		BaselineConcurrency: 4,
+		BaselineConcurrency: 8,
 	}
 }
 
