@@ -38,7 +38,7 @@ import (
 	"github.com/rocketry-go/rocketry/producer"
 )
 
-// flowBenchEnv gates TestFlowControlBench (about two minutes):
+// flowBenchEnv gates TestFlowControlBench (about 75 s):
 // ROCKETRY_FLOWBENCH=1 runs it; ROCKETRY_FLOWBENCH_MESSAGES=N sends N
 // messages per contender instead of 2,000. BENCHMARKS.md ("RocketMQ 5
 // under the broker's send-queue flow control") reports it.
@@ -146,7 +146,7 @@ func (r flowRow) attemptsPerStored() float64 { return float64(r.Requests) / floa
 // starts after its client started. Gated by ROCKETRY_FLOWBENCH=1.
 func TestFlowControlBench(t *testing.T) {
 	if os.Getenv(flowBenchEnv) != "1" {
-		t.Skipf("set %s=1 to run the flow-control bench (about two minutes)", flowBenchEnv)
+		t.Skipf("set %s=1 to run the flow-control bench (about 75 s)", flowBenchEnv)
 	}
 	sc := defaultFlowScenario()
 	if v := os.Getenv(flowBenchMessagesEnv); v != "" {
