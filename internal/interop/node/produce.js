@@ -9,10 +9,16 @@
 // Usage (flags win over the environment):
 //
 //   node produce.js --endpoint 127.0.0.1:8081 --topic t --count 300 \
-//     --concurrency 8 --max-attempts 3 [--property KEY=VALUE ...]
+//     --concurrency 8 --max-attempts 3 [--property KEY=VALUE ...] [--tls]
 //
 //   ROCKETMQ_ENDPOINT, ROCKETMQ_TOPIC, ROCKETMQ_COUNT, ROCKETMQ_CONCURRENCY,
-//   ROCKETMQ_MAX_ATTEMPTS, ROCKETMQ_STARTUP_TIMEOUT_MS, ROCKETMQ_VERBOSE=1
+//   ROCKETMQ_MAX_ATTEMPTS, ROCKETMQ_STARTUP_TIMEOUT_MS, ROCKETMQ_VERBOSE=1,
+//   ROCKETMQ_TLS=1
+//
+// --tls dials TLS (the client's sslEnabled), verifying the server's
+// certificate: grpc-js trusts the PEM file GRPC_DEFAULT_SSL_ROOTS_FILE_PATH
+// names instead of its default roots, which is how a test trusts its own
+// certificate (NODE_EXTRA_CA_CERTS does not reach grpc-js's roots).
 //
 // --property adds a user property to every message; "--property =x" (an
 // empty name, which the client does not check) makes a broker refuse each
@@ -56,6 +62,7 @@ function readConfig() {
       'max-attempts': { type: 'string', default: process.env.ROCKETMQ_MAX_ATTEMPTS ?? '3' },
       'startup-timeout-ms': { type: 'string', default: process.env.ROCKETMQ_STARTUP_TIMEOUT_MS ?? '10000' },
       verbose: { type: 'boolean', default: process.env.ROCKETMQ_VERBOSE === '1' },
+      tls: { type: 'boolean', default: process.env.ROCKETMQ_TLS === '1' },
       property: { type: 'string', multiple: true, default: [] },
     },
   });
@@ -75,6 +82,7 @@ function readConfig() {
     maxAttempts: intArg('max-attempts', values['max-attempts'], 1),
     startupTimeoutMs: intArg('startup-timeout-ms', values['startup-timeout-ms'], 1),
     verbose: values.verbose,
+    tls: values.tls,
     properties,
   };
 }
@@ -148,6 +156,7 @@ async function main() {
     namespace: '',
     topic: cfg.topic, // declared up front: startup waits for the broker's Settings
     maxAttempts: cfg.maxAttempts,
+    sslEnabled: cfg.tls,
     logger: stderrLogger(cfg.verbose),
   });
 
