@@ -40,6 +40,12 @@
 //     per stored message, failures, losses and retry gaps (BENCHMARKS.md);
 //     TestCompareUnderThrottlingTiny, always on, asserts nothing lost and
 //     nothing stored twice for both on a small run.
+//   - TestFlowControlBench (with ROCKETRY_FLOWBENCH=1) runs rocketry, the
+//     official Go client and the Node.js client, each against a fresh
+//     broker process whose send queue refuses requests that waited over
+//     200 ms ([TIMEOUT_CLEAN_QUEUE]), and prints stored per second against
+//     the capacity, attempts per stored message, failures and p99
+//     (BENCHMARKS.md).
 //
 // The official Go client, module github.com/apache/rocketmq-clients/golang/v5
 // v5.1.2, runs the same way in a process of its own: it registers its own
