@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -541,4 +542,36 @@ func TestFifoTimedValidation(t *testing.T) {
 		_, err := p.Send(context.Background(), m)
 		assert.NoError(t, err)
 	}
+}
+
+// TestFifoCloseCancelsTheWaiting: Close that gives up waiting ends the
+// send in flight and the async sends waiting behind it, each with a
+// callback, and leaves no goroutine (the leak check of TestMain).
+func TestFifoCloseCancelsTheWaiting(t *testing.T) {
+	held := make(chan struct{})
+	var heldOnce sync.Once
+	s := &fifoStub{answer: func(ctx context.Context, m *rocketryv1.Message) error {
+		heldOnce.Do(func() { close(held) })
+		<-ctx.Done() // never answers: the attempt ends with the send
+		return ctx.Err()
+	}}
+	addr := startFifoStub(t, s)
+	sink := newMemSink()
+	p, err := New(addr, WithDeadLetterSink(sink))
+	require.NoError(t, err)
+	results := make(chan error, 8)
+	for i := range 5 {
+		m := &Message{Topic: "t", MessageGroup: "g", Body: fmt.Appendf(nil, "g-%d", i)}
+		require.NoError(t, p.SendAsync(context.Background(), m, func(_ *SendReceipt, err error) { results <- err }))
+	}
+	<-held
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.Error(t, p.Close(ctx))
+	for range 5 {
+		err := <-results
+		assert.True(t, errors.Is(err, ErrClosed) || errors.Is(err, ErrGroupFailed), "%v", err)
+	}
+	assert.Equal(t, 5, sink.len(), "every message kept")
+	assert.Empty(t, s.storedOf("g-"))
 }
