@@ -44,9 +44,10 @@ import (
 // caller's deadline for a blackhole.
 //
 // Messages are stored as rocketry.v1 messages, readable by ConsumerService
-// and Broker.Messages: system_properties.message_id, tag and keys become
-// the message's id, tag and keys, user_properties its properties, body its
-// body as sent (a GZIP body stays compressed), and message_type
+// and Broker.Messages: system_properties.message_id, tag, keys,
+// message_group and delivery_timestamp become the message's id, tag, keys,
+// message_group and delivery_time, user_properties its properties, body
+// its body as sent (a GZIP body stays compressed), and message_type
 // TRANSACTION sets transactional. The other system properties and the
 // topic's resource_namespace are not kept.
 func (s rocketmqServer) SendMessage(ctx context.Context, req *rocketmqv2.SendMessageRequest) (*rocketmqv2.SendMessageResponse, error) {
@@ -141,6 +142,8 @@ func fromV2(m *rocketmqv2.Message) *rocketryv1.Message {
 		Properties:    m.GetUserProperties(),
 		Body:          m.GetBody(),
 		Transactional: sp.GetMessageType() == rocketmqv2.MessageType_TRANSACTION,
+		MessageGroup:  sp.GetMessageGroup(),
+		DeliveryTime:  sp.GetDeliveryTimestamp(),
 	}
 }
 

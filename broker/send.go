@@ -25,9 +25,13 @@ type messagingServer struct {
 
 // SendMessage is the rocketry.v1 face of the send core: a request is
 // refused whole, with a gRPC status and an ErrorDetail, or each of its
-// messages is stored or answered as a duplicate.
+// messages is stored or answered as a duplicate. A message with a
+// message_group goes to its group's queue, one with a delivery_time waits
+// for it, as on the RocketMQ 5 face (v1Extras).
 func (s messagingServer) SendMessage(ctx context.Context, req *rocketryv1.SendMessageRequest) (*rocketryv1.SendMessageResponse, error) {
-	refused, res := s.b.send(ctx, sendRequest{protocol: ProtocolRocketryV1, msgs: req.GetMessages(), whole: true})
+	sr := sendRequest{protocol: ProtocolRocketryV1, msgs: req.GetMessages(), whole: true}
+	s.b.v1Extras(&sr, s.b.now())
+	refused, res := s.b.send(ctx, sr)
 	if refused != nil {
 		return nil, refused.status()
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -125,6 +126,68 @@ func v2Extras(in []*rocketmqv2.Message) []*msgExtra {
 		out[i] = x
 	}
 	return out
+}
+
+// v1Extras reads the message_group and delivery_time of each message of a
+// rocketry.v1 request into req: the extras the RocketMQ 5 face keeps of a
+// FIFO or timed message, and the queue of a message with a group (its
+// hash, groupQueue, as the proxy's), so that both faces store them alike.
+// Unlike the proxy, which hashes the group of a request of one message
+// only, each message of a rocketry.v1 request goes to its own group's
+// queue. A message whose group or delivery time the proxy would refuse
+// (checkRocketMQMessage: 40006, 40012), or that sets two of message_group,
+// delivery_time and transactional, is refused (400 BAD_REQUEST).
+func (b *Broker) v1Extras(req *sendRequest, now time.Time) {
+	for i, m := range req.msgs {
+		g, dt := m.GetMessageGroup(), m.GetDeliveryTime()
+		if g == "" && dt == nil {
+			continue
+		}
+		if req.extras == nil {
+			req.extras = make([]*msgExtra, len(req.msgs))
+			req.invalid = make([]*refusal, len(req.msgs))
+			req.queues = make([]int32, len(req.msgs))
+			for j := range req.queues {
+				req.queues[j] = -1
+			}
+		}
+		if r := checkV1Type(i, m, now); r != nil {
+			req.invalid[i] = r
+			continue
+		}
+		x := &msgExtra{typ: rocketmqv2.MessageType_FIFO, group: g}
+		if dt != nil {
+			x.typ, x.deliverAt = rocketmqv2.MessageType_DELAY, dt.AsTime()
+		} else {
+			req.queues[i] = int32(groupQueue(g, b.cfg.queues))
+		}
+		req.extras[i] = x
+	}
+}
+
+// checkV1Type returns why message i's type is invalid, or nil: see
+// v1Extras.
+func checkV1Type(i int, m *rocketryv1.Message, now time.Time) *refusal {
+	g, dt := m.GetMessageGroup(), m.GetDeliveryTime()
+	switch {
+	case g != "" && dt != nil:
+		return badMessage(problemOther, "message %d: message_group and delivery_time are both set; a message is FIFO or timed, not both", i)
+	case m.GetTransactional():
+		return badMessage(problemOther, "message %d: a transactional message has no message_group or delivery_time", i)
+	case dt != nil && dt.CheckValid() != nil:
+		return badMessage(problemOther, "message %d: delivery_time: %v", i, dt.CheckValid())
+	case dt != nil && dt.AsTime().Sub(now) > MaxDelay:
+		return badMessage(problemOther, "message %d: delivery_time is %v ahead; the most is %v", i, dt.AsTime().Sub(now).Round(time.Second), MaxDelay)
+	case dt != nil:
+		return nil
+	case blank(g):
+		return badMessage(problemOther, "message %d: message_group cannot be the char sequence of whitespace", i)
+	case len(g) > MaxMessageGroupBytes:
+		return badMessage(problemOther, "message %d: message_group is %d bytes; the most is %d", i, len(g), MaxMessageGroupBytes)
+	case !utf8.ValidString(g) || hasControl(g):
+		return badMessage(problemOther, "message %d: message_group %s is not valid UTF-8 or has a control character", i, quote(g))
+	}
+	return nil
 }
 
 // messageTypeOf is a v2 message's type as the proxy derives it from its

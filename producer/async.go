@@ -24,7 +24,9 @@ import (
 // The first attempt of an async send may share one SendMessage call with
 // other async sends to the same endpoint and topic (WithBatching, on by
 // default); the message keeps its own outcome, retries and callback, and
-// its retries go alone.
+// its retries go alone. A FIFO message (MessageGroup) is never batched and
+// is sent after the previous message of its group has its outcome, in the
+// order of the SendAsync calls; it waits for its turn holding its slot.
 func (p *Producer) SendAsync(ctx context.Context, m *Message, cb func(*SendReceipt, error)) error {
 	return p.sendAsync(ctx, m, cb, true)
 }
@@ -64,14 +66,26 @@ func (p *Producer) sendAsync(ctx context.Context, m *Message, cb func(*SendRecei
 		}
 	}
 	ctx, wm := p.startSend(ctx, m, true)
-	p.async.submit(p, asyncJob{ctx: ctx, m: m, wm: wm, cb: cb})
+	j := asyncJob{ctx: ctx, m: m, wm: wm, cb: cb}
+	if m.MessageGroup != "" {
+		if _, now := p.fifo.take(m, &j); !now {
+			return nil // parked in its ticket: the send before it submits it (fifo.go)
+		}
+	}
+	p.async.submit(p, j)
 	return nil
 }
 
 // runAsync runs one async send on a worker; it holds a slot.
 func (p *Producer) runAsync(j asyncJob) {
 	ctx := j.ctx
-	r, se := p.send(ctx, j.m, j.wm, p.async.batch, nil)
+	var r *SendReceipt
+	var se *SendError
+	if j.t != nil {
+		r, se = p.sendInTurn(ctx, j.m, j.wm, j.t, nil) // a FIFO message: never batched
+	} else {
+		r, se = p.send(ctx, j.m, j.wm, p.async.batch, nil)
+	}
 	p.core.leave()
 	if se != nil {
 		p.handOff(ctx, j.m, se)
@@ -95,6 +109,7 @@ type asyncJob struct {
 	m   *Message
 	wm  *Message // what goes on the wire: m, or a copy with the hook's properties
 	cb  func(*SendReceipt, error)
+	t   *ticket // a FIFO message's place in its group; nil: none
 }
 
 // workerIdle is how long an idle async worker waits for a send before it

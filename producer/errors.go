@@ -44,6 +44,14 @@ var ErrNotRetryable = errors.New("producer: not retryable")
 // the retry budget (WithRetryBudget) is spent.
 var ErrRetryBudget = errors.New("producer: retry budget spent")
 
+// ErrGroupFailed is wrapped by the *SendError of a FIFO message
+// (Message.MessageGroup) that was waiting behind a message of its group
+// that failed for good: it fails without an attempt, so that its group is
+// not stored with a gap, and its Cause wraps that first failure (a
+// *SendError naming its message). Sends of the group made after the first
+// failure was reported go on (see fifo.go).
+var ErrGroupFailed = errors.New("producer: an earlier message of its group failed")
+
 // ErrInvalidTarget is returned by New, wrapped with what is wrong, when its
 // target is empty, is not a list of host:port, names a scheme no resolver
 // is registered for, or has a scheme where the protocol takes none

@@ -61,6 +61,7 @@ type executor struct {
 	ep            int    // the endpoint of the next attempt
 	pinned        bool   // an attempt had an unknown outcome: the message may be stored on ep
 	maybeAt       string // the endpoint of the last attempt whose outcome was unknown
+	stay          bool   // a FIFO message: every attempt on ep, never another broker (fifo.go)
 
 	attempts  int
 	failures  int
@@ -166,7 +167,7 @@ func (x *executor) run(ctx context.Context) *SendError {
 		paced = d.throttled
 		if !d.throttled {
 			prev := x.ep
-			if d.failover || c.failoverAlways {
+			if (d.failover || c.failoverAlways) && !x.stay {
 				x.ep++
 			}
 			wait = x.a.endpoint(x.ep) == x.a.endpoint(prev) && x.waits()

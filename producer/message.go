@@ -5,8 +5,19 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"time"
+	"unicode"
 	"unicode/utf8"
+)
+
+// The limits a RocketMQ 5 proxy puts on a message group and a delivery time
+// (its ProxyConfig defaults: maxMessageGroupSize 64, refused from 64 bytes;
+// maxDelayTimeMills 24 h), checked before any attempt on both protocols.
+const (
+	MaxMessageGroupBytes = 63
+	MaxDeliveryDelay     = 24 * time.Hour
 )
 
 // DefaultMaxBodyBytes is the largest body a message may have unless
@@ -34,6 +45,22 @@ type Message struct {
 	// that is unknown (an attempt's timeout, a lost connection, a 5xx): only
 	// after an explicit "not stored" such as 530 TOO_MANY_REQUESTS.
 	Transactional bool
+	// MessageGroup makes a FIFO message: the messages of one group of a
+	// topic are stored on one queue in the order they were sent, whatever
+	// the retries (docs/retries.md): the producer sends a group's next
+	// message only after the previous one's outcome, never batches it, and
+	// keeps its retries on the endpoint the group hashes to. Empty: no
+	// group. At most MaxMessageGroupBytes bytes, not blank, without control
+	// characters.
+	MessageGroup string
+	// DeliveryTime makes a timed message: the broker keeps it from
+	// consumers until then. The zero time (or a time past) delivers at
+	// once; at most MaxDeliveryDelay ahead.
+	//
+	// A message is of one type, as in the official RocketMQ clients:
+	// MessageGroup (FIFO), DeliveryTime (timed) and Transactional exclude
+	// each other.
+	DeliveryTime time.Time
 }
 
 // validate checks m before any network call.
@@ -52,6 +79,9 @@ func (m *Message) validate(maxBody int) error {
 	case !utf8.ValidString(m.Tag):
 		return fmt.Errorf("%w: tag is not valid UTF-8", ErrInvalidMessage)
 	}
+	if err := m.validateType(time.Now()); err != nil {
+		return err
+	}
 	// proto3 strings must be UTF-8: gRPC would refuse to marshal them (an
 	// INTERNAL error, retried), and so would the spool.
 	for i, k := range m.Keys {
@@ -63,6 +93,41 @@ func (m *Message) validate(maxBody int) error {
 		if !utf8.ValidString(k) || !utf8.ValidString(v) {
 			return fmt.Errorf("%w: property %q is not valid UTF-8", ErrInvalidMessage, k)
 		}
+	}
+	return nil
+}
+
+// validateType checks the message's type at now: MessageGroup,
+// DeliveryTime and Transactional exclude each other (rocketmq-clients'
+// java/client/.../message/MessageBuilderImpl.java, setDeliveryTimestamp and
+// setMessageGroup, and PublishingMessageImpl's "Transactional message
+// should not set messageGroup or deliveryTimestamp"), a group is checked
+// as the proxy checks it (40006) and a delivery time more than
+// MaxDeliveryDelay ahead is refused, as the proxy refuses it with 40012
+// (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/producer/SendMessageActivity.java,
+// validateMessageGroup and validateDelayTime).
+func (m *Message) validateType(now time.Time) error {
+	g, timed := m.MessageGroup, !m.DeliveryTime.IsZero()
+	switch {
+	case g != "" && timed:
+		return fmt.Errorf("%w: MessageGroup and DeliveryTime are both set; a message is FIFO or timed, not both", ErrInvalidMessage)
+	case m.Transactional && g != "":
+		return fmt.Errorf("%w: Transactional and MessageGroup are both set; a transactional message has no group", ErrInvalidMessage)
+	case m.Transactional && timed:
+		return fmt.Errorf("%w: Transactional and DeliveryTime are both set; a transactional message is not timed", ErrInvalidMessage)
+	case timed && m.DeliveryTime.Sub(now) > MaxDeliveryDelay:
+		return fmt.Errorf("%w: DeliveryTime %s is %v ahead; the most is %v", ErrInvalidMessage,
+			m.DeliveryTime.UTC().Format(time.RFC3339), m.DeliveryTime.Sub(now).Round(time.Second), MaxDeliveryDelay)
+	case g == "":
+		return nil
+	case strings.TrimFunc(g, unicode.IsSpace) == "":
+		return fmt.Errorf("%w: MessageGroup %q is blank", ErrInvalidMessage, g)
+	case len(g) > MaxMessageGroupBytes:
+		return fmt.Errorf("%w: MessageGroup is %d bytes; the most is %d", ErrInvalidMessage, len(g), MaxMessageGroupBytes)
+	case !utf8.ValidString(g):
+		return fmt.Errorf("%w: MessageGroup is not valid UTF-8", ErrInvalidMessage)
+	case strings.IndexFunc(g, unicode.IsControl) >= 0:
+		return fmt.Errorf("%w: MessageGroup %q has a control character", ErrInvalidMessage, g)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // sendMethod is the full name of MessagingService.SendMessage.
@@ -42,6 +43,7 @@ type Producer struct {
 	closeDone   chan struct{}
 
 	async asyncPool
+	fifo  sequencer // the order of each message group's sends (fifo.go)
 }
 
 // New returns a Producer for target, which is either
@@ -234,8 +236,18 @@ func (p *Producer) sendSync(ctx context.Context, m *Message, maybeAt string) (*S
 			return nil, err
 		}
 	}
+	var t *ticket
+	if m.MessageGroup != "" {
+		t, _ = p.fifo.take(m, nil)
+	}
 	ctx, wm := p.startSend(ctx, m, false)
-	r, se := p.send(ctx, m, wm, nil, pn)
+	var r *SendReceipt
+	var se *SendError
+	if t == nil {
+		r, se = p.send(ctx, m, wm, nil, pn)
+	} else if se = p.awaitTurn(ctx, m, t); se == nil {
+		r, se = p.sendInTurn(ctx, m, wm, t, pn)
+	}
 	p.core.leave()
 	defer p.sends.leave()
 	if se != nil {
@@ -369,6 +381,10 @@ func (p *Producer) sendV1(ctx context.Context, m *Message, bt *batcher, pn *pin)
 	c.msg.Properties = m.Properties
 	c.msg.Body = m.Body
 	c.msg.Transactional = m.Transactional
+	c.msg.MessageGroup = m.MessageGroup
+	if !m.DeliveryTime.IsZero() {
+		c.msg.DeliveryTime = timestamppb.New(m.DeliveryTime)
+	}
 	c.ptrs[0] = &c.msg
 	c.req.Messages = c.ptrs[:]
 	c.opts[0] = grpc.Peer(&c.peer)
@@ -377,6 +393,7 @@ func (p *Producer) sendV1(ctx context.Context, m *Message, bt *batcher, pn *pin)
 	if p.targets != nil || len(p.eps.eps) > 1 {
 		x.ep = int(p.next.Add(1))
 	}
+	x.fifo(m)
 	x.pin(pn)
 	se := x.run(ctx)
 	if p.targets != nil && c.set != nil {
@@ -405,6 +422,7 @@ func (p *Producer) sendRocketMQ(ctx context.Context, m *Message, bt *batcher, pn
 	if pn != nil && pn.route != nil {
 		c.route = pn.route // the route pn.ep indexes, for the whole send
 	}
+	x.fifo(m)
 	x.pin(pn)
 	if se := x.run(ctx); se != nil {
 		return nil, se

@@ -97,12 +97,18 @@ func rmqBodyDigest(body []byte) *rocketmqv2.Digest {
 }
 
 // toRMQ converts m, which has its ID, to a v2 message of the given
-// namespace. The queue is chosen per attempt (SystemProperties.QueueId).
+// namespace; its type follows from it as in the official clients (FIFO with
+// a message group, DELAY with a delivery time). The queue is chosen per attempt (SystemProperties.QueueId).
 // Keys, properties and body are shared, not copied.
 func (m *Message) toRMQ(namespace, bornHost string, now time.Time) *rocketmqv2.Message {
 	typ := rocketmqv2.MessageType_NORMAL
-	if m.Transactional {
+	switch { // exclusive: validateType
+	case m.Transactional:
 		typ = rocketmqv2.MessageType_TRANSACTION
+	case m.MessageGroup != "":
+		typ = rocketmqv2.MessageType_FIFO
+	case !m.DeliveryTime.IsZero():
+		typ = rocketmqv2.MessageType_DELAY
 	}
 	sp := &rocketmqv2.SystemProperties{
 		Keys:          m.Keys,
@@ -115,6 +121,12 @@ func (m *Message) toRMQ(namespace, bornHost string, now time.Time) *rocketmqv2.M
 	}
 	if m.Tag != "" {
 		sp.Tag = &m.Tag
+	}
+	if m.MessageGroup != "" {
+		sp.MessageGroup = &m.MessageGroup
+	}
+	if !m.DeliveryTime.IsZero() {
+		sp.DeliveryTimestamp = timestamppb.New(m.DeliveryTime)
 	}
 	if tc, ok := m.Properties[TraceParentProperty]; ok {
 		sp.TraceContext = &tc

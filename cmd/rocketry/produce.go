@@ -37,6 +37,8 @@ type produceConfig struct {
 	addr           string
 	topic          string
 	tag            string
+	group          string
+	deliverAfter   time.Duration
 	count          int
 	size           int
 	rate           float64
@@ -60,6 +62,8 @@ func produceFlags(c *produceConfig) *flag.FlagSet {
 	fs.StringVar(&c.addr, "addr", defaultAddr(), "broker address HOST:PORT, or a comma-separated list of them ($"+addrEnv+", when set, changes the default)")
 	fs.StringVar(&c.topic, "topic", "", "topic to send to (required)")
 	fs.StringVar(&c.tag, "tag", "", "tag of every message")
+	fs.StringVar(&c.group, "group", "", "message group of every message (FIFO): stored in send order whatever the retries, one send of the group at a time")
+	fs.DurationVar(&c.deliverAfter, "deliver-after", 0, "make every message a timed one, delivered to consumers this long after it is sent (at most 24h)")
 	fs.IntVar(&c.count, "count", 0, "generate this many messages instead of reading lines from stdin (0 = read stdin)")
 	fs.IntVar(&c.size, "size", 64, "body size in bytes of generated messages (with --count)")
 	fs.Float64Var(&c.rate, "rate", 0, "messages per second to send at (0 = as fast as possible)")
@@ -92,6 +96,14 @@ func (c *produceConfig) validate() error {
 	switch {
 	case c.topic == "":
 		return errors.New("--topic is required")
+	case c.group != "" && strings.TrimSpace(c.group) == "":
+		return fmt.Errorf("--group %q: must not be blank", c.group)
+	case len(c.group) > producer.MaxMessageGroupBytes:
+		return fmt.Errorf("--group: %d bytes; the most is %d", len(c.group), producer.MaxMessageGroupBytes)
+	case c.deliverAfter < 0 || c.deliverAfter > producer.MaxDeliveryDelay:
+		return fmt.Errorf("--deliver-after %v: must be in 0..%v", c.deliverAfter, producer.MaxDeliveryDelay)
+	case c.group != "" && c.deliverAfter > 0:
+		return errors.New("--group and --deliver-after: a message is FIFO or timed, not both")
 	case c.count < 0:
 		return fmt.Errorf("--count %d: must be >= 0 (0 = read stdin)", c.count)
 	case c.size < 0 || c.size > producer.DefaultMaxBodyBytes:
@@ -464,7 +476,10 @@ func (c *produceConfig) produce(stop context.Context, p *producer.Producer, run 
 			return err
 		}
 		n++
-		m := &producer.Message{Topic: c.topic, Tag: c.tag, Body: body}
+		m := &producer.Message{Topic: c.topic, Tag: c.tag, Body: body, MessageGroup: c.group}
+		if c.deliverAfter > 0 {
+			m.DeliveryTime = time.Now().Add(c.deliverAfter)
+		}
 		sendStart := time.Now()
 		run.k.inFlight.Add(1)
 		if !c.async {

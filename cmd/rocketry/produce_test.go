@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -15,6 +18,7 @@ import (
 	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
 // withStdin makes the produce command read in, as if piped, for one test.
@@ -203,6 +207,48 @@ func TestProducePolicyNotice(t *testing.T) {
 	}
 }
 
+// TestProduceGroupAndTimed: --group sends every line in one message group,
+// stored on one queue in line order, over both protocols and async;
+// --deliver-after makes timed messages, held by the broker.
+func TestProduceGroupAndTimed(t *testing.T) {
+	leakCheck(t)
+	var lines []string
+	for i := range 40 {
+		lines = append(lines, fmt.Sprintf("line-%02d", i))
+	}
+	for _, proto := range []string{"rocketry", "rocketmq"} {
+		t.Run(proto, func(t *testing.T) {
+			b := brokertest.Start(t, broker.WithQueues(4))
+			withStdin(t, strings.Join(lines, "\n")+"\n", false)
+			sum, code, stderr := produceJSON(t, "--addr", b.Addr(), "--topic", "t", "--protocol", proto, "--async", "--group", "g1")
+			if code != 0 || sum.Stored != int64(len(lines)) {
+				t.Fatalf("produce --group = %d, %+v, stderr %q; want 0 and %d stored", code, sum, stderr, len(lines))
+			}
+			ms := b.Messages("t")
+			slices.SortFunc(ms, func(x, y *rocketryv1.ReceivedMessage) int { return cmp.Compare(x.GetOffset(), y.GetOffset()) })
+			var got []string
+			for _, m := range ms {
+				if m.GetQueueId() != ms[0].GetQueueId() || m.GetMessage().GetMessageGroup() != "g1" {
+					t.Fatalf("message %q on queue %d, group %q; want every message on one queue, group g1", m.GetMessage().GetBody(), m.GetQueueId(), m.GetMessage().GetMessageGroup())
+				}
+				got = append(got, string(m.GetMessage().GetBody()))
+			}
+			if !slices.Equal(got, lines) {
+				t.Fatalf("stored %q; want the lines in order", got)
+			}
+
+			withStdin(t, "later\n", false)
+			sum, code, stderr = produceJSON(t, "--addr", b.Addr(), "--topic", "timed", "--protocol", proto, "--deliver-after", "1h")
+			if code != 0 || sum.Stored != 1 {
+				t.Fatalf("produce --deliver-after = %d, %+v, stderr %q; want 0 and 1 stored", code, sum, stderr)
+			}
+			if ms := b.Messages("timed"); len(ms) != 1 || ms[0].GetOffset() != -1 || ms[0].GetMessage().GetDeliveryTime() == nil {
+				t.Fatalf("broker holds %v; want one timed message, not yet in its queue", ms)
+			}
+		})
+	}
+}
+
 func TestProduceBadFlags(t *testing.T) {
 	oldGetenv := getenv
 	getenv = func(string) string { return "" }
@@ -253,6 +299,11 @@ func TestProduceBadFlags(t *testing.T) {
 		{"access key not ASCII", with("--protocol", "rocketmq", "--access-key", "é", "--secret-key", "s"), false, "--access-key é: must be printable ASCII"},
 		{"spool is a directory", with("--spool", dir), false, "--spool " + dir + ": "},
 		{"extra argument", with("now"), false, `unexpected argument "now"`},
+		{"blank group", with("--group", "  "), false, `--group "  ": must not be blank`},
+		{"long group", with("--group", strings.Repeat("g", 64)), false, "--group: 64 bytes; the most is 63"},
+		{"deliver after too far", with("--deliver-after", "25h"), false, "--deliver-after 25h0m0s: must be in 0..24h0m0s"},
+		{"deliver after negative", with("--deliver-after", "-1s"), false, "--deliver-after -1s"},
+		{"group and deliver after", with("--group", "g", "--deliver-after", "1s"), false, "--group and --deliver-after"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -135,7 +135,7 @@ func toProto(d *producer.DeadLetter) *rocketryv1.SpoolRecord {
 	pb := &rocketryv1.SpoolRecord{
 		Message: &rocketryv1.Message{
 			MessageId: m.ID, Topic: m.Topic, Tag: m.Tag, Keys: m.Keys, Properties: m.Properties,
-			Body: m.Body, Transactional: m.Transactional,
+			Body: m.Body, Transactional: m.Transactional, MessageGroup: m.MessageGroup,
 		},
 		Error:         strings.ToValidUTF8(d.Err, "\uFFFD"), // proto strings must be UTF-8
 		Attempts:      int32(attempts),
@@ -144,6 +144,9 @@ func toProto(d *producer.DeadLetter) *rocketryv1.SpoolRecord {
 	}
 	if !d.SpooledAt.IsZero() {
 		pb.SpooledAt = timestamppb.New(d.SpooledAt)
+	}
+	if !m.DeliveryTime.IsZero() {
+		pb.Message.DeliveryTime = timestamppb.New(m.DeliveryTime)
 	}
 	return pb
 }
@@ -180,11 +183,15 @@ func decodeOld(v []byte) (*producer.DeadLetter, error) {
 		Message: &producer.Message{
 			ID: pm.GetMessageId(), Topic: pm.GetTopic(), Tag: pm.GetTag(), Keys: pm.GetKeys(),
 			Properties: pm.GetProperties(), Body: pm.GetBody(), Transactional: pm.GetTransactional(),
+			MessageGroup: pm.GetMessageGroup(),
 		},
 		Err:           pb.GetError(),
 		Attempts:      int(pb.GetAttempts()),
 		Code:          pb.GetCode(),
 		MaybeStoredAt: pb.GetMaybeStoredAt(),
+	}
+	if pm.DeliveryTime != nil {
+		d.Message.DeliveryTime = pm.GetDeliveryTime().AsTime()
 	}
 	if pb.SpooledAt != nil {
 		d.SpooledAt = pb.GetSpooledAt().AsTime()

@@ -100,6 +100,12 @@ func TestPutGetRoundTrip(t *testing.T) {
 	want := letter("m-1", "127.0.0.1:7777")
 	want.Message.Transactional = true
 	require.NoError(t, s.Put(want))
+	fifo := letter("m-3", "")
+	fifo.Message.MessageGroup = "order-42"
+	require.NoError(t, s.Put(fifo))
+	timed := letter("m-4", "")
+	timed.Message.DeliveryTime = time.Date(2030, 1, 2, 3, 4, 5, 6_000_000, time.UTC)
+	require.NoError(t, s.Put(timed))
 	require.NoError(t, s.Close())
 
 	s = openStore(t, path) // survives a reopen
@@ -107,6 +113,13 @@ func TestPutGetRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	want.SendError = nil
 	assert.Equal(t, want, got)
+	for _, w := range []*producer.DeadLetter{fifo, timed} { // a FIFO or timed message stays one
+		got, err := s.Get(w.Message.ID)
+		require.NoError(t, err)
+		w.SendError = nil
+		assert.Equal(t, w.Message.MessageGroup, got.Message.MessageGroup)
+		assert.True(t, w.Message.DeliveryTime.Equal(got.Message.DeliveryTime), "delivery time %v; want %v", got.Message.DeliveryTime, w.Message.DeliveryTime)
+	}
 	_, err = s.Get("m-2")
 	assert.ErrorIs(t, err, deadletter.ErrNotFound)
 

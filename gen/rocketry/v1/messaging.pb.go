@@ -9,6 +9,7 @@ package rocketryv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -158,6 +159,15 @@ type Message struct {
 	// transactional marks a message that must never be retried after an
 	// outcome that is unknown (a timeout, a lost connection, a 5xx).
 	Transactional bool `protobuf:"varint,7,opt,name=transactional,proto3" json:"transactional,omitempty"`
+	// message_group makes a FIFO message: the broker stores the messages of
+	// one group of a topic on one queue (the group's hash), in the order they
+	// arrive. Empty: no group. At most 63 bytes, not blank, without control
+	// characters; exclusive with delivery_time and transactional.
+	MessageGroup string `protobuf:"bytes,8,opt,name=message_group,json=messageGroup,proto3" json:"message_group,omitempty"`
+	// delivery_time makes a timed message: consumers do not see it before
+	// that time. Unset: at once. At most 24 hours ahead; exclusive with
+	// message_group and transactional.
+	DeliveryTime  *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=delivery_time,json=deliveryTime,proto3" json:"delivery_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -239,6 +249,20 @@ func (x *Message) GetTransactional() bool {
 		return x.Transactional
 	}
 	return false
+}
+
+func (x *Message) GetMessageGroup() string {
+	if x != nil {
+		return x.MessageGroup
+	}
+	return ""
+}
+
+func (x *Message) GetDeliveryTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeliveryTime
+	}
+	return nil
 }
 
 // SendMessageRequest carries one or more messages of one topic.
@@ -469,7 +493,7 @@ var File_rocketry_v1_messaging_proto protoreflect.FileDescriptor
 
 const file_rocketry_v1_messaging_proto_rawDesc = "" +
 	"\n" +
-	"\x1brocketry/v1/messaging.proto\x12\vrocketry.v1\"\xa3\x02\n" +
+	"\x1brocketry/v1/messaging.proto\x12\vrocketry.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x89\x03\n" +
 	"\aMessage\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x14\n" +
@@ -480,7 +504,9 @@ const file_rocketry_v1_messaging_proto_rawDesc = "" +
 	"properties\x18\x05 \x03(\v2$.rocketry.v1.Message.PropertiesEntryR\n" +
 	"properties\x12\x12\n" +
 	"\x04body\x18\x06 \x01(\fR\x04body\x12$\n" +
-	"\rtransactional\x18\a \x01(\bR\rtransactional\x1a=\n" +
+	"\rtransactional\x18\a \x01(\bR\rtransactional\x12#\n" +
+	"\rmessage_group\x18\b \x01(\tR\fmessageGroup\x12?\n" +
+	"\rdelivery_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\fdeliveryTime\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
@@ -530,28 +556,30 @@ func file_rocketry_v1_messaging_proto_rawDescGZIP() []byte {
 var file_rocketry_v1_messaging_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_rocketry_v1_messaging_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_rocketry_v1_messaging_proto_goTypes = []any{
-	(Code)(0),                   // 0: rocketry.v1.Code
-	(ThrottleReason)(0),         // 1: rocketry.v1.ThrottleReason
-	(*Message)(nil),             // 2: rocketry.v1.Message
-	(*SendMessageRequest)(nil),  // 3: rocketry.v1.SendMessageRequest
-	(*SendResult)(nil),          // 4: rocketry.v1.SendResult
-	(*SendMessageResponse)(nil), // 5: rocketry.v1.SendMessageResponse
-	(*ErrorDetail)(nil),         // 6: rocketry.v1.ErrorDetail
-	nil,                         // 7: rocketry.v1.Message.PropertiesEntry
+	(Code)(0),                     // 0: rocketry.v1.Code
+	(ThrottleReason)(0),           // 1: rocketry.v1.ThrottleReason
+	(*Message)(nil),               // 2: rocketry.v1.Message
+	(*SendMessageRequest)(nil),    // 3: rocketry.v1.SendMessageRequest
+	(*SendResult)(nil),            // 4: rocketry.v1.SendResult
+	(*SendMessageResponse)(nil),   // 5: rocketry.v1.SendMessageResponse
+	(*ErrorDetail)(nil),           // 6: rocketry.v1.ErrorDetail
+	nil,                           // 7: rocketry.v1.Message.PropertiesEntry
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
 }
 var file_rocketry_v1_messaging_proto_depIdxs = []int32{
 	7, // 0: rocketry.v1.Message.properties:type_name -> rocketry.v1.Message.PropertiesEntry
-	2, // 1: rocketry.v1.SendMessageRequest.messages:type_name -> rocketry.v1.Message
-	4, // 2: rocketry.v1.SendMessageResponse.results:type_name -> rocketry.v1.SendResult
-	0, // 3: rocketry.v1.ErrorDetail.code:type_name -> rocketry.v1.Code
-	1, // 4: rocketry.v1.ErrorDetail.reason:type_name -> rocketry.v1.ThrottleReason
-	3, // 5: rocketry.v1.MessagingService.SendMessage:input_type -> rocketry.v1.SendMessageRequest
-	5, // 6: rocketry.v1.MessagingService.SendMessage:output_type -> rocketry.v1.SendMessageResponse
-	6, // [6:7] is the sub-list for method output_type
-	5, // [5:6] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	8, // 1: rocketry.v1.Message.delivery_time:type_name -> google.protobuf.Timestamp
+	2, // 2: rocketry.v1.SendMessageRequest.messages:type_name -> rocketry.v1.Message
+	4, // 3: rocketry.v1.SendMessageResponse.results:type_name -> rocketry.v1.SendResult
+	0, // 4: rocketry.v1.ErrorDetail.code:type_name -> rocketry.v1.Code
+	1, // 5: rocketry.v1.ErrorDetail.reason:type_name -> rocketry.v1.ThrottleReason
+	3, // 6: rocketry.v1.MessagingService.SendMessage:input_type -> rocketry.v1.SendMessageRequest
+	5, // 7: rocketry.v1.MessagingService.SendMessage:output_type -> rocketry.v1.SendMessageResponse
+	7, // [7:8] is the sub-list for method output_type
+	6, // [6:7] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_rocketry_v1_messaging_proto_init() }
