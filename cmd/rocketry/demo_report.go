@@ -233,7 +233,7 @@ func (s *demoSummary) writeText(w io.Writer) {
 	if s.NotSent > 0 {
 		row("never sent", fmtCount(int64(s.NotSent)), "not handed to the producer: "+s.Stopped)
 	}
-	row("stored", fmtCount(int64(s.Stored)), "each ID once in the broker's log")
+	row("stored", fmtCount(int64(s.Stored)), "IDs in the broker's log, each counted once")
 	dl := "kept in the dead-letter spool"
 	if s.Stopped != "" {
 		dl = "in the run's spool, not replayed: the run was stopped"
