@@ -46,10 +46,17 @@ type Faults struct {
 	// INTERNAL_SERVER_ERROR, as the RocketMQ 5 proxy answers a send whose
 	// broker wrote the messages but whose answer failed on the way back
 	// (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/producer/SendMessageActivity.java
-	// turns the exception into ResponseBuilder's 50001). The client cannot
-	// tell it from InternalRate's answer, under which nothing is stored: a
+	// hands the exception to buildStatus in
+	// proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/common/ResponseBuilder.java,
+	// which answers any exception it does not know 50001). Its code is
+	// InternalRate's, under which nothing is stored (only the status text
+	// differs), so a client that goes by the code cannot tell them apart: a
 	// resend of it is a copy on a face that does not deduplicate. A call
 	// refused before it is stored (throttled, invalid) keeps that answer.
+	// On rocketry.v1 it breaks that face's contract (a 500 with its detail
+	// says nothing was stored, and a producer may send the message to
+	// another broker): use it there to test a client that must not trust
+	// the answer.
 	StoredInternalRate float64
 }
 
