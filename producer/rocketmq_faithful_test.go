@@ -43,14 +43,14 @@ func runFaithful(t *testing.T, b *broker.Broker, nAsync, nSync int) *faithfulRun
 	ctx := context.Background()
 
 	var mu sync.Mutex
-	done := func(id string, err error) {
+	done := func(r *SendReceipt, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		var se *SendError
 		switch {
 		case err == nil:
-			assert.False(t, run.ok[id], "message %s reported stored twice", id)
-			run.ok[id] = true
+			assert.False(t, run.ok[r.MessageID], "message %s reported stored twice", r.MessageID)
+			run.ok[r.MessageID] = true
 		case errors.As(err, &se):
 			run.failed++
 			if se.Last == FailedUnknown {
@@ -62,15 +62,10 @@ func runFaithful(t *testing.T, b *broker.Broker, nAsync, nSync int) *faithfulRun
 	}
 	var wg sync.WaitGroup
 	for range nAsync {
-		m := &Message{Topic: "t", Body: []byte("x")}
 		wg.Add(1)
-		require.NoError(t, p.SendAsync(ctx, m, func(r *SendReceipt, err error) {
+		require.NoError(t, p.SendAsync(ctx, &Message{Topic: "t", Body: []byte("x")}, func(r *SendReceipt, err error) {
 			defer wg.Done()
-			id := m.ID
-			if r != nil {
-				id = r.MessageID
-			}
-			done(id, err)
+			done(r, err)
 		}))
 	}
 	wg.Wait()
@@ -79,13 +74,7 @@ func runFaithful(t *testing.T, b *broker.Broker, nAsync, nSync int) *faithfulRun
 	for range 16 {
 		wg.Go(func() {
 			for next.Add(1) <= int64(nSync) {
-				m := &Message{Topic: "t", Body: []byte("y")}
-				r, err := p.Send(ctx, m)
-				id := m.ID
-				if r != nil {
-					id = r.MessageID
-				}
-				done(id, err)
+				done(p.Send(ctx, &Message{Topic: "t", Body: []byte("y")}))
 			}
 		})
 	}
