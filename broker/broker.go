@@ -325,7 +325,7 @@ func (b *Broker) SetFaults(f Faults) error {
 	}
 	b.faults.Store(&f)
 	b.log.Info("broker: faults set", "internal_rate", f.InternalRate, "latency", f.Latency,
-		"blackhole_rate", f.BlackholeRate, "drop_rate", f.DropRate, "unavailable", f.Unavailable)
+		"blackhole_rate", f.BlackholeRate, "drop_rate", f.DropRate, "unavailable", f.Unavailable, "stored_internal_rate", f.StoredInternalRate)
 	return nil
 }
 

@@ -62,9 +62,12 @@
 //
 // # Faults
 //
-// Faults (WithFaults, SetFaults) fail a share of sends with INTERNAL, add
-// latency, answer nothing until the caller's deadline (blackhole), close the
-// caller's connection (drop), or answer UNAVAILABLE. Restart and
+// Faults (WithFaults, SetFaults) fail a share of sends with INTERNAL, store
+// a share and answer them INTERNAL all the same (StoredInternalRate: 50001
+// on apache.rocketmq.v2, as a proxy whose answer failed after the broker
+// stored the messages), add latency, answer nothing until the caller's
+// deadline (blackhole), close the caller's connection (drop), or answer
+// UNAVAILABLE. Restart and
 // DropConnections act on the listener and the connections, keeping every
 // stored message. Faults are drawn from one random source seeded by
 // WithSeed, so they are the same for the same sequence of calls.

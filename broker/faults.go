@@ -14,9 +14,10 @@ import (
 )
 
 // Faults are failures the broker injects into SendMessage calls on purpose,
-// for tests, on both protocols (rocketry.v1 and apache.rocketmq.v2). The zero Faults injects nothing. The rates are shares of calls
-// in [0, 1]; one random draw per call picks at most one of blackhole, drop
-// and internal, so their sum must not be above 1. Which calls get a fault is
+// for tests, on both protocols (rocketry.v1 and apache.rocketmq.v2). The
+// zero Faults injects nothing. The rates are shares of calls in [0, 1]; one
+// random draw per call picks at most one of blackhole, drop, internal and
+// stored-internal, so their sum must not be above 1. Which calls get a fault is
 // decided by the broker's random source (see WithSeed), so that it is the
 // same for the same sequence of calls.
 //
@@ -38,6 +39,25 @@ type Faults struct {
 	// Unavailable answers every SendMessage call 503 UNAVAILABLE, as a
 	// broker shutting down does.
 	Unavailable bool
+	// StoredInternalRate is the share of SendMessage calls whose messages
+	// are stored (as any other send: a duplicate stays a duplicate where
+	// the face deduplicates) and then answered INTERNAL all the same:
+	// rocketry.v1 500 INTERNAL_ERROR, apache.rocketmq.v2 50001
+	// INTERNAL_SERVER_ERROR, as the RocketMQ 5 proxy answers a send whose
+	// broker wrote the messages but whose answer failed on the way back
+	// (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/producer/SendMessageActivity.java
+	// hands the exception to buildStatus in
+	// proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/common/ResponseBuilder.java,
+	// which answers any exception it does not know 50001). Its code is
+	// InternalRate's, under which nothing is stored (only the status text
+	// differs), so a client that goes by the code cannot tell them apart: a
+	// resend of it is a copy on a face that does not deduplicate. A call
+	// refused before it is stored (throttled, invalid) keeps that answer.
+	// On rocketry.v1 it breaks that face's contract (a 500 with its detail
+	// says nothing was stored, and a producer may send the message to
+	// another broker): use it there to test a client that must not trust
+	// the answer.
+	StoredInternalRate float64
 }
 
 // Validate reports whether f is usable: rates in [0, 1] with a sum of at
@@ -50,13 +70,13 @@ func (f Faults) Validate() error {
 	for _, r := range []struct {
 		name string
 		v    float64
-	}{{"InternalRate", f.InternalRate}, {"BlackholeRate", f.BlackholeRate}, {"DropRate", f.DropRate}} {
+	}{{"InternalRate", f.InternalRate}, {"BlackholeRate", f.BlackholeRate}, {"DropRate", f.DropRate}, {"StoredInternalRate", f.StoredInternalRate}} {
 		if math.IsNaN(r.v) || r.v < 0 || r.v > 1 {
 			return bad("%s %v is not in [0, 1]", r.name, r.v)
 		}
 	}
-	if s := f.InternalRate + f.BlackholeRate + f.DropRate; s > 1+1e-9 {
-		return bad("InternalRate+BlackholeRate+DropRate = %v is above 1", s)
+	if s := f.InternalRate + f.BlackholeRate + f.DropRate + f.StoredInternalRate; s > 1+1e-9 {
+		return bad("InternalRate+BlackholeRate+DropRate+StoredInternalRate = %v is above 1", s)
 	}
 	if f.Latency < 0 {
 		return bad("Latency %v is negative", f.Latency)
@@ -65,7 +85,7 @@ func (f Faults) Validate() error {
 }
 
 func (f *Faults) random() bool {
-	return f.InternalRate > 0 || f.BlackholeRate > 0 || f.DropRate > 0
+	return f.InternalRate > 0 || f.BlackholeRate > 0 || f.DropRate > 0 || f.StoredInternalRate > 0
 }
 
 // faultKind is a kind of injected fault, the key of its count in stats.
@@ -78,16 +98,18 @@ const (
 	faultBlackhole
 	faultDrop
 	faultUnavailable
+	faultStoredInternal
 	numFaultKinds
 )
 
 // faultNames are the names of the fault kinds in stats.
 var faultNames = [numFaultKinds]string{
-	faultInternal:    "internal",
-	faultLatency:     "latency",
-	faultBlackhole:   "blackhole",
-	faultDrop:        "drop",
-	faultUnavailable: "unavailable",
+	faultInternal:       "internal",
+	faultLatency:        "latency",
+	faultBlackhole:      "blackhole",
+	faultDrop:           "drop",
+	faultUnavailable:    "unavailable",
+	faultStoredInternal: "stored_internal",
 }
 
 // pick draws which random fault, if any, a call gets.
@@ -103,13 +125,17 @@ func (f *Faults) pick(r *xrand.Locked) faultKind {
 		return faultDrop
 	case u < f.BlackholeRate+f.DropRate+f.InternalRate:
 		return faultInternal
+	case u < f.BlackholeRate+f.DropRate+f.InternalRate+f.StoredInternalRate:
+		return faultStoredInternal
 	}
 	return faultNone
 }
 
 // injectFaults applies the configured faults to one send call; a non-nil
-// refusal is the call's answer, and nothing is stored.
-func (b *Broker) injectFaults(ctx context.Context) *refusal {
+// refusal is the call's answer, and nothing is stored. A non-nil after is
+// the answer the call gets once its messages are stored
+// (StoredInternalRate).
+func (b *Broker) injectFaults(ctx context.Context) (r, after *refusal) {
 	f := b.faults.Load()
 	if f.Latency > 0 {
 		b.faultCount[faultLatency].Add(1)
@@ -118,24 +144,24 @@ func (b *Broker) injectFaults(ctx context.Context) *refusal {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return ctxRefusal(ctx, faultLatency)
+			return ctxRefusal(ctx, faultLatency), nil
 		case <-b.stopCh:
 			t.Stop()
-			return unavailable(faultLatency, "broker: stopping")
+			return unavailable(faultLatency, "broker: stopping"), nil
 		}
 	}
 	if f.Unavailable {
 		b.faultCount[faultUnavailable].Add(1)
-		return unavailable(faultUnavailable, "broker: unavailable (injected fault)")
+		return unavailable(faultUnavailable, "broker: unavailable (injected fault)"), nil
 	}
 	switch k := f.pick(b.rng); k {
 	case faultBlackhole:
 		b.faultCount[k].Add(1)
 		select {
 		case <-ctx.Done():
-			return ctxRefusal(ctx, k)
+			return ctxRefusal(ctx, k), nil
 		case <-b.stopCh:
-			return unavailable(k, "broker: stopping")
+			return unavailable(k, "broker: stopping"), nil
 		}
 	case faultDrop:
 		b.faultCount[k].Add(1)
@@ -147,12 +173,14 @@ func (b *Broker) injectFaults(ctx context.Context) *refusal {
 				tl.closeConn(p.Addr.String())
 			}
 		}
-		return unavailable(k, "broker: connection dropped (injected fault)")
+		return unavailable(k, "broker: connection dropped (injected fault)"), nil
 	case faultInternal:
 		b.faultCount[k].Add(1)
-		return &refusal{code: rocketryv1.Code_CODE_INTERNAL_ERROR, fault: k, msg: "broker: internal error (injected fault); nothing stored"}
+		return &refusal{code: rocketryv1.Code_CODE_INTERNAL_ERROR, fault: k, msg: "broker: internal error (injected fault); nothing stored"}, nil
+	case faultStoredInternal: // counted when stored: see send
+		return nil, &refusal{code: rocketryv1.Code_CODE_INTERNAL_ERROR, fault: k, msg: "broker: internal error (injected fault) after the messages were stored"}
 	}
-	return nil
+	return nil, nil
 }
 
 // unavailable is a 503 UNAVAILABLE refusal caused by fault k.

@@ -4,14 +4,19 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/rocketry-go/rocketry/broker"
+	"github.com/rocketry-go/rocketry/broker/brokertest"
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
@@ -24,6 +29,62 @@ func TestFaultInternal(t *testing.T) {
 	}
 	b.SetFaults(broker.Faults{})
 	mustSend(t, c, msg("t", "a"))
+}
+
+// TestFaultStoredInternal: a StoredInternalRate fault stores the messages
+// and answers INTERNAL all the same, on both faces. rocketry.v1
+// deduplicates, so the client's resend is answered as a duplicate;
+// apache.rocketmq.v2 (the faithful face) answers 50001 as a proxy whose
+// broker wrote the messages, and a resend is a copy that Stats counts.
+func TestFaultStoredInternal(t *testing.T) {
+	t.Run("rocketry.v1", func(t *testing.T) {
+		b, c := start(t, broker.WithFaults(broker.Faults{StoredInternalRate: 1}))
+		_, err := send(t, c, msg("t", "a"), msg("t", "b"))
+		wantRefusal(t, err, codes.Internal, rocketryv1.Code_CODE_INTERNAL_ERROR, 0)
+		s := b.Stats()
+		assert.Equal(t, int64(2), s.Stored, "stored before the answer failed")
+		assert.Equal(t, int64(1), s.Faults["stored_internal"])
+		assert.Zero(t, s.Faults["internal"])
+		require.NoError(t, b.SetFaults(broker.Faults{}))
+		resp := mustSend(t, c, msg("t", "a"), msg("t", "b"))
+		assert.True(t, resp.Results[0].Duplicate && resp.Results[1].Duplicate, "the resend is answered as a duplicate: %v", resp.Results)
+		assert.Equal(t, int64(2), b.Stats().Stored)
+	})
+	t.Run("apache.rocketmq.v2", func(t *testing.T) {
+		var mu sync.Mutex
+		var recs []broker.SendRecord
+		b := brokertest.Start(t, broker.WithFaults(broker.Faults{StoredInternalRate: 1}),
+			broker.WithSendObserver(func(r broker.SendRecord) { mu.Lock(); recs = append(recs, r); mu.Unlock() }))
+		c := dialV2(t, b.Addr())
+		resp := v2send(t, c, v2msg("t", "a"), v2msg("t", "b"))
+		assert.Equal(t, []rocketmqv2.Code{v2Intern}, v2codes(resp))
+		assert.Contains(t, resp.Status.Message, "after the messages were stored")
+		assert.Len(t, b.Messages("t"), 2, "stored before the answer failed")
+		require.NoError(t, b.SetFaults(broker.Faults{}))
+		assert.Equal(t, []rocketmqv2.Code{v2OK, v2OK}, v2codes(v2send(t, c, v2msg("t", "a"))))
+		s := b.Stats()
+		assert.Equal(t, int64(3), s.Stored)
+		assert.Equal(t, int64(1), s.Copies, "the resend of a is a copy")
+		assert.Equal(t, int64(1), s.StoredTwice)
+		assert.Equal(t, int64(1), s.Faults["stored_internal"])
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, recs, 3)
+		assert.Equal(t, broker.SendRecord{Protocol: broker.ProtocolRocketMQV2, MessageID: "a", Topic: "t", Time: recs[0].Time,
+			Result: broker.SendFault, Reason: "stored_internal"}, recs[0])
+		assert.Equal(t, broker.SendStored, recs[2].Result)
+	})
+	t.Run("throttled first", func(t *testing.T) {
+		clock := newFakeClock()
+		b, c := start(t, broker.WithClock(clock.Now), broker.WithThrottle(broker.Throttle{MaxSendRate: 1}))
+		mustSend(t, c, msg("t", "x")) // the one token of the second
+		require.NoError(t, b.SetFaults(broker.Faults{StoredInternalRate: 1}))
+		_, err := send(t, c, msg("t", "a")) // throttled: nothing stored
+		wantRefusal(t, err, codes.ResourceExhausted, rocketryv1.Code_CODE_TOO_MANY_REQUESTS, rocketryv1.ThrottleReason_THROTTLE_REASON_SEND_RATE)
+		s := b.Stats()
+		assert.Equal(t, int64(1), s.Stored)
+		assert.Zero(t, s.Faults["stored_internal"], "counted only when stored")
+	})
 }
 
 func TestFaultLatency(t *testing.T) {
@@ -225,6 +286,8 @@ func TestSetFaultsAndSetThrottleRejectInvalid(t *testing.T) {
 	}{
 		{"SetFaults rate", b.SetFaults(broker.Faults{DropRate: 2}), broker.ErrInvalidFaults, "DropRate"},
 		{"SetFaults sum", b.SetFaults(broker.Faults{DropRate: 0.6, InternalRate: 0.6}), broker.ErrInvalidFaults, "above 1"},
+		{"SetFaults stored-internal rate", b.SetFaults(broker.Faults{StoredInternalRate: -0.1}), broker.ErrInvalidFaults, "StoredInternalRate"},
+		{"SetFaults sum with stored-internal", b.SetFaults(broker.Faults{InternalRate: 0.5, StoredInternalRate: 0.6}), broker.ErrInvalidFaults, "StoredInternalRate = 1.1"},
 		{"SetThrottle", b.SetThrottle(broker.Throttle{MaxBacklog: 5, BacklogLowWater: 6}), broker.ErrInvalidThrottle, "BacklogLowWater"},
 	} {
 		if !errors.Is(tc.err, tc.kind) || !strings.Contains(tc.err.Error(), tc.want) || !strings.HasPrefix(tc.err.Error(), "broker: ") {

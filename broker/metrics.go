@@ -38,7 +38,7 @@ func (b *Broker) MetricsHandler() http.Handler {
 //	rocketry_broker_throttled_messages_total{reason}    counter: BACKLOG, STORAGE_LOAD, SEND_RATE (TIMEOUT_CLEAN_QUEUE, OVERLOAD with a send queue)
 //	rocketry_broker_throttling_episodes_total{reason}   counter: spells begun, BACKLOG, STORAGE_LOAD
 //	rocketry_broker_throttling{reason}                  gauge: 1 while STORAGE_LOAD throttles
-//	rocketry_broker_faults_injected_total{fault}        counter: internal, latency, blackhole, drop, unavailable
+//	rocketry_broker_faults_injected_total{fault}        counter: internal, latency, blackhole, drop, unavailable, stored_internal
 //	rocketry_broker_cold_reads_total                    counter
 //	rocketry_broker_storage_load                        gauge: cold reads per second, recently
 //	rocketry_broker_topic_stored_messages{topic}        gauge

@@ -76,6 +76,7 @@ rocketry_broker_faults_injected_total{fault="blackhole"} 0
 rocketry_broker_faults_injected_total{fault="drop"} 0
 rocketry_broker_faults_injected_total{fault="internal"} 1
 rocketry_broker_faults_injected_total{fault="latency"} 0
+rocketry_broker_faults_injected_total{fault="stored_internal"} 0
 rocketry_broker_faults_injected_total{fault="unavailable"} 0
 # HELP rocketry_broker_cold_reads_total Messages read from further behind their queue's head than ColdReadDistance.
 # TYPE rocketry_broker_cold_reads_total counter

@@ -23,7 +23,9 @@ const (
 	// SendFault: an injected fault answered; SendRecord.Reason is the
 	// fault: "internal", "unavailable", "blackhole", "drop", or "latency"
 	// when the caller gave up (or the broker stopped) during the added
-	// latency. Nothing is stored.
+	// latency; nothing is stored. Or "stored_internal"
+	// (Faults.StoredInternalRate): the message is stored, or answered as a
+	// duplicate where the face deduplicates, and the answer is INTERNAL.
 	SendFault = "fault"
 	// SendBadRequest: refused as invalid; SendRecord.Reason is the
 	// rocketry.v1 code's name: "BAD_REQUEST", "MESSAGE_TOO_LARGE" or

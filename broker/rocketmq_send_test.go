@@ -203,7 +203,7 @@ func TestRocketMQSendFaults(t *testing.T) {
 	assert.Equal(t, codes.Unavailable, status.Code(err), "drop fault: %v", err)
 	assert.Empty(t, b.Messages("t"))
 	s := b.Stats()
-	assert.Equal(t, map[string]int64{"internal": 1, "unavailable": 1, "latency": 1, "blackhole": 0, "drop": 1}, s.Faults)
+	assert.Equal(t, map[string]int64{"internal": 1, "unavailable": 1, "latency": 1, "blackhole": 0, "drop": 1, "stored_internal": 0}, s.Faults)
 }
 
 // TestSendObserver: one record per message per request, on both faces.

@@ -89,7 +89,8 @@ type entryResult struct {
 }
 
 // send is the one path of a send request on both faces: validate, inject
-// faults, throttle, store, in that order. It answers a refusal of the
+// faults, throttle, store, in that order (a StoredInternalRate fault
+// answers after the store). It answers a refusal of the
 // request as a whole (no messages, too many) or one entryResult per
 // message. Every message that passes validation shares the answer of the
 // later steps: all refused alike (not found, a fault, throttled) or each
@@ -145,11 +146,15 @@ func (b *Broker) decide(ctx context.Context, req sendRequest) (*refusal, []entry
 			defer done()
 		}
 	}
+	var after *refusal
 	if r == nil {
-		r = b.injectFaults(ctx)
+		r, after = b.injectFaults(ctx)
 	}
 	if r == nil {
-		r = b.storeAdmitted(t, req, res, valid)
+		if r = b.storeAdmitted(t, req, res, valid); r == nil && after != nil {
+			b.faultCount[after.fault].Add(1)
+			r = after // stored, and answered as failed all the same
+		}
 	}
 	if r != nil {
 		for i := range res {

@@ -20,8 +20,9 @@ var throttleNames = map[rocketryv1.ThrottleReason]string{
 // the ids stored more than once (0 and 0 while every send deduplicates).
 // The throttled counts are keyed by "BACKLOG", "STORAGE_LOAD" and
 // "SEND_RATE", and, with a send queue (WithSendQueue), "TIMEOUT_CLEAN_QUEUE"
-// and "OVERLOAD"; the faults by "internal",
-// "latency", "blackhole", "drop" and "unavailable"; every key is present.
+// and "OVERLOAD"; the faults by "internal", "latency", "blackhole", "drop",
+// "unavailable" and "stored_internal" (counted once stored); every key is
+// present.
 func (b *Broker) Stats() *rocketryv1.GetStatsResponse {
 	now := b.now()
 	s := &rocketryv1.GetStatsResponse{

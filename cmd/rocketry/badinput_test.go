@@ -121,6 +121,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"broker", "--listen", dead, "--internal-rate", "2"}, "InternalRate"},
 		{[]string{"broker", "--listen", dead, "--blackhole-rate", "-0.5"}, "BlackholeRate"},
 		{[]string{"broker", "--listen", dead, "--internal-rate", "0.6", "--drop-rate", "0.6"}, "above 1"},
+		{[]string{"broker", "--listen", dead, "--stored-internal-rate", "1.5"}, "StoredInternalRate"},
+		{[]string{"broker", "--listen", dead, "--internal-rate", "0.6", "--stored-internal-rate", "0.6"}, "above 1"},
 		{[]string{"broker", "--listen", dead, "--latency", "-1s"}, "Latency"},
 		{[]string{"broker", "--listen", dead, "--max-body-bytes", "0"}, "WithMaxBodyBytes(0)"},
 		{[]string{"broker", "--listen", dead, "--max-batch", "0"}, "WithMaxBatch(0)"},

@@ -66,6 +66,7 @@ func brokerFlags(c *brokerConfig) *flag.FlagSet {
 	fs.Float64Var(&c.faults.BlackholeRate, "blackhole-rate", 0, "share of sends never answered until the caller's deadline, in [0,1]")
 	fs.Float64Var(&c.faults.DropRate, "drop-rate", 0, "share of sends whose connection is closed instead of answering, in [0,1]")
 	fs.BoolVar(&c.faults.Unavailable, "unavailable", false, "answer every send 503 UNAVAILABLE")
+	fs.Float64Var(&c.faults.StoredInternalRate, "stored-internal-rate", 0, "share of sends stored and then answered INTERNAL all the same (apache.rocketmq.v2: 50001, as a proxy whose answer failed), in [0,1]")
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of the fault draws (default random)")
 	fs.IntVar(&c.maxBody, "max-body-bytes", broker.DefaultMaxBodyBytes, "largest message body stored (413 over it)")
 	fs.IntVar(&c.maxBatch, "max-batch", broker.DefaultMaxBatch, "most messages per send request")

@@ -37,22 +37,30 @@ func v2Send(t *testing.T, c rocketmqv2.MessagingServiceClient, id string) *rocke
 
 // TestBrokerRocketMQFlags: by default a re-sent apache.rocketmq.v2 message
 // is stored again and counted as a copy; --rocketmq-dedup answers it as
-// stored; --proxy-mode local and the send queue flags refuse a request
+// stored; --stored-internal-rate 1 stores each send and answers it 50001;
+// --proxy-mode local and the send queue flags refuse a request
 // that waited too long with 50001 [TIMEOUT_CLEAN_QUEUE]; a --peers entry
 // may give a broker several addresses.
 func TestBrokerRocketMQFlags(t *testing.T) {
 	leakCheck(t)
 	for _, tc := range []struct {
-		flags  []string
-		copies int64
-	}{{nil, 1}, {[]string{"--rocketmq-dedup"}, 0}} {
+		flags          []string
+		code           rocketmqv2.Code
+		stored, copies int64
+	}{
+		{nil, rocketmqv2.Code_OK, 2, 1},
+		{[]string{"--rocketmq-dedup"}, rocketmqv2.Code_OK, 1, 0},
+		{[]string{"--stored-internal-rate", "1"}, rocketmqv2.Code_INTERNAL_SERVER_ERROR, 2, 1},
+	} {
 		out, stop := startBrokerCommand(t, append([]string{"--listen", "127.0.0.1:0", "--stats-interval", "0"}, tc.flags...)...)
 		addr := regexp.MustCompile(`listening on (\S+)`).FindStringSubmatch(out.String())[1]
 		c, cs := brokerV2(t, addr)
-		v2Send(t, c, "a")
-		v2Send(t, c, "a")
+		for range 2 {
+			assert.Equal(t, tc.code, v2Send(t, c, "a").GetStatus().GetCode(), "answer with %v", tc.flags)
+		}
 		s, err := cs.GetStats(context.Background(), &rocketryv1.GetStatsRequest{})
 		require.NoError(t, err)
+		assert.Equal(t, tc.stored, s.GetStored(), "stored with %v", tc.flags)
 		assert.Equal(t, tc.copies, s.GetCopies(), "copies with %v", tc.flags)
 		stop()
 	}

@@ -32,6 +32,7 @@ type sendCounters struct {
 	retryFailure     atomic.Int64            // retries scheduled after a failure or timeout
 	retryNotStored   atomic.Int64            // of retryFailure: Why FailedNotStored
 	retryUnknown     atomic.Int64            // of retryFailure: Why FailedUnknown
+	endedUnknown     atomic.Int64            // sends that failed for good on an unknown outcome
 	retryAttempts    atomic.Int64            // attempts after the first
 	deadLettered     atomic.Int64
 	exhausted        atomic.Int64
@@ -91,9 +92,28 @@ func (c *sendCounters) observe(e producer.Event) {
 		}
 	case producer.EventExhausted:
 		c.exhausted.Add(1)
+		if endedUnknown(e.Err) {
+			c.endedUnknown.Add(1)
+		}
 	case producer.EventDeadLetter:
 		c.deadLettered.Add(1)
 	}
+}
+
+// endedUnknown reports whether err, a failed send's, ended on an attempt
+// whose outcome the producer could not know (the broker may hold the
+// message).
+func endedUnknown(err error) bool {
+	var se *producer.SendError
+	return errors.As(err, &se) && se.Last == producer.FailedUnknown
+}
+
+// unknownOutcomes counts the attempts whose outcome the producer could not
+// know: its retries after one, and the sends that ended on one. Each may
+// have stored the message, so each is at most one copy where the broker
+// does not deduplicate (apache.rocketmq.v2, as the Apache proxy).
+func (c *sendCounters) unknownOutcomes() int64 {
+	return c.retryUnknown.Load() + c.endedUnknown.Load()
 }
 
 // failureLabel names what a failed attempt answered, as its protocol

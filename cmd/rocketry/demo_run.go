@@ -211,7 +211,7 @@ func (r *demoRun) connectParams() grpc.DialOption {
 
 // newProducer builds the demo's producer; withSpool adds the dead-letter
 // store and the observer (the replay's producer has neither).
-func (r *demoRun) newProducer(withSpool bool) (*producer.Producer, error) {
+func (r *demoRun) newProducer(withSpool bool, extra ...producer.Option) (*producer.Producer, error) {
 	c := r.c
 	failure := backoff.Immediate
 	if c.failure == "backoff" {
@@ -231,7 +231,7 @@ func (r *demoRun) newProducer(withSpool bool) (*producer.Producer, error) {
 	if withSpool {
 		opts = append(opts, producer.WithDeadLetterSink(r.store), producer.WithObserver(r.counters.observe))
 	}
-	return producer.New(r.b.Addr(), opts...)
+	return producer.New(r.b.Addr(), append(opts, extra...)...)
 }
 
 // send sends every message: the first ones with SendAsync from one
@@ -413,7 +413,12 @@ func (r *demoRun) followThrottling() {
 // replaySpool sends the dead-lettered messages again with a producer of the
 // same settings, without a spool, and records the outcome in sum.
 func (r *demoRun) replaySpool(ctx context.Context, sum *demoSummary) {
-	rp, err := r.newProducer(false)
+	var unknown atomic.Int64 // the replay's retries after an unknown outcome, and its sends that ended on one
+	rp, err := r.newProducer(false, producer.WithObserver(func(e producer.Event) {
+		if (e.Kind == producer.EventRetry && e.Why == producer.FailedUnknown) || (e.Kind == producer.EventExhausted && endedUnknown(e.Err)) {
+			unknown.Add(1)
+		}
+	}))
 	if err != nil {
 		sum.Problems = append(sum.Problems, "replay: "+shortError(err))
 		return
@@ -424,8 +429,10 @@ func (r *demoRun) replaySpool(ctx context.Context, sum *demoSummary) {
 	if err != nil {
 		sum.Problems = append(sum.Problems, "replay: "+shortError(err))
 	}
-	// The replay stores messages again (by the same IDs): check that none
-	// was stored twice.
+	// The replay sends messages again (by the same IDs): count what was
+	// stored twice, against the unknown outcomes of the run and the replay.
+	sum.UnknownOutcomes += unknown.Load()
+	sum.Copies = topicCopies(r.b.Stats(), demoTopic)
 	after := r.storedCounts()
 	sum.StoredAfterReplay = 0
 	sum.DuplicatesStored = 0

@@ -35,7 +35,7 @@ var commands = []command{
 	{name: "broker", summary: "run the test broker (throttling and faults) until SIGINT/SIGTERM", run: runBroker},
 	{name: "produce", summary: "send messages (stdin lines or generated) to a broker and print a summary", run: runProduce},
 	{name: "consume", summary: "read a topic as a consumer group (rate, reset offset) from a broker", run: runConsume},
-	{name: "stats", summary: "print a broker's stats (stored, duplicates, throttled, backlog, storage load)", run: runStats},
+	{name: "stats", summary: "print a broker's stats (stored, duplicates, copies, throttled, backlog, storage load)", run: runStats},
 	{name: "schedule", summary: "print (or plot) the retry schedule of a backoff or delivery policy", run: runSchedule},
 	{name: "spool", summary: "look inside a dead-letter store (ls, show, stats), check or salvage a damaged one, or import an old spool file", run: runSpool},
 	{name: "replay", summary: "resend a dead-letter store to a broker, removing what is stored", run: runReplay},

@@ -63,6 +63,8 @@ func runStats(args []string, stdout, stderr io.Writer) int {
 type statsJSON struct {
 	Stored               int64            `json:"stored"`
 	Duplicates           int64            `json:"duplicates"`
+	Copies               int64            `json:"copies"`       // stored although the id was stored before
+	StoredTwice          int64            `json:"stored_twice"` // ids stored more than once
 	SendRequests         int64            `json:"send_requests"`
 	BadRequests          int64            `json:"bad_requests"`
 	Throttled            map[string]int64 `json:"throttled"`
@@ -77,18 +79,20 @@ type topicJSON struct {
 	Queues           int32            `json:"queues"`
 	Stored           int64            `json:"stored"`
 	Backlog          int64            `json:"backlog"`
+	Copies           int64            `json:"copies"`
+	StoredTwice      int64            `json:"stored_twice"`
 	ThrottledBacklog bool             `json:"throttled_backlog"`
 	Groups           map[string]int64 `json:"groups"` // backlog by group
 }
 
 func statsJSONOf(s *rocketryv1.GetStatsResponse) statsJSON {
 	out := statsJSON{
-		Stored: s.Stored, Duplicates: s.Duplicates, SendRequests: s.SendRequests, BadRequests: s.BadRequests,
+		Stored: s.Stored, Duplicates: s.Duplicates, Copies: s.Copies, StoredTwice: s.StoredTwice, SendRequests: s.SendRequests, BadRequests: s.BadRequests,
 		Throttled: s.Throttled, Faults: s.Faults, StorageLoad: s.StorageLoad, ThrottledStorageLoad: s.ThrottledStorageLoad,
 		Topics: []topicJSON{},
 	}
 	for _, t := range s.Topics {
-		tj := topicJSON{Topic: t.Topic, Queues: t.Queues, Stored: t.Stored, Backlog: t.Backlog,
+		tj := topicJSON{Topic: t.Topic, Queues: t.Queues, Stored: t.Stored, Backlog: t.Backlog, Copies: t.Copies, StoredTwice: t.StoredTwice,
 			ThrottledBacklog: t.ThrottledBacklog, Groups: map[string]int64{}}
 		for _, g := range t.Groups {
 			tj.Groups[g.Group] = g.Backlog
@@ -100,6 +104,7 @@ func statsJSONOf(s *rocketryv1.GetStatsResponse) statsJSON {
 
 func writeStatsText(w io.Writer, s *rocketryv1.GetStatsResponse) {
 	fmt.Fprintf(w, "stored %d, duplicates %d, send requests %d, bad requests %d\n", s.Stored, s.Duplicates, s.SendRequests, s.BadRequests)
+	fmt.Fprintf(w, "copies %d (ids stored twice %d)\n", s.Copies, s.StoredTwice)
 	fmt.Fprintf(w, "throttled: %s\n", formatCounts(s.Throttled))
 	fmt.Fprintf(w, "faults: %s\n", formatCounts(s.Faults))
 	note := ""
@@ -111,6 +116,9 @@ func writeStatsText(w io.Writer, s *rocketryv1.GetStatsResponse) {
 		note := ""
 		if t.ThrottledBacklog {
 			note = " (throttling sends)"
+		}
+		if t.Copies > 0 {
+			note += fmt.Sprintf(", copies %d (ids stored twice %d)", t.Copies, t.StoredTwice)
 		}
 		fmt.Fprintf(w, "topic %s: %d queues, stored %d, backlog %d%s\n", t.Topic, t.Queues, t.Stored, t.Backlog, note)
 		for _, g := range t.Groups {

@@ -6,9 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/rocketry-go/rocketry/broker"
+	"github.com/rocketry-go/rocketry/broker/brokertest"
 )
 
 func TestStatsCommand(t *testing.T) {
@@ -49,4 +52,33 @@ func TestStatsCommandNoBroker(t *testing.T) {
 	if code := run([]string{"stats", "--addr", addr, "--timeout", "200ms"}, &out, &errb); code != 1 || errb.Len() == 0 {
 		t.Errorf("rocketry stats of a stopped broker = %d, %q; want 1 and an error", code, errb.String())
 	}
+}
+
+// TestStatsCommandCopies: an apache.rocketmq.v2 message sent twice is
+// stored twice (the faithful face does not deduplicate), and stats shows
+// the copy, in text and in JSON, overall and for its topic.
+func TestStatsCommandCopies(t *testing.T) {
+	leakCheck(t)
+	b := brokertest.Start(t)
+	c, _ := brokerV2(t, b.Addr())
+	v2Send(t, c, "a")
+	v2Send(t, c, "a")
+	v2Send(t, c, "b")
+
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run([]string{"stats", "--addr", b.Addr()}, &out, &errb), errb.String())
+	assert.Contains(t, out.String(), "stored 3, duplicates 0,")
+	assert.Contains(t, out.String(), "\ncopies 1 (ids stored twice 1)\n")
+	assert.Contains(t, out.String(), "topic orders: 4 queues, stored 3, backlog 0, copies 1 (ids stored twice 1)\n")
+
+	out.Reset()
+	require.Equal(t, 0, run([]string{"stats", "--addr", b.Addr(), "--json"}, &out, &errb), errb.String())
+	var s statsJSON
+	require.NoError(t, json.Unmarshal(out.Bytes(), &s), out.String())
+	assert.Equal(t, int64(1), s.Copies)
+	assert.Equal(t, int64(1), s.StoredTwice)
+	require.Len(t, s.Topics, 1)
+	assert.Equal(t, int64(1), s.Topics[0].Copies)
+	assert.Equal(t, int64(1), s.Topics[0].StoredTwice)
+	assert.Contains(t, out.String(), `"stored_twice": 1`)
 }

@@ -9,14 +9,17 @@
 // the summary:
 //
 //   - TestOfficialNodeProducer: 300 messages, 8 at a time, through backlog
-//     throttling, 10% INTERNAL answers and 2% dropped connections: every
-//     message the client reports sent is stored, and more than once only
-//     after answers were lost (a broker that deduplicates by message id
-//     stores it once, one that does not, as the Apache proxy, stores each
-//     copy), every other one is reported failed, and is stored only if one
-//     of its answers was lost; the client's attempts match the broker's
-//     records. It logs attempts per message, the codes retried and the
-//     gaps between attempts.
+//     throttling, 10% INTERNAL answers (nothing stored), 5% stored and then
+//     answered INTERNAL (broker.Faults.StoredInternalRate, as a proxy whose
+//     answer failed) and 2% dropped connections, on the broker's faithful
+//     face, which stores a message sent again again, as the Apache proxy:
+//     every message the client reports sent is stored, and more than once
+//     only after unknown outcomes (no answer, or 50001), every other one is
+//     reported failed, and is stored only after an unknown outcome; the
+//     broker's copies (its own count) are no more than the unknown outcomes
+//     the client met; the client's attempts match the broker's records. It
+//     logs attempts per message, the codes retried and the gaps between
+//     attempts.
 //   - TestOfficialNodeProducerRetriesBadRequest: the client re-sends a
 //     message the broker refuses as invalid (40007) until its attempts are
 //     spent.
@@ -39,7 +42,8 @@
 //     throttling and faults, each on a fresh broker, and prints attempts
 //     per stored message, failures, losses and retry gaps (BENCHMARKS.md);
 //     TestCompareUnderThrottlingTiny, always on, asserts nothing lost and
-//     nothing stored twice for both on a small run.
+//     no more copies (the broker's count) than the unknown outcomes each
+//     met, on a small run.
 //   - TestFlowControlBench (with ROCKETRY_FLOWBENCH=1) runs rocketry, the
 //     official Go client and the Node.js client, each against a fresh
 //     broker process whose send queue refuses requests that waited over
@@ -165,7 +169,8 @@
 // low 2 bytes of the pid, 4 bytes of seconds since 2021-01-01 UTC and a
 // 4-byte sequence number. It is made once per send() and is the same on
 // every attempt, so a broker that deduplicates by message id stores a
-// re-sent message once.
+// re-sent message once; a RocketMQ broker, and the bundled broker's
+// faithful face, store it again.
 //
 // The client checks the answer's first entry whose status is not OK, or the
 // top-level status when every entry is OK. OK (20000) and MULTIPLE_RESULTS

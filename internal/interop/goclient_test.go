@@ -98,7 +98,8 @@ func startTLSBroker(t *testing.T, opts ...broker.Option) (*broker.Broker, grpc.D
 
 // TestOfficialGoProducer is TestOfficialNodeProducer with the official Go
 // client: the same broker (TLS, backlog throttling drained by a consumer,
-// 10% INTERNAL answers, 2% dropped connections), the same checks from the
+// 10% INTERNAL answers, 5% stored and then answered INTERNAL, 2% dropped
+// connections; no deduplication by message id), the same checks from the
 // broker's store (checkStore) and the same log of how the client retried,
 // plus the waits it states before re-sending a throttled message.
 func TestOfficialGoProducer(t *testing.T) {
@@ -113,7 +114,7 @@ func TestOfficialGoProducer(t *testing.T) {
 	b, creds := startTLSBroker(t,
 		broker.WithSeed(1),
 		broker.WithTopics(topic),
-		broker.WithFaults(broker.Faults{InternalRate: 0.1, DropRate: 0.02}),
+		broker.WithFaults(broker.Faults{InternalRate: 0.1, StoredInternalRate: 0.05, DropRate: 0.02}),
 		broker.WithThrottle(broker.Throttle{MaxBacklog: 20}),
 		withObserver,
 	)
