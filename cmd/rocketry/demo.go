@@ -30,6 +30,7 @@ type demoConfig struct {
 	failure      string // "immediate" or "backoff"
 	protocol     string // protoRocketMQ or protoRocketry
 	pacing       bool   // producer.WithPacing
+	fifoGroups   int    // message groups among the async messages
 
 	queues           int
 	maxBacklog       int64
@@ -61,6 +62,7 @@ func demoFlags(c *demoConfig) *flag.FlagSet {
 	fs.IntVar(&c.bodyBytes, "body-bytes", 64, "size of each message body in bytes")
 	fs.IntVar(&c.syncWorkers, "sync-workers", 8, "goroutines sending with Send")
 	fs.Float64Var(&c.asyncShare, "async-share", 0.5, "share of the messages sent with SendAsync (0..1); the rest use Send")
+	fs.IntVar(&c.fifoGroups, "fifo-groups", 4, "FIFO message groups among the SendAsync messages: every 10th of them belongs to one, in turn, and the summary checks each group's stored order (0 = none)")
 	fs.IntVar(&c.maxInFlight, "max-in-flight", 256, "most SendAsync sends in flight (producer.WithMaxInFlight)")
 	fs.IntVar(&c.maxAttempts, "max-attempts", 30, "attempts per message, the first one included (producer.WithMaxAttempts)")
 	fs.DurationVar(&c.attemptLimit, "attempt-timeout", 500*time.Millisecond, "time limit of one attempt (producer.WithAttemptTimeout)")
@@ -110,6 +112,8 @@ func (c *demoConfig) validate() error {
 		return fmt.Errorf("--body-bytes %d: must be in 0..%d", c.bodyBytes, 1<<20)
 	case c.syncWorkers < 1:
 		return fmt.Errorf("--sync-workers %d: must be >= 1", c.syncWorkers)
+	case c.fifoGroups < 0 || c.fifoGroups > 1000:
+		return fmt.Errorf("--fifo-groups %d: must be in 0..1000", c.fifoGroups)
 	case c.maxInFlight < 1:
 		return fmt.Errorf("--max-in-flight %d: must be >= 1", c.maxInFlight)
 	case c.maxAttempts < 1:

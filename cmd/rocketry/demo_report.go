@@ -65,6 +65,9 @@ type demoSummary struct {
 	Faults                    map[string]int64 `json:"faults"`
 	LatencyMS                 demoLatency      `json:"latency_ms"`
 
+	// FIFO is the check of the message groups' stored order (--fifo-groups).
+	FIFO *demoFIFO `json:"fifo,omitempty"`
+
 	Replay            *demoReplay `json:"replay,omitempty"`
 	StoredAfterReplay int         `json:"stored_after_replay"`
 	// SpoolLeft counts the messages still dead-lettered at the end; the
@@ -117,10 +120,26 @@ type demoConfigJSON struct {
 	Seed             uint64  `json:"seed"`
 }
 
-// ok is the demo's verdict: nothing lost, and no more copies than the
+// demoFIFO is what the demo found of its message groups in the broker's
+// log, before any replay: Sent messages handed to the producer in Groups
+// groups, Stored of them in the order they were sent, OutOfOrder stored
+// after a later message of their group, and Copies stored again next to
+// their first store.
+type demoFIFO struct {
+	Groups     int `json:"groups"`
+	Sent       int `json:"sent"`
+	Stored     int `json:"stored_in_order"`
+	OutOfOrder int `json:"out_of_order"`
+	Copies     int `json:"copies"`
+}
+
+// ok is the demo's verdict: nothing lost, no more copies than the
 // unknown outcomes the producer met (none where it met none; over
-// rocketry.v1, which deduplicates, none at all in practice).
-func (s *demoSummary) ok() bool { return s.Lost == 0 && s.Copies <= s.UnknownOutcomes }
+// rocketry.v1, which deduplicates, none at all in practice), and every
+// message group stored in the order it was sent.
+func (s *demoSummary) ok() bool {
+	return s.Lost == 0 && s.Copies <= s.UnknownOutcomes && (s.FIFO == nil || s.FIFO.OutOfOrder == 0)
+}
 
 // verify checks the broker's log and the spool against what was sent, and
 // fills a summary with the counts.
@@ -247,6 +266,17 @@ func (s *demoSummary) writeText(w io.Writer) {
 	row("dead-lettered", fmtCount(int64(s.DeadLettered)), dl)
 	row("lost", fmtCount(int64(s.Lost)), "neither stored nor spooled")
 	row("stored twice", fmtCount(int64(s.DuplicatesStored)), s.copiesNote())
+	if f := s.FIFO; f != nil {
+		note := fmt.Sprintf("%s of %s in %d groups stored in send order, %d out of order", fmtCount(int64(f.Stored)), fmtCount(int64(f.Sent)), f.Groups, f.OutOfOrder)
+		if f.Copies > 0 {
+			note += fmt.Sprintf(", %s next to the first", plural(int64(f.Copies), "copy", "copies"))
+		}
+		verdict := "held"
+		if f.OutOfOrder > 0 {
+			verdict = "BROKEN"
+		}
+		row("FIFO order", verdict, note)
+	}
 	row("attempts per message", strconv.FormatFloat(s.AttemptsPerMessage, 'f', 2, 64), fmt.Sprintf("%s attempts, at most %d for one", fmtCount(s.Attempts), s.MostAttempts))
 	reasons := make([]string, 0, len(s.Throttled))
 	for r := range s.Throttled {
@@ -318,7 +348,11 @@ func (s *demoSummary) writeText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "OK: nothing lost, %s%s\n", twice, stopped)
 	} else {
-		fmt.Fprintf(w, "FAILED: %d lost, %d copies stored after %d unknown outcomes\n", s.Lost, s.Copies, s.UnknownOutcomes)
+		fifo := ""
+		if s.FIFO != nil && s.FIFO.OutOfOrder > 0 {
+			fifo = fmt.Sprintf(", %d group messages out of order", s.FIFO.OutOfOrder)
+		}
+		fmt.Fprintf(w, "FAILED: %d lost, %d copies stored after %d unknown outcomes%s\n", s.Lost, s.Copies, s.UnknownOutcomes, fifo)
 	}
 }
 

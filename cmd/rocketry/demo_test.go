@@ -75,6 +75,7 @@ func TestDemoJSON(t *testing.T) {
 				RetriesAfterFailureByKind map[string]int64   `json:"retries_after_failure_by_kind"`
 				LatencyMS                 map[string]float64 `json:"latency_ms"`
 				ElapsedSeconds            float64            `json:"elapsed_seconds"`
+				FIFO                      *demoFIFO          `json:"fifo"`
 				Config                    struct {
 					Protocol string `json:"protocol"`
 				} `json:"config"`
@@ -110,6 +111,14 @@ func TestDemoJSON(t *testing.T) {
 				"latency_ms = %v; want ordered, max > 0", got.LatencyMS)
 			assert.Positive(t, got.ElapsedSeconds, "elapsed_seconds")
 			assert.Equal(t, tc.wire, got.Config.Protocol, "config.protocol")
+			// Every 10th of the 1,000 SendAsync messages is in one of 4
+			// groups: each group stored in send order through the
+			// throttling, the faults and the restart.
+			require.NotNil(t, got.FIFO, "fifo")
+			assert.Equal(t, 4, got.FIFO.Groups, "fifo.groups")
+			assert.Equal(t, 100, got.FIFO.Sent, "fifo.sent")
+			assert.Zero(t, got.FIFO.OutOfOrder, "fifo.out_of_order")
+			assert.GreaterOrEqual(t, got.FIFO.Stored+got.DeadLettered, got.FIFO.Sent, "fifo stored in order, or dead-lettered")
 		})
 	}
 }
