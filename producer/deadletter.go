@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/brokercode"
 )
 
 // A DeadLetter is a message whose send failed after validation (attempts
@@ -23,8 +23,9 @@ type DeadLetter struct {
 	Err string
 	// Attempts is how many attempts were made, counting the first.
 	Attempts int
-	// Code is the last broker code, CODE_UNSPECIFIED when none was known.
-	Code rocketryv1.Code
+	// Code is the last broker code, brokercode.Unspecified when none was
+	// known.
+	Code brokercode.Code
 	// MaybeStoredAt names the endpoint of the last attempt whose outcome was
 	// unknown (host:port, or a RocketMQ 5 broker's name and endpoints,
 	// "broker-a@host:port[;host:port]"): the message may be

@@ -85,7 +85,7 @@ func ExampleWithObserver() {
 	// fallback: order 2
 	// exhausted 3
 	// dead-letter 3
-	// true 3 CODE_UNAVAILABLE true
+	// true 3 UNAVAILABLE true
 }
 
 func ExampleProducer_SendAsync() {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/rocketry-go/rocketry/backoff"
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/brokercode"
 )
 
 // This file holds the retry contract (the README's table, ARCHITECTURE.md's
@@ -65,8 +65,8 @@ type executor struct {
 	attempts  int
 	failures  int
 	throttles int
-	last      Outcome                   // of the last attempt
-	reason    rocketryv1.ThrottleReason // of the last throttled attempt
+	last      Outcome           // of the last attempt
+	reason    brokercode.Reason // of the last throttled attempt
 
 	// The throttle schedule's delay for retry drawnFor, drawn in advance:
 	// the connection backoff gives the attempt after a wait the next

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"golang.org/x/time/rate"
 
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/brokercode"
 )
 
 // This file runs the pacer against every shape of throttling of issue 20,
@@ -174,7 +174,7 @@ func simSend(shape simShape, ps *pacers, topic string, id int, pacing bool) (boo
 		time.Sleep(simRTT / 2)
 		o := Outcome{Kind: Stored}
 		if err != nil {
-			o = Outcome{Kind: Throttled, Err: err, Reason: rocketryv1.ThrottleReason_THROTTLE_REASON_SEND_RATE}
+			o = Outcome{Kind: Throttled, Err: err, Reason: brokercode.ReasonSendRate}
 		}
 		pc.record(o, start, time.Now())
 		if err == nil {

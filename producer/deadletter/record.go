@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/rocketry-go/rocketry/brokercode"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/producer"
 )
@@ -139,7 +140,7 @@ func toProto(d *producer.DeadLetter) *rocketryv1.SpoolRecord {
 		},
 		Error:         strings.ToValidUTF8(d.Err, "\uFFFD"), // proto strings must be UTF-8
 		Attempts:      int32(attempts),
-		Code:          d.Code,
+		Code:          rocketryv1.Code(d.Code), // the same numbers (brokercode pins them)
 		MaybeStoredAt: strings.ToValidUTF8(d.MaybeStoredAt, "\uFFFD"),
 	}
 	if !d.SpooledAt.IsZero() {
@@ -183,7 +184,7 @@ func decodeOld(v []byte) (*producer.DeadLetter, error) {
 		},
 		Err:           pb.GetError(),
 		Attempts:      int(pb.GetAttempts()),
-		Code:          pb.GetCode(),
+		Code:          brokercode.Code(pb.GetCode()),
 		MaybeStoredAt: pb.GetMaybeStoredAt(),
 	}
 	if pb.SpooledAt != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/brokercode"
 	"github.com/rocketry-go/rocketry/producer"
 	"github.com/rocketry-go/rocketry/producer/deadletter"
 )
@@ -65,7 +65,7 @@ func letter(id, at string) *producer.DeadLetter {
 	return &producer.DeadLetter{
 		Message:  &producer.Message{ID: id, Topic: "orders", Tag: "t", Keys: []string{"k"}, Properties: map[string]string{"p": "v"}, Body: []byte("body of " + id)},
 		Err:      "unavailable",
-		Attempts: 3, Code: rocketryv1.Code_CODE_UNAVAILABLE,
+		Attempts: 3, Code: brokercode.Unavailable,
 		MaybeStoredAt: at,
 		SpooledAt:     time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC),
 	}
