@@ -19,6 +19,9 @@
 //
 //	go generate .
 //
+// which also generates the dead-letter store's on-disk record
+// (proto/rocketry/deadletter) into internal/deadletterpb, out of the API.
+//
 // # RocketMQ 5 protocol
 //
 // gen/apache/rocketmq/v2 (Go package rocketmqv2) holds the part of the
@@ -47,3 +50,4 @@
 package rocketry
 
 //go:generate go tool -modfile=tools/go.mod buf generate
+//go:generate go tool -modfile=tools/go.mod buf generate --template buf.gen.deadletter.yaml

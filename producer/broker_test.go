@@ -260,7 +260,7 @@ func TestExhaustionIntoFallbackAndSink(t *testing.T) {
 		m := msg("t")
 		_, err := p.Send(context.Background(), m)
 		var se *SendError
-		if !errors.As(err, &se) || !se.Spooled || se.Attempts != 3 {
+		if !errors.As(err, &se) || !se.DeadLettered || se.Attempts != 3 {
 			t.Fatalf("Send() = %v; want a spooled *SendError after 3 attempts", err)
 		}
 		if len(got) != 1 || got[0] != m {
@@ -276,7 +276,7 @@ func TestExhaustionIntoFallbackAndSink(t *testing.T) {
 		m := msg("t")
 		_, err = p.Send(context.Background(), m)
 		var se *SendError
-		if !errors.As(err, &se) || !se.Spooled {
+		if !errors.As(err, &se) || !se.DeadLettered {
 			t.Fatalf("Send() = %v; want a spooled *SendError", err)
 		}
 		if err := p.Close(context.Background()); err != nil {

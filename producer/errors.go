@@ -91,9 +91,9 @@ type SendError struct {
 	// Last is the kind of the last attempt's outcome (0 when no attempt
 	// was made).
 	Last OutcomeKind
-	// Spooled is true when the message was handed to the dead-letter sink
-	// (WithDeadLetterSink, WithFallback) and kept.
-	Spooled bool
+	// DeadLettered is true when the message was handed to the dead-letter
+	// sink (WithDeadLetterSink, WithFallback) and kept.
+	DeadLettered bool
 	// MaybeStoredAt names the endpoint (host:port, or a RocketMQ 5 broker's
 	// name and endpoints, "broker-a@host:port[;host:port]") of the last
 	// attempt whose outcome was unknown: the message may be stored there,
@@ -127,7 +127,7 @@ func (e *SendError) Error() string {
 		b.WriteString(strings.TrimPrefix(e.kind.Error(), "producer: "))
 		b.WriteString(")")
 	}
-	if e.Spooled {
+	if e.DeadLettered {
 		b.WriteString(", handed to the dead-letter sink")
 	}
 	if e.Cause != nil {

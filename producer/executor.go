@@ -364,7 +364,7 @@ func (x *executor) sendError(d decision) *SendError {
 func (c *config) finish(ctx context.Context, se *SendError) {
 	if c.watched() {
 		c.emit(ctx, Event{Kind: EventExhausted, MessageID: se.MessageID, Attempt: se.Attempts, Code: se.Code, Reason: se.Reason, Err: se})
-		if se.Spooled {
+		if se.DeadLettered {
 			c.emit(ctx, Event{Kind: EventDeadLetter, MessageID: se.MessageID, Attempt: se.Attempts, Code: se.Code, Reason: se.Reason, Err: se})
 		}
 	}

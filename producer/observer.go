@@ -141,7 +141,7 @@ func (s *SendInfo) Get(key string) string {
 
 // Set sets property key of the outgoing message: every attempt carries it.
 // The caller's Message is not changed (its properties are copied once), so
-// a spooled message or a fallback's does not carry it.
+// a dead-lettered message or a fallback's does not carry it.
 func (s *SendInfo) Set(key, value string) {
 	if s.props == nil {
 		s.props = make(map[string]string, len(s.Message.Properties)+1)

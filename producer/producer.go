@@ -205,7 +205,7 @@ func (p *Producer) enter() bool {
 // ErrDeadlineTooShort, ErrNotRetryable, ErrRetryBudget, ErrClosed, or ctx's
 // error) and the message has been handed to the dead-letter sink
 // (WithDeadLetterSink, WithFallback), when one is configured
-// (SendError.Spooled). A Send on a closed Producer
+// (SendError.DeadLettered). A Send on a closed Producer
 // returns ErrClosed.
 //
 // ctx bounds the whole send; each attempt has its own timeout within it

@@ -89,8 +89,8 @@ func TestSendRetrySequences(t *testing.T) {
 				if !errors.As(err, &se) {
 					t.Fatalf("Send() = %v; want a *SendError", err)
 				}
-				if !errors.Is(err, tt.wantKind) || se.Attempts != tt.wantAttempts || !se.Spooled {
-					t.Errorf("Send() = %v (attempts %d, spooled %v); want %v after %d attempts, spooled", err, se.Attempts, se.Spooled, tt.wantKind, tt.wantAttempts)
+				if !errors.Is(err, tt.wantKind) || se.Attempts != tt.wantAttempts || !se.DeadLettered {
+					t.Errorf("Send() = %v (attempts %d, spooled %v); want %v after %d attempts, spooled", err, se.Attempts, se.DeadLettered, tt.wantKind, tt.wantAttempts)
 				}
 				if len(tt.script) > 0 && tt.script[0] != errBlackhole && !errors.Is(err, tt.script[se.Attempts-1]) {
 					t.Errorf("errors.Is(%v, last cause %v) = false; want true", err, tt.script[se.Attempts-1])

@@ -220,7 +220,7 @@ func sendErrorKind(err error) string {
 	if se.Cause != nil {
 		s += ", the last " + se.Last.String() + " (" + failureLabel(se.Cause) + ")"
 	}
-	if se.Spooled {
+	if se.DeadLettered {
 		s += ", spooled"
 	}
 	return s

@@ -39,7 +39,7 @@ func writeSpool(t *testing.T, n int, maybeAt ...string) string {
 	}
 	for i := range n {
 		m := &producer.Message{ID: fmt.Sprintf("m-%d", i), Topic: "orders", Body: []byte(fmt.Sprintf("body %d", i))}
-		d := &producer.DeadLetter{Message: m, Err: "unavailable", Attempts: 3, Code: brokercode.Unavailable, SpooledAt: time.Now()}
+		d := &producer.DeadLetter{Message: m, Err: "unavailable", Attempts: 3, Code: brokercode.Unavailable, DeadLetteredAt: time.Now()}
 		if len(maybeAt) > 0 {
 			d.MaybeStoredAt = maybeAt[0]
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/rocketry-go/rocketry/broker/brokertest"
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/internal/deadletterpb"
 	"github.com/rocketry-go/rocketry/producer"
 	"github.com/rocketry-go/rocketry/producer/deadletter"
 )
@@ -108,7 +109,7 @@ func TestSpoolImport(t *testing.T) {
 	old := filepath.Join(dir, "dead.spool")
 	data := binary.LittleEndian.AppendUint32([]byte("RKTSPOOL"), 1)
 	for _, id := range []string{"a", "b"} {
-		payload, err := proto.Marshal(&rocketryv1.SpoolRecord{Message: &rocketryv1.Message{MessageId: id, Topic: "orders", Body: []byte(id)}, Attempts: 3})
+		payload, err := proto.Marshal(&deadletterpb.Record{Message: &rocketryv1.Message{MessageId: id, Topic: "orders", Body: []byte(id)}, Attempts: 3})
 		require.NoError(t, err)
 		data = binary.LittleEndian.AppendUint32(data, uint32(len(payload)))
 		data = binary.LittleEndian.AppendUint32(data, crc32.Checksum(payload, crc32.MakeTable(crc32.Castagnoli)))

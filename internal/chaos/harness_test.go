@@ -363,7 +363,7 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 			return
 		}
 		o.failKinds[failKind(se)]++
-		if !se.Spooled {
+		if !se.DeadLettered {
 			o.failedNotSpooled++
 			o.unexpectedErrs = append(o.unexpectedErrs, fmt.Sprintf("message %d: not handed back: %v", i, err))
 		}

@@ -194,7 +194,7 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) MaxBodyBytes() int { return MaxBodyBytes }
 
 // Put keeps d under its message's ID, durably, before it returns. Putting
-// an ID the store holds replaces its record, keeping the first SpooledAt
+// an ID the store holds replaces its record, keeping the first DeadLetteredAt
 // and, when d has none, the record's MaybeStoredAt (the message may still
 // be stored there): one ID is one record. d.Message must have an ID. It
 // implements producer.DeadLetterSink.
