@@ -409,7 +409,7 @@ func (p *Producer) sendRocketMQ(ctx context.Context, m *Message, bt *batcher, pn
 	if se := x.run(ctx); se != nil {
 		return nil, se
 	}
-	q, off, _, _ := c.result()
+	q, off, _ := c.result()
 	return &SendReceipt{MessageID: m.ID, QueueID: q, Offset: off, Attempts: x.attempts}, nil
 }
 

@@ -155,10 +155,9 @@ func (a *rmqCall) cachedRoute() bool {
 	return a.route != nil
 }
 
-// result is what the broker said of the stored message: its queue, its
-// offset and, for a transactional message, the transaction id that
-// EndTransaction needs. ok is false before a stored answer.
-func (a *rmqCall) result() (queueID int32, offset int64, transactionID string, ok bool) {
+// result is what the broker said of the stored message: its queue and its
+// offset. ok is false before a stored answer.
+func (a *rmqCall) result() (queueID int32, offset int64, ok bool) {
 	var e *rocketmqv2.SendResultEntry
 	switch es := a.resp.GetEntries(); {
 	case len(es) > 0:
@@ -167,7 +166,7 @@ func (a *rmqCall) result() (queueID int32, offset int64, transactionID string, o
 		e = a.be.v2res // stored in its batch
 	}
 	if e == nil {
-		return 0, 0, "", false
+		return 0, 0, false
 	}
-	return a.last.id, e.GetOffset(), e.GetTransactionId(), true
+	return a.last.id, e.GetOffset(), true
 }
