@@ -152,15 +152,6 @@ func TestRocketMQFailsOverToAnotherBroker(t *testing.T) {
 	assert.Empty(t, bs[0].Messages("t"))
 }
 
-// TestRocketMQRefusesV1Options: RocketMQ 5 options on a rocketry.v1
-// producer are refused, naming the option.
-func TestRocketMQRefusesV1Options(t *testing.T) {
-	_, err := New("127.0.0.1:1", WithNamespace("ns"))
-	var oe *OptionError
-	require.ErrorAs(t, err, &oe)
-	assert.Equal(t, "WithNamespace", oe.Option)
-}
-
 // TestInterceptorRetriesRocketMQ5: the interceptor's default classifier
 // reads apache.rocketmq.v2 body statuses, so a SendMessage made by any
 // client code through it is retried by the same rules: 50001 and 42900 are
