@@ -42,11 +42,13 @@ func (sizedSink) Put(*producer.DeadLetter) error { return nil }
 func (s sizedSink) MaxBodyBytes() int            { return s.limit }
 
 // badOption is a row of badOptions: opts, in order, and what the error of
-// a place they all apply to must contain.
+// a place they all apply to must contain; secret, when set, must not be in
+// any error.
 type badOption struct {
-	name string
-	opts []producer.Option
-	want string
+	name   string
+	opts   []producer.Option
+	want   string
+	secret string
 }
 
 func badOptions(t *testing.T) []badOption {
@@ -56,44 +58,49 @@ func badOptions(t *testing.T) []badOption {
 	fallback := func(*producer.Message, error) {}
 	one := func(o producer.Option) []producer.Option { return []producer.Option{o} }
 	return []badOption{
-		{"zero attempts", one(producer.WithMaxAttempts(0)), "WithMaxAttempts(0): must be >= 1"},
-		{"negative attempts", one(producer.WithMaxAttempts(-3)), "WithMaxAttempts(-3): must be >= 1"},
-		{"min int attempts", one(producer.WithMaxAttempts(math.MinInt)), "WithMaxAttempts"},
-		{"zero attempt timeout", one(producer.WithAttemptTimeout(0)), "WithAttemptTimeout(0s): must be > 0"},
-		{"negative attempt timeout", one(producer.WithAttemptTimeout(-1)), "WithAttemptTimeout(-1ns)"},
-		{"nil throttle schedule", one(producer.WithThrottleSchedule(nil)), "WithThrottleSchedule(nil)"},
-		{"nil failure schedule", one(producer.WithFailureSchedule(nil)), "WithFailureSchedule(nil)"},
-		{"zero rate", one(producer.WithRateLimit(0, 1)), "WithRateLimit(0, 1): perSecond must be > 0"},
-		{"negative rate", one(producer.WithRateLimit(-5, 1)), "WithRateLimit(-5, 1)"},
-		{"NaN rate", one(producer.WithRateLimit(math.NaN(), 1)), "WithRateLimit(NaN, 1)"},
-		{"infinite rate", one(producer.WithRateLimit(math.Inf(1), 1)), "WithRateLimit(+Inf, 1)"},
-		{"zero burst", one(producer.WithRateLimit(10, 0)), "WithRateLimit(10, 0): burst must be >= 1"},
-		{"zero in flight", one(producer.WithMaxInFlight(0)), "WithMaxInFlight(0): must be >= 1"},
-		{"negative in flight", one(producer.WithMaxInFlight(-1)), "WithMaxInFlight(-1)"},
-		{"nil fallback", one(producer.WithFallback(nil)), "WithFallback(nil)"},
-		{"zero budget", one(producer.WithRetryBudget(0, 0.1)), "WithRetryBudget(0, 0.1): maxTokens"},
-		{"budget over 1000", one(producer.WithRetryBudget(1001, 0.1)), "WithRetryBudget(1001, 0.1)"},
-		{"NaN budget", one(producer.WithRetryBudget(math.NaN(), 0.1)), "WithRetryBudget(NaN, 0.1)"},
-		{"zero budget ratio", one(producer.WithRetryBudget(10, 0)), "WithRetryBudget(10, 0)"},
-		{"budget ratio over 1", one(producer.WithRetryBudget(10, 1.5)), "WithRetryBudget(10, 1.5): tokenRatio"},
-		{"negative body limit", one(producer.WithMaxBodyBytes(-1)), "WithMaxBodyBytes(-1): must be >= 0"},
-		{"nil logger", one(producer.WithLogger(nil)), "WithLogger(nil)"},
-		{"nil delivery policy", one(producer.WithDeliveryPolicy(nil)), "WithDeliveryPolicy(nil)"},
-		{"nil dead-letter sink", one(producer.WithDeadLetterSink(nil)), "WithDeadLetterSink(nil): must not be nil"},
-		{"nil hook", one(producer.WithHook(nil)), "WithHook(nil)"},
-		{"nil classifier", one(producer.WithClassifier(nil)), "WithClassifier(nil): must not be nil"},
-		{"nil resolver", one(producer.WithResolvers(nil)), "WithResolvers(nil)"},
-		{"batching linger over 1 s", one(producer.WithBatching(2*time.Second, 10, 10)), "WithBatching(2s, 10, 10)"},
-		{"unknown protocol", one(producer.WithProtocol(producer.Protocol(9))), "must be RocketryV1 or RocketMQ5"},
-		{"nil TLS", one(producer.WithTLS(nil)), "WithTLS(nil): must not be nil"},
-		{"empty credentials", one(producer.WithCredentials("", "s", "")), "accessKey and secretKey must not be empty"},
-		{"bad namespace", one(producer.WithNamespace("a b")), `WithNamespace("a b"): must be 1 to 64`},
-		{"RocketMQ 5 option on rocketry.v1", one(producer.WithNamespace("ns")), "WithNamespace applies only with WithProtocol(RocketMQ5), not to New"},
-		{"fallback and store", []producer.Option{producer.WithFallback(fallback), producer.WithDeadLetterSink(store)}, "excludes WithFallback: set at most one dead-letter sink"},
-		{"store and fallback", []producer.Option{producer.WithDeadLetterSink(store), producer.WithFallback(fallback)}, "excludes WithDeadLetterSink: set at most one dead-letter sink"},
-		{"body limit over the store's", []producer.Option{producer.WithDeadLetterSink(store), producer.WithMaxBodyBytes(deadletter.MaxBodyBytes + 1)}, "WithMaxBodyBytes(1073741825): over the dead-letter sink's limit"},
-		{"default body limit over a sink's", one(producer.WithDeadLetterSink(sizedSink{1 << 20})), "WithMaxBodyBytes(4194304): over the dead-letter sink's limit of 1048576 bytes"},
-		{"second of two bad options", []producer.Option{producer.WithMaxAttempts(2), producer.WithMaxInFlight(0)}, "WithMaxInFlight(0)"},
+		{"zero attempts", one(producer.WithMaxAttempts(0)), "WithMaxAttempts(0): must be >= 1", ""},
+		{"negative attempts", one(producer.WithMaxAttempts(-3)), "WithMaxAttempts(-3): must be >= 1", ""},
+		{"min int attempts", one(producer.WithMaxAttempts(math.MinInt)), "WithMaxAttempts", ""},
+		{"zero attempt timeout", one(producer.WithAttemptTimeout(0)), "WithAttemptTimeout(0s): must be > 0", ""},
+		{"negative attempt timeout", one(producer.WithAttemptTimeout(-1)), "WithAttemptTimeout(-1ns)", ""},
+		{"nil throttle schedule", one(producer.WithThrottleSchedule(nil)), "WithThrottleSchedule(nil)", ""},
+		{"nil failure schedule", one(producer.WithFailureSchedule(nil)), "WithFailureSchedule(nil)", ""},
+		{"zero rate", one(producer.WithRateLimit(0, 1)), "WithRateLimit(0, 1): perSecond must be > 0", ""},
+		{"negative rate", one(producer.WithRateLimit(-5, 1)), "WithRateLimit(-5, 1)", ""},
+		{"NaN rate", one(producer.WithRateLimit(math.NaN(), 1)), "WithRateLimit(NaN, 1)", ""},
+		{"infinite rate", one(producer.WithRateLimit(math.Inf(1), 1)), "WithRateLimit(+Inf, 1)", ""},
+		{"zero burst", one(producer.WithRateLimit(10, 0)), "WithRateLimit(10, 0): burst must be >= 1", ""},
+		{"zero in flight", one(producer.WithMaxInFlight(0)), "WithMaxInFlight(0): must be >= 1", ""},
+		{"negative in flight", one(producer.WithMaxInFlight(-1)), "WithMaxInFlight(-1)", ""},
+		{"nil fallback", one(producer.WithFallback(nil)), "WithFallback(nil)", ""},
+		{"zero budget", one(producer.WithRetryBudget(0, 0.1)), "WithRetryBudget(0, 0.1): maxTokens", ""},
+		{"budget over 1000", one(producer.WithRetryBudget(1001, 0.1)), "WithRetryBudget(1001, 0.1)", ""},
+		{"NaN budget", one(producer.WithRetryBudget(math.NaN(), 0.1)), "WithRetryBudget(NaN, 0.1)", ""},
+		{"zero budget ratio", one(producer.WithRetryBudget(10, 0)), "WithRetryBudget(10, 0)", ""},
+		{"budget ratio over 1", one(producer.WithRetryBudget(10, 1.5)), "WithRetryBudget(10, 1.5): tokenRatio", ""},
+		{"negative body limit", one(producer.WithMaxBodyBytes(-1)), "WithMaxBodyBytes(-1): must be >= 0", ""},
+		{"nil logger", one(producer.WithLogger(nil)), "WithLogger(nil)", ""},
+		{"nil delivery policy", one(producer.WithDeliveryPolicy(nil)), "WithDeliveryPolicy(nil)", ""},
+		{"nil dead-letter sink", one(producer.WithDeadLetterSink(nil)), "WithDeadLetterSink(nil): must not be nil", ""},
+		{"nil hook", one(producer.WithHook(nil)), "WithHook(nil)", ""},
+		{"nil classifier", one(producer.WithClassifier(nil)), "WithClassifier(nil): must not be nil", ""},
+		{"nil resolver", one(producer.WithResolvers(nil)), "WithResolvers(nil)", ""},
+		{"batching linger over 1 s", one(producer.WithBatching(2*time.Second, 10, 10)), "WithBatching(2s, 10, 10)", ""},
+		{"unknown protocol", one(producer.WithProtocol(producer.Protocol(9))), "must be RocketryV1 or RocketMQ5", ""},
+		{"nil TLS", one(producer.WithTLS(nil)), "WithTLS(nil): must not be nil", ""},
+		{"credentials without access key", one(producer.WithCredentials("", "s3cret", "")), `WithCredentials("", <secret>, <token>): accessKey and secretKey must not be empty`, "s3cret"},
+		{"credentials without secret key", one(producer.WithCredentials("ak", "", "")), "accessKey and secretKey must not be empty", ""},
+		{"secret key not printable", one(producer.WithCredentials("ak", "s3\ncret", "")), "must be printable ASCII", "s3\ncret"},
+		{"token not printable", one(producer.WithCredentials("ak", "s3cret", "t0ken\x00")), "must be printable ASCII", "t0ken"},
+		{"empty namespace", one(producer.WithNamespace("")), `WithNamespace(""): must be 1 to 64`, ""},
+		{"namespace with a space", one(producer.WithNamespace("a b")), `WithNamespace("a b"): must be 1 to 64`, ""},
+		{"namespace over 64", one(producer.WithNamespace(strings.Repeat("n", 65))), "must be 1 to 64", ""},
+		{"RocketMQ 5 option on rocketry.v1", one(producer.WithNamespace("ns")), "WithNamespace applies only with WithProtocol(RocketMQ5), not to New", ""},
+		{"fallback and store", []producer.Option{producer.WithFallback(fallback), producer.WithDeadLetterSink(store)}, "excludes WithFallback: set at most one dead-letter sink", ""},
+		{"store and fallback", []producer.Option{producer.WithDeadLetterSink(store), producer.WithFallback(fallback)}, "excludes WithDeadLetterSink: set at most one dead-letter sink", ""},
+		{"body limit over the store's", []producer.Option{producer.WithDeadLetterSink(store), producer.WithMaxBodyBytes(deadletter.MaxBodyBytes + 1)}, "WithMaxBodyBytes(1073741825): over the dead-letter sink's limit", ""},
+		{"default body limit over a sink's", one(producer.WithDeadLetterSink(sizedSink{1 << 20})), "WithMaxBodyBytes(4194304): over the dead-letter sink's limit of 1048576 bytes", ""},
+		{"second of two bad options", []producer.Option{producer.WithMaxAttempts(2), producer.WithMaxInFlight(0)}, "WithMaxInFlight(0)", ""},
 	}
 }
 
@@ -179,6 +186,9 @@ func TestBadOptions(t *testing.T) {
 				checkClear(t, fmt.Sprintf("%s(%s)", pl.where, tt.name), err, want)
 				var oe *producer.OptionError
 				assert.True(t, errors.As(err, &oe), "%s(%s) = %v; want an *OptionError", pl.where, tt.name, err)
+				if tt.secret != "" && err != nil {
+					assert.NotContains(t, err.Error(), tt.secret, "%s(%s): the secret is echoed", pl.where, tt.name)
+				}
 			}
 		})
 	}
