@@ -1,11 +1,13 @@
 package deadletter
 
 import (
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/rocketry-go/rocketry/brokercode"
@@ -105,4 +107,47 @@ func TestStoredCodesStillRead(t *testing.T) {
 			assert.Contains(t, fields, protowire.Number(5), "field 5 (the time)")
 		})
 	}
+}
+
+// TestStoreReadsRecordsWrittenBefore: a store file holding records as they
+// were written before (format 1, and format 2 with rocketry.v1's numbers)
+// opens, and Get and Scan give them back with their codes.
+func TestStoreReadsRecordsWrittenBefore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dead.db")
+	s, err := Open(path)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	at := time.Date(2026, 10, 1, 8, 0, 0, 0, time.UTC)
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketRecords)
+		if err != nil {
+			return err
+		}
+		if err := b.Put(key("old-530"), spoolRecordBytes("old-530", 530, at)); err != nil { // format 1
+			return err
+		}
+		return b.Put(key("old-503"), seal(key("old-503"), spoolRecordBytes("old-503", 503, at))) // format 2
+	}))
+	require.NoError(t, db.Close())
+
+	s, err = Open(path)
+	require.NoError(t, err)
+	defer s.Close()
+	d, err := s.Get("old-530")
+	require.NoError(t, err)
+	assert.Equal(t, brokercode.TooManyRequests, d.Code)
+	assert.True(t, d.DeadLetteredAt.Equal(at), "DeadLetteredAt = %v; want %v", d.DeadLetteredAt, at)
+	d, err = s.Get("old-503")
+	require.NoError(t, err)
+	assert.Equal(t, brokercode.Unavailable, d.Code)
+	codes := map[string]brokercode.Code{}
+	require.NoError(t, s.Scan(func(d *producer.DeadLetter, err error) error {
+		require.NoError(t, err)
+		codes[d.Message.ID] = d.Code
+		return nil
+	}))
+	assert.Equal(t, map[string]brokercode.Code{"old-530": brokercode.TooManyRequests, "old-503": brokercode.Unavailable}, codes)
 }
