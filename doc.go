@@ -8,6 +8,8 @@
 //   - [github.com/rocketry-go/rocketry/producer/deadletter]: the durable
 //     dead-letter store (bbolt) a Producer hands what it cannot send to, and
 //     its replay.
+//   - [github.com/rocketry-go/rocketry/brokercode]: the outcome codes and
+//     throttle reasons the producer reports, whichever protocol answered.
 //   - [github.com/rocketry-go/rocketry/backoff]: delay schedules: the gRPC
 //     connection backoff and SNS-style delivery policies.
 //   - [github.com/rocketry-go/rocketry/broker]: a test broker that stores,
@@ -18,6 +20,9 @@
 // repository root with
 //
 //	go generate .
+//
+// which also generates the dead-letter store's on-disk record
+// (proto/rocketry/deadletter) into internal/deadletterpb, out of the API.
 //
 // # RocketMQ 5 protocol
 //
@@ -47,3 +52,4 @@
 package rocketry
 
 //go:generate go tool -modfile=tools/go.mod buf generate
+//go:generate go tool -modfile=tools/go.mod buf generate --template buf.gen.deadletter.yaml

@@ -65,10 +65,12 @@ const (
 func (q SendQueue) validate() error {
 	switch {
 	case q.Workers < 0:
+		//lint:ignore ST1005 the message starts with the field's name (WithSendQueue prefixes it)
 		return fmt.Errorf("Workers %d is negative", q.Workers)
 	case q.ServiceTime < 0:
 		return fmt.Errorf("ServiceTime %v is negative", q.ServiceTime)
 	case q.Capacity < 0:
+		//lint:ignore ST1005 the message starts with the field's name (WithSendQueue prefixes it)
 		return fmt.Errorf("Capacity %d is negative", q.Capacity)
 	case q.MaxWait < 0:
 		return fmt.Errorf("MaxWait %v is negative", q.MaxWait)

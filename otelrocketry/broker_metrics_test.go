@@ -94,5 +94,7 @@ func TestBrokerMetricsParse(t *testing.T) {
 	assert.Equal(t, 3.0, value("rocketry_broker_topic_stored_messages", gauge, map[string]string{"topic": "orders"}))
 	assert.Equal(t, 0.0, value("rocketry_broker_storage_load", gauge, nil))
 	assert.Equal(t, 0.0, value("rocketry_broker_throttling", gauge, map[string]string{"reason": "STORAGE_LOAD"}))
-	assert.Len(t, fams, 12)
+	assert.Equal(t, 0.0, value("rocketry_broker_copies_stored_total", counter, nil))
+	assert.Equal(t, 0.0, value("rocketry_broker_ids_stored_twice", gauge, nil))
+	assert.Len(t, fams, 14)
 }

@@ -153,7 +153,7 @@ func own(s attribute.Set) string {
 	var b strings.Builder
 	for _, kv := range s.ToSlice() {
 		if strings.HasPrefix(string(kv.Key), "rocketry.") || kv.Key == "error.type" {
-			b.WriteString(" " + string(kv.Key) + "=" + kv.Value.Emit())
+			b.WriteString(" " + string(kv.Key) + "=" + kv.Value.String())
 		}
 	}
 	return b.String()

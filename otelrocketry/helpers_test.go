@@ -121,7 +121,7 @@ func render(rm metricdata.ResourceMetrics, wallClock ...string) []string {
 func attrs(s attribute.Set) string {
 	var kv []string
 	for _, a := range s.ToSlice() {
-		kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+		kv = append(kv, string(a.Key)+"="+a.Value.String())
 	}
 	return "{" + strings.Join(kv, ",") + "}"
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rocketry-go/rocketry/producer"
@@ -13,8 +12,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
-
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
 // SystemRocketry is messaging.system for a send over rocketry.v1, the
@@ -91,13 +88,13 @@ func (t *Telemetry) OnEvent(ctx context.Context, e producer.Event) {
 			st.span.AddEvent(EventAttempt, trace.WithAttributes(serverAttrs(e.Endpoint, []attribute.KeyValue{AttrAttempt.Int(e.Attempt)})...))
 		}
 	case producer.EventThrottle:
-		reason := reasonName(e.Reason)
+		reason := e.Reason.String()
 		if t.inst.throttles.Enabled(ctx) {
 			t.inst.throttles.Add(ctx, 1, t.sets.get(st.key(setThrottle, e.Endpoint, reason)))
 		}
 		if rec {
 			st.span.AddEvent(EventThrottle, trace.WithAttributes(serverAttrs(e.Endpoint, []attribute.KeyValue{
-				AttrAttempt.Int(e.Attempt), AttrThrottleReason.String(reason), AttrCode.String(codeName(e.Code))})...))
+				AttrAttempt.Int(e.Attempt), AttrThrottleReason.String(reason), AttrCode.String(e.Code.String())})...))
 		}
 	case producer.EventRetry:
 		why := e.Why.String()
@@ -109,7 +106,7 @@ func (t *Telemetry) OnEvent(ctx context.Context, e producer.Event) {
 		}
 		if rec {
 			attrs := serverAttrs(e.Endpoint, []attribute.KeyValue{AttrAttempt.Int(e.Attempt), AttrRetryWhy.String(why),
-				AttrRetryDelay.Float64(e.Delay.Seconds()), AttrCode.String(codeName(e.Code))})
+				AttrRetryDelay.Float64(e.Delay.Seconds()), AttrCode.String(e.Code.String())})
 			if e.Err != nil {
 				attrs = append(attrs, attribute.String("exception.message", e.Err.Error()))
 			}
@@ -162,7 +159,7 @@ func (t *Telemetry) EndSend(ctx context.Context, r *producer.SendReceipt, err *p
 	if st.span.IsRecording() {
 		st.span.SetAttributes(AttrAttempts.Int(attempts))
 		if err != nil {
-			st.span.SetAttributes(semconv.ErrorTypeKey.String(errType), AttrCode.String(codeName(err.Code)))
+			st.span.SetAttributes(semconv.ErrorTypeKey.String(errType), AttrCode.String(err.Code.String()))
 			st.span.SetStatus(codes.Error, err.Error())
 		}
 	}
@@ -205,16 +202,4 @@ func errorType(err error) string {
 		return "canceled"
 	}
 	return semconv.ErrorTypeOther.Value.AsString()
-}
-
-// reasonName is a throttle reason's name without its prefix: BACKLOG,
-// STORAGE_LOAD, SEND_RATE, UNSPECIFIED.
-func reasonName(r rocketryv1.ThrottleReason) string {
-	return strings.TrimPrefix(r.String(), "THROTTLE_REASON_")
-}
-
-// codeName is a code's name without its prefix, such as INTERNAL_ERROR;
-// UNSPECIFIED when the answer carried none.
-func codeName(c rocketryv1.Code) string {
-	return strings.TrimPrefix(c.String(), "CODE_")
 }

@@ -49,8 +49,8 @@ const (
 	AttrAttempt = attribute.Key("rocketry.attempt")
 	// AttrRetryDelay is the wait chosen before a retry, in seconds.
 	AttrRetryDelay = attribute.Key("rocketry.retry.delay")
-	// AttrCode is a broker code's name in rocketry.v1's terms, such as
-	// TOO_MANY_REQUESTS or INTERNAL_ERROR.
+	// AttrCode is a broker code's name (brokercode.Code's String), such as
+	// TOO_MANY_REQUESTS or INTERNAL_ERROR, whichever protocol answered.
 	AttrCode = attribute.Key("rocketry.code")
 	// AttrAttempts is the number of attempts of a send, on its span.
 	AttrAttempts = attribute.Key("rocketry.attempts")

@@ -53,7 +53,7 @@ func eventNames(s sdktrace.ReadOnlySpan) []string {
 func attr(kvs []attribute.KeyValue, key attribute.Key) string {
 	for _, kv := range kvs {
 		if kv.Key == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

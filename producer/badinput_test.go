@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -15,7 +14,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rocketry-go/rocketry/broker/brokertest"
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/producer"
 	"github.com/rocketry-go/rocketry/producer/deadletter"
 )
@@ -62,140 +60,33 @@ func checkClear(t *testing.T, call string, err error, want string) {
 	}
 }
 
-func TestBadOptions(t *testing.T) {
-	b := brokertest.Start(t)
-	cc := &countingConn{}
-	store, err := deadletter.Open(filepath.Join(t.TempDir(), "dead.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	fallback := func(*producer.Message, error) {}
-	tests := []struct {
-		name string
-		opts []producer.Option
-		want string // what the error must name
-	}{
-		{"zero attempts", []producer.Option{producer.WithMaxAttempts(0)}, "WithMaxAttempts(0)"},
-		{"negative attempts", []producer.Option{producer.WithMaxAttempts(-3)}, "WithMaxAttempts(-3)"},
-		{"min int attempts", []producer.Option{producer.WithMaxAttempts(math.MinInt)}, "WithMaxAttempts"},
-		{"zero attempt timeout", []producer.Option{producer.WithAttemptTimeout(0)}, "WithAttemptTimeout(0s)"},
-		{"negative attempt timeout", []producer.Option{producer.WithAttemptTimeout(-1)}, "WithAttemptTimeout(-1ns)"},
-		{"nil throttle schedule", []producer.Option{producer.WithThrottleSchedule(nil)}, "WithThrottleSchedule(nil)"},
-		{"nil failure schedule", []producer.Option{producer.WithFailureSchedule(nil)}, "WithFailureSchedule(nil)"},
-		{"zero rate", []producer.Option{producer.WithRateLimit(0, 1)}, "WithRateLimit(0, 1)"},
-		{"negative rate", []producer.Option{producer.WithRateLimit(-5, 1)}, "WithRateLimit(-5, 1)"},
-		{"NaN rate", []producer.Option{producer.WithRateLimit(math.NaN(), 1)}, "WithRateLimit(NaN, 1)"},
-		{"infinite rate", []producer.Option{producer.WithRateLimit(math.Inf(1), 1)}, "WithRateLimit(+Inf, 1)"},
-		{"zero burst", []producer.Option{producer.WithRateLimit(10, 0)}, "WithRateLimit(10, 0)"},
-		{"zero in flight", []producer.Option{producer.WithMaxInFlight(0)}, "WithMaxInFlight(0)"},
-		{"negative in flight", []producer.Option{producer.WithMaxInFlight(-1)}, "WithMaxInFlight(-1)"},
-		{"nil fallback", []producer.Option{producer.WithFallback(nil)}, "WithFallback(nil)"},
-		{"zero budget", []producer.Option{producer.WithRetryBudget(0, 0.1)}, "WithRetryBudget(0, 0.1)"},
-		{"budget over 1000", []producer.Option{producer.WithRetryBudget(1001, 0.1)}, "WithRetryBudget(1001, 0.1)"},
-		{"NaN budget", []producer.Option{producer.WithRetryBudget(math.NaN(), 0.1)}, "WithRetryBudget(NaN, 0.1)"},
-		{"zero budget ratio", []producer.Option{producer.WithRetryBudget(10, 0)}, "WithRetryBudget(10, 0)"},
-		{"budget ratio over 1", []producer.Option{producer.WithRetryBudget(10, 1.5)}, "WithRetryBudget(10, 1.5)"},
-		{"negative body limit", []producer.Option{producer.WithMaxBodyBytes(-1)}, "WithMaxBodyBytes(-1)"},
-		{"nil logger", []producer.Option{producer.WithLogger(nil)}, "WithLogger(nil)"},
-		{"nil delivery policy", []producer.Option{producer.WithDeliveryPolicy(nil)}, "WithDeliveryPolicy(nil)"},
-		{"nil dead-letter sink", []producer.Option{producer.WithDeadLetterSink(nil)}, "WithDeadLetterSink(nil)"},
-		{"fallback and store", []producer.Option{producer.WithFallback(fallback), producer.WithDeadLetterSink(store)}, "excludes WithFallback"},
-		{"body limit over the store's", []producer.Option{producer.WithDeadLetterSink(store), producer.WithMaxBodyBytes(deadletter.MaxBodyBytes + 1)}, "WithMaxBodyBytes(1073741825): over the dead-letter sink's limit"},
-		{"second of two bad options", []producer.Option{producer.WithMaxAttempts(2), producer.WithMaxInFlight(0)}, "WithMaxInFlight(0)"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := noPanic(func() error {
-				p, err := producer.New(b.Addr(), tt.opts...)
-				if err == nil {
-					p.Close(context.Background())
-				}
-				return err
-			})
-			checkClear(t, fmt.Sprintf("New(%s)", tt.name), err, tt.want)
-			err = noPanic(func() error {
-				p, err := producer.NewFromConn(cc, tt.opts...)
-				if err == nil {
-					p.Close(context.Background())
-				}
-				return err
-			})
-			checkClear(t, fmt.Sprintf("NewFromConn(%s)", tt.name), err, tt.want)
-		})
-	}
-	if got := cc.calls.Load(); got != 0 {
-		t.Errorf("calls on the connection given to NewFromConn = %d; want 0", got)
-	}
-	if got := b.Stats().GetSendRequests(); got != 0 {
-		t.Errorf("broker SendRequests = %d; want 0", got)
-	}
-}
-
 func TestBadTargets(t *testing.T) {
-	for _, target := range []string{"", "   ", "localhost", "127.0.0.1", "a:1,,b:2", "a:1, ", ",", "a:1,b", "[::1", "host:port:extra"} {
+	for _, tt := range []struct{ target, want string }{
+		{"", `New(""): target is empty`},
+		{"   ", "New("},
+		{"localhost", `endpoint "localhost" is not host:port`},
+		{"127.0.0.1", "New("},
+		{"a:1,,b:2", `endpoint "" is not host:port`},
+		{"a:1, ", "New("},
+		{",", "New("},
+		{"a:1,b", "New("},
+		{"[::1", "New("},
+		{"host:port:extra", "New("},
+	} {
 		err := noPanic(func() error {
-			p, err := producer.New(target)
+			p, err := producer.New(tt.target)
 			if err == nil {
 				p.Close(context.Background())
 			}
 			return err
 		})
-		checkClear(t, fmt.Sprintf("New(%q)", target), err, "New(")
+		checkClear(t, fmt.Sprintf("New(%q)", tt.target), err, tt.want)
 	}
 	err := noPanic(func() error {
 		_, err := producer.NewFromConn(nil)
 		return err
 	})
 	checkClear(t, "NewFromConn(nil)", err, "NewFromConn(nil)")
-}
-
-// TestBadScopes: an option used where it does not apply is refused, naming
-// it, before any attempt.
-func TestBadScopes(t *testing.T) {
-	var invoked atomic.Int32
-	invoker := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
-		invoked.Add(1)
-		return nil
-	}
-	call := func(ic grpc.UnaryClientInterceptor, copts ...grpc.CallOption) error {
-		return noPanic(func() error {
-			return ic(context.Background(), "/rocketry.v1.MessagingService/SendMessage", &rocketryv1.SendMessageRequest{}, &rocketryv1.SendMessageResponse{}, nil, invoker, copts...)
-		})
-	}
-	tests := []struct {
-		name  string
-		ic    grpc.UnaryClientInterceptor
-		copts []grpc.CallOption
-		want  string
-	}{
-		{"WithRateLimit per call", producer.UnaryClientInterceptor(), []grpc.CallOption{producer.WithCallOptions(producer.WithRateLimit(1, 1))}, "WithRateLimit does not apply to WithCallOptions"},
-		{"WithRetryBudget per call", producer.UnaryClientInterceptor(), []grpc.CallOption{producer.WithCallOptions(producer.WithRetryBudget(10, 0.1))}, "WithRetryBudget does not apply to WithCallOptions"},
-		{"invalid option per call", producer.UnaryClientInterceptor(), []grpc.CallOption{producer.WithCallOptions(producer.WithAttemptTimeout(-1))}, "WithAttemptTimeout(-1ns)"},
-	}
-	for _, tt := range tests {
-		checkClear(t, tt.name, call(tt.ic, tt.copts...), tt.want)
-	}
-	// Options of the interceptor itself are refused when it is built.
-	for _, tt := range []struct {
-		name string
-		opt  producer.Option
-		want string
-	}{
-		{"WithMaxInFlight in the interceptor", producer.WithMaxInFlight(8), "WithMaxInFlight does not apply to UnaryClientInterceptor"},
-		{"WithDeadLetterSink in the interceptor", producer.WithDeadLetterSink(producer.FallbackFunc(func(*producer.Message, error) {})), "WithDeadLetterSink does not apply to UnaryClientInterceptor"},
-		{"WithFallback in the interceptor", producer.WithFallback(func(*producer.Message, error) {}), "WithFallback does not apply"},
-		{"invalid option in the interceptor", producer.WithMaxAttempts(0), "WithMaxAttempts(0)"},
-	} {
-		_, err := producer.NewUnaryClientInterceptor(tt.opt)
-		checkClear(t, tt.name, err, tt.want)
-	}
-	// NewFromConn's connection is already dialled.
-	_, err := producer.NewFromConn(&countingConn{}, producer.WithDialOptions())
-	checkClear(t, "WithDialOptions in NewFromConn", err, "WithDialOptions does not apply to NewFromConn")
-	if got := invoked.Load(); got != 0 {
-		t.Errorf("invoker called %d times; want 0", got)
-	}
 }
 
 // TestBadMessages: an invalid message is refused by Send, SendAsync and

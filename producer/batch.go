@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"google.golang.org/grpc"
@@ -434,7 +435,7 @@ func (s v1Batch) sendBatch(ctx context.Context, b *batch) {
 		return
 	}
 	o := classifyError(err)
-	if o.Kind == Permanent && n > 1 && o.Code != rocketryv1.Code_CODE_TOPIC_NOT_FOUND {
+	if o.Kind == Permanent && n > 1 && o.Code != brokercode.TopicNotFound {
 		splitAll(b)
 		return
 	}

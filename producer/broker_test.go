@@ -14,6 +14,7 @@ import (
 	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
+	"github.com/rocketry-go/rocketry/brokercode"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -107,7 +108,7 @@ func TestBacklogThrottling(t *testing.T) {
 		for _, e := range evs {
 			switch e.Kind {
 			case EventThrottle:
-				if e.Reason != rocketryv1.ThrottleReason_THROTTLE_REASON_BACKLOG || e.Code != rocketryv1.Code_CODE_TOO_MANY_REQUESTS {
+				if e.Reason != brokercode.ReasonBacklog || e.Code != brokercode.TooManyRequests {
 					t.Errorf("%s: throttle event %+v; want 530 BACKLOG", id, e)
 				}
 			case EventRetry:
@@ -186,22 +187,22 @@ func TestBrokerRefusals(t *testing.T) {
 		timeout       time.Duration
 		wantKind      error
 		wantAttempts  int
-		wantCode      rocketryv1.Code
+		wantCode      brokercode.Code
 		anyCode       bool // a timeout: the broker's answer may race the client's timer
 	}{
 		{name: "attempts counted with the first", faults: broker.Faults{Unavailable: true}, opts: []Option{WithMaxAttempts(4)},
-			wantKind: ErrAttemptsExhausted, wantAttempts: 4, wantCode: rocketryv1.Code_CODE_UNAVAILABLE},
+			wantKind: ErrAttemptsExhausted, wantAttempts: 4, wantCode: brokercode.Unavailable},
 		{name: "413 is not retried", brokerOpts: []broker.Option{broker.WithMaxBodyBytes(10)}, body: 100,
-			wantKind: ErrNotRetryable, wantAttempts: 1, wantCode: rocketryv1.Code_CODE_MESSAGE_TOO_LARGE},
+			wantKind: ErrNotRetryable, wantAttempts: 1, wantCode: brokercode.MessageTooLarge},
 		{name: "transactional not retried after a timeout", faults: broker.Faults{BlackholeRate: 1}, transactional: true, opts: []Option{WithAttemptTimeout(50 * time.Millisecond)},
 			wantKind: ErrNotRetryable, wantAttempts: 1, anyCode: true},
 		{name: "non-transactional retried after a timeout", faults: broker.Faults{BlackholeRate: 1}, opts: []Option{WithAttemptTimeout(50 * time.Millisecond)},
 			wantKind: ErrAttemptsExhausted, wantAttempts: 3, anyCode: true},
 		{name: "transactional not retried after INTERNAL", faults: broker.Faults{InternalRate: 1}, transactional: true,
-			wantKind: ErrNotRetryable, wantAttempts: 1, wantCode: rocketryv1.Code_CODE_INTERNAL_ERROR},
+			wantKind: ErrNotRetryable, wantAttempts: 1, wantCode: brokercode.InternalError},
 		{name: "deadline too short for the throttle wait", brokerOpts: []broker.Option{broker.WithThrottle(broker.Throttle{MaxSendRate: 1})},
 			opts: []Option{WithThrottleSchedule(backoff.Constant(time.Hour))}, timeout: 5 * time.Second,
-			wantKind: ErrDeadlineTooShort, wantAttempts: 1, wantCode: rocketryv1.Code_CODE_TOO_MANY_REQUESTS},
+			wantKind: ErrDeadlineTooShort, wantAttempts: 1, wantCode: brokercode.TooManyRequests},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -259,7 +260,7 @@ func TestExhaustionIntoFallbackAndSink(t *testing.T) {
 		m := msg("t")
 		_, err := p.Send(context.Background(), m)
 		var se *SendError
-		if !errors.As(err, &se) || !se.Spooled || se.Attempts != 3 {
+		if !errors.As(err, &se) || !se.DeadLettered || se.Attempts != 3 {
 			t.Fatalf("Send() = %v; want a spooled *SendError after 3 attempts", err)
 		}
 		if len(got) != 1 || got[0] != m {
@@ -275,7 +276,7 @@ func TestExhaustionIntoFallbackAndSink(t *testing.T) {
 		m := msg("t")
 		_, err = p.Send(context.Background(), m)
 		var se *SendError
-		if !errors.As(err, &se) || !se.Spooled {
+		if !errors.As(err, &se) || !se.DeadLettered {
 			t.Fatalf("Send() = %v; want a spooled *SendError", err)
 		}
 		if err := p.Close(context.Background()); err != nil {
@@ -286,7 +287,7 @@ func TestExhaustionIntoFallbackAndSink(t *testing.T) {
 			t.Fatalf("sink holds %d records, %v; want 1, of %s", sink.len(), r, m.ID)
 		}
 		// 503 with the broker's detail: known not stored, so no endpoint.
-		if r.Message != m || r.Attempts != 3 || r.Code != rocketryv1.Code_CODE_UNAVAILABLE || r.Err == "" || r.MaybeStoredAt != "" || r.SendError != se {
+		if r.Message != m || r.Attempts != 3 || r.Code != brokercode.Unavailable || r.Err == "" || r.MaybeStoredAt != "" || r.SendError != se {
 			t.Errorf("dead letter = %+v; want ID %s, 3 attempts, 503, an error, no endpoint, the send's error", r, m.ID)
 		}
 	})

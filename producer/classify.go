@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -61,7 +62,7 @@ func classifyError(err error) Outcome {
 		for _, d := range s.Details() {
 			switch d := d.(type) {
 			case *rocketryv1.ErrorDetail:
-				o.Code, o.Reason = d.GetCode(), d.GetReason()
+				o.Code, o.Reason = fromV1(d)
 				o.WireCode = int32(o.Code)
 			case *errdetails.RetryInfo:
 				if d.GetRetryDelay() != nil {
@@ -71,14 +72,14 @@ func classifyError(err error) Outcome {
 		}
 	}
 	switch gc := s.Code(); {
-	case o.Code == rocketryv1.Code_CODE_TOO_MANY_REQUESTS:
+	case o.Code == brokercode.TooManyRequests:
 		o.Kind = Throttled
 	case gc == codes.ResourceExhausted && tooLarge(s.Message()):
-		o.Kind, o.Code, o.Hint = Permanent, rocketryv1.Code_CODE_MESSAGE_TOO_LARGE, 0
+		o.Kind, o.Code, o.Hint = Permanent, brokercode.MessageTooLarge, 0
 	case gc == codes.ResourceExhausted:
 		o.Kind = Throttled
-		o.Code = rocketryv1.Code_CODE_TOO_MANY_REQUESTS
-	case o.Code == rocketryv1.Code_CODE_INTERNAL_ERROR || o.Code == rocketryv1.Code_CODE_UNAVAILABLE:
+		o.Code = brokercode.TooManyRequests
+	case o.Code == brokercode.InternalError || o.Code == brokercode.Unavailable:
 		o.Kind = FailedNotStored
 	case gc == codes.Unavailable, gc == codes.Internal, gc == codes.Unknown, gc == codes.Aborted,
 		gc == codes.DeadlineExceeded, gc == codes.Canceled:
@@ -87,6 +88,14 @@ func classifyError(err error) Outcome {
 		o.Kind = Permanent
 	}
 	return o
+}
+
+// fromV1 reads rocketry.v1's ErrorDetail into the project's code and
+// reason: rocketry.v1's numbers are brokercode's (its tests pin them), so
+// the mapping is the identity, and a code outside brokercode's table keeps
+// its number.
+func fromV1(d *rocketryv1.ErrorDetail) (brokercode.Code, brokercode.Reason) {
+	return brokercode.Code(d.GetCode()), brokercode.Reason(d.GetReason())
 }
 
 // tooLarge reports whether a RESOURCE_EXHAUSTED message is gRPC's own
@@ -102,7 +111,7 @@ func errOutcome(err error) Outcome {
 	var se *SendError
 	if errors.As(err, &se) {
 		o := Outcome{Kind: se.Last, Code: se.Code, WireCode: se.WireCode, Reason: se.Reason, Err: se.Cause}
-		if o.Kind == 0 && o.Code == rocketryv1.Code_CODE_TOO_MANY_REQUESTS {
+		if o.Kind == 0 && o.Code == brokercode.TooManyRequests {
 			o.Kind = Throttled
 		}
 		return o
@@ -123,12 +132,13 @@ func IsThrottled(err error) bool {
 	return err != nil && errOutcome(err).Kind == Throttled
 }
 
-// CodeOf returns the broker code err carries, in rocketry.v1's terms: a
+// CodeOf returns the broker code err carries, in the project's terms
+// (package brokercode, whichever protocol answered): a
 // *SendError's Code, or the code its classifier reads from a gRPC status
-// or a RocketMQ 5 status; CODE_UNSPECIFIED when there is none.
-func CodeOf(err error) rocketryv1.Code {
+// or a RocketMQ 5 status; brokercode.Unspecified when there is none.
+func CodeOf(err error) brokercode.Code {
 	if err == nil {
-		return rocketryv1.Code_CODE_UNSPECIFIED
+		return brokercode.Unspecified
 	}
 	return errOutcome(err).Code
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rocketry-go/rocketry/backoff"
+	"github.com/rocketry-go/rocketry/brokercode"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -86,7 +87,7 @@ func TestSizeLimitIsPermanent(t *testing.T) {
 	assert.ErrorIs(t, err, ErrNotRetryable)
 	assert.Equal(t, 1, se.Attempts)
 	assert.Equal(t, Permanent, se.Last)
-	assert.Equal(t, rocketryv1.Code_CODE_MESSAGE_TOO_LARGE, se.Code)
+	assert.Equal(t, brokercode.MessageTooLarge, se.Code)
 	assert.False(t, IsThrottled(err), "IsThrottled(%v)", err)
 	assert.Equal(t, codes.ResourceExhausted, status.Code(err))
 
@@ -198,7 +199,7 @@ func (bodyClassifier) Classify(reply any, err error) Outcome {
 	}
 	r := reply.(*rocketryv1.SendMessageResponse)
 	if len(r.GetResults()) > 0 && strings.HasPrefix(r.GetResults()[0].GetMessageId(), "busy") {
-		return Outcome{Kind: Throttled, Code: rocketryv1.Code_CODE_TOO_MANY_REQUESTS, Err: errors.New("busy")}
+		return Outcome{Kind: Throttled, Code: brokercode.TooManyRequests, Err: errors.New("busy")}
 	}
 	return Outcome{Kind: Stored}
 }

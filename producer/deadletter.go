@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/brokercode"
 )
 
 // A DeadLetter is a message whose send failed after validation (attempts
@@ -23,17 +23,19 @@ type DeadLetter struct {
 	Err string
 	// Attempts is how many attempts were made, counting the first.
 	Attempts int
-	// Code is the last broker code, CODE_UNSPECIFIED when none was known.
-	Code rocketryv1.Code
+	// Code is the last broker code, brokercode.Unspecified when none was
+	// known.
+	Code brokercode.Code
 	// MaybeStoredAt names the endpoint of the last attempt whose outcome was
 	// unknown (host:port, or a RocketMQ 5 broker's name and endpoints,
 	// "broker-a@host:port[;host:port]"): the message may be
 	// stored there, so a replay sends it there and nowhere else (see
 	// Producer.Resend). Empty when every attempt's outcome was known.
 	MaybeStoredAt string
-	// SpooledAt is when the message was first handed back; zero when not
+	// DeadLetteredAt is when the message was first handed to a dead-letter
+	// sink (a store keeps the first time over replays); zero when not
 	// known.
-	SpooledAt time.Time
+	DeadLetteredAt time.Time
 	// SendError is the send's error when the dead letter comes from a live
 	// send; nil for one read back from a store.
 	SendError *SendError
@@ -47,7 +49,7 @@ type DeadLetterSink interface {
 	// Put keeps d. It is called on the sending goroutine, concurrently for
 	// concurrent sends, and must not keep d.Message beyond its return
 	// unless it copies it. A nil error means d is kept:
-	// SendError.Spooled is then true. d.Message has an ID.
+	// SendError.DeadLettered is then true. d.Message has an ID.
 	Put(d *DeadLetter) error
 }
 
@@ -80,7 +82,7 @@ type bodyLimiter interface {
 // github.com/rocketry-go/rocketry/producer/deadletter, which the caller
 // opens before New and closes after Close. s.Put runs before Send returns
 // or the callback runs, and Close waits for it; a Put that fails is logged
-// at error level and the SendError says Spooled false. When s has a method
+// at error level and the SendError says DeadLettered false. When s has a method
 // MaxBodyBytes() int, New refuses a WithMaxBodyBytes above it, so that no
 // message the Producer accepts is too large to keep. It excludes
 // WithFallback. s must not be nil. Applies to New and NewFromConn.
@@ -134,7 +136,7 @@ func (c *config) checkSink(where string) error {
 
 // deadLetter is the DeadLetter of a failed send.
 func deadLetter(m *Message, se *SendError) *DeadLetter {
-	d := &DeadLetter{Message: m, Attempts: se.Attempts, Code: se.Code, MaybeStoredAt: se.MaybeStoredAt, SpooledAt: time.Now(), SendError: se}
+	d := &DeadLetter{Message: m, Attempts: se.Attempts, Code: se.Code, MaybeStoredAt: se.MaybeStoredAt, DeadLetteredAt: time.Now(), SendError: se}
 	if se.Cause != nil {
 		d.Err = se.Cause.Error()
 	} else {
@@ -150,7 +152,7 @@ func (p *Producer) putDeadLetter(m *Message, se *SendError) {
 		return
 	}
 	if p.cfg.sinkAfter {
-		se.Spooled = true // handOff gives it to the fallback next
+		se.DeadLettered = true // handOff gives it to the fallback next
 		return
 	}
 	if err := p.cfg.sink.Put(deadLetter(m, se)); err != nil {
@@ -158,7 +160,7 @@ func (p *Producer) putDeadLetter(m *Message, se *SendError) {
 			slog.String("message_id", m.ID), slog.String("error", err.Error()))
 		return
 	}
-	se.Spooled = true
+	se.DeadLettered = true
 	p.logDeadLetter(m, se)
 }
 

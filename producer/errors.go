@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
 // ErrInvalidMessage is returned, wrapped with what is wrong, when a message
@@ -87,21 +87,21 @@ type SendError struct {
 	MessageID string
 	// Attempts is the number of attempts made, counting the first.
 	Attempts int
-	// Code is the broker code of the last answer, CODE_UNSPECIFIED when it
+	// Code is the broker code of the last answer, brokercode.Unspecified when it
 	// carried none (a lost connection, a timeout).
-	Code rocketryv1.Code
+	Code brokercode.Code
 	// WireCode is the last answer's code as its protocol spelt it (the
 	// rocketry.v1 code, or the apache.rocketmq.v2 status code such as
 	// 42900); 0 when it carried none.
 	WireCode int32
 	// Reason is the last throttle reason, if any attempt was throttled.
-	Reason rocketryv1.ThrottleReason
+	Reason brokercode.Reason
 	// Last is the kind of the last attempt's outcome (0 when no attempt
 	// was made).
 	Last OutcomeKind
-	// Spooled is true when the message was handed to the dead-letter sink
-	// (WithDeadLetterSink, WithFallback) and kept.
-	Spooled bool
+	// DeadLettered is true when the message was handed to the dead-letter
+	// sink (WithDeadLetterSink, WithFallback) and kept.
+	DeadLettered bool
 	// MaybeStoredAt names the endpoint (host:port, or a RocketMQ 5 broker's
 	// name and endpoints, "broker-a@host:port[;host:port]") of the last
 	// attempt whose outcome was unknown: the message may be stored there,
@@ -135,7 +135,7 @@ func (e *SendError) Error() string {
 		b.WriteString(strings.TrimPrefix(e.kind.Error(), "producer: "))
 		b.WriteString(")")
 	}
-	if e.Spooled {
+	if e.DeadLettered {
 		b.WriteString(", handed to the dead-letter sink")
 	}
 	if e.Cause != nil {

@@ -74,7 +74,7 @@ func ExampleWithObserver() {
 	_, err = p.Send(context.Background(), &producer.Message{Topic: "orders", Body: []byte("order 2")})
 	var se *producer.SendError
 	if errors.As(err, &se) {
-		fmt.Println(errors.Is(err, producer.ErrAttemptsExhausted), se.Attempts, se.Code, se.Spooled)
+		fmt.Println(errors.Is(err, producer.ErrAttemptsExhausted), se.Attempts, se.Code, se.DeadLettered)
 	}
 	// Output:
 	// attempt 1
@@ -85,7 +85,7 @@ func ExampleWithObserver() {
 	// fallback: order 2
 	// exhausted 3
 	// dead-letter 3
-	// true 3 CODE_UNAVAILABLE true
+	// true 3 UNAVAILABLE true
 }
 
 func ExampleProducer_SendAsync() {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/rocketry-go/rocketry/backoff"
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/brokercode"
 )
 
 // This file holds the retry contract (the retry table of docs/retries.md, ARCHITECTURE.md's
@@ -66,8 +66,8 @@ type executor struct {
 	attempts  int
 	failures  int
 	throttles int
-	last      Outcome                   // of the last attempt
-	reason    rocketryv1.ThrottleReason // of the last throttled attempt
+	last      Outcome           // of the last attempt
+	reason    brokercode.Reason // of the last throttled attempt
 
 	// The throttle schedule's delay for retry drawnFor, drawn in advance:
 	// the connection backoff gives the attempt after a wait the next
@@ -365,7 +365,7 @@ func (x *executor) sendError(d decision) *SendError {
 func (c *config) finish(ctx context.Context, se *SendError) {
 	if c.watched() {
 		c.emit(ctx, Event{Kind: EventExhausted, MessageID: se.MessageID, Attempt: se.Attempts, Code: se.Code, Reason: se.Reason, Err: se})
-		if se.Spooled {
+		if se.DeadLettered {
 			c.emit(ctx, Event{Kind: EventDeadLetter, MessageID: se.MessageID, Attempt: se.Attempts, Code: se.Code, Reason: se.Reason, Err: se})
 		}
 	}

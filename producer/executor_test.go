@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rocketry-go/rocketry/backoff"
+	"github.com/rocketry-go/rocketry/brokercode"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -170,7 +171,7 @@ func TestRetryBudget(t *testing.T) {
 }
 
 func TestSendErrorIs(t *testing.T) {
-	se := &SendError{MessageID: "m1", Attempts: 3, Code: rocketryv1.Code_CODE_UNAVAILABLE, Cause: err503, kind: ErrAttemptsExhausted}
+	se := &SendError{MessageID: "m1", Attempts: 3, Code: brokercode.Unavailable, Cause: err503, kind: ErrAttemptsExhausted}
 	for _, target := range []error{ErrAttemptsExhausted, err503} {
 		if !errors.Is(se, target) {
 			t.Errorf("errors.Is(%v, %v) = false; want true", se, target)
@@ -185,10 +186,10 @@ func TestSendErrorIs(t *testing.T) {
 	if status.Code(se) != codes.Unavailable {
 		t.Errorf("status.Code(SendError) = %v; want Unavailable", status.Code(se))
 	}
-	if !IsThrottled(err530) || IsThrottled(err503) || !IsThrottled(&SendError{Code: rocketryv1.Code_CODE_TOO_MANY_REQUESTS}) {
+	if !IsThrottled(err530) || IsThrottled(err503) || !IsThrottled(&SendError{Code: brokercode.TooManyRequests}) {
 		t.Errorf("IsThrottled is wrong")
 	}
-	if got := CodeOf(err400); got != rocketryv1.Code_CODE_BAD_REQUEST {
+	if got := CodeOf(err400); got != brokercode.BadRequest {
 		t.Errorf("CodeOf(400) = %v; want CODE_BAD_REQUEST", got)
 	}
 }

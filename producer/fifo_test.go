@@ -356,7 +356,7 @@ func TestFifoGroupFailureFailsTheQueued(t *testing.T) {
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, ids[b], se.MessageID)
 		assert.Zero(t, se.Attempts)
-		assert.True(t, se.Spooled)
+		assert.True(t, se.DeadLettered)
 		assert.NotNil(t, sink.get(ids[b]), "%s kept in the dead-letter sink", b)
 	}
 	assert.NotNil(t, sink.get(ids["g-2"]))

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rocketry-go/rocketry/brokercode"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -160,7 +161,7 @@ func tooLargeToSend(req any, copts []grpc.CallOption) *SendError {
 	}
 	if n := proto.Size(pm); n > limit {
 		cause := status.Errorf(codes.ResourceExhausted, "producer: request of %d bytes is larger than the call's MaxCallSendMsgSize of %d", n, limit)
-		return &SendError{Code: rocketryv1.Code_CODE_MESSAGE_TOO_LARGE, Last: Permanent, Cause: cause, kind: ErrNotRetryable}
+		return &SendError{Code: brokercode.MessageTooLarge, Last: Permanent, Cause: cause, kind: ErrNotRetryable}
 	}
 	return nil
 }

@@ -3,8 +3,6 @@ package producer
 import (
 	"context"
 	"errors"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"strings"
 	"testing"
 
@@ -117,41 +115,4 @@ func TestInterceptorThrottleSchedule(t *testing.T) {
 	if s.count() != 5 {
 		t.Errorf("calls = %d; want 5", s.count())
 	}
-}
-
-// TestInterceptorInvalidOptions: options are validated when the
-// interceptor is built; the error is an *OptionError naming the option, and
-// UnaryClientInterceptor panics with it.
-func TestInterceptorInvalidOptions(t *testing.T) {
-	for _, tt := range []struct {
-		opt  Option
-		name string
-	}{
-		{WithMaxAttempts(-1), "WithMaxAttempts"},
-		{WithMaxInFlight(3), "WithMaxInFlight"},
-		{WithFallback(func(*Message, error) {}), "WithFallback"},
-		{WithClassifier(nil), "WithClassifier"},
-	} {
-		i, err := NewUnaryClientInterceptor(tt.opt)
-		var oe *OptionError
-		require.ErrorAs(t, err, &oe, "NewUnaryClientInterceptor(%s)", tt.name)
-		assert.Equal(t, tt.name, oe.Option)
-		assert.Nil(t, i)
-		assert.PanicsWithError(t, err.Error(), func() { UnaryClientInterceptor(tt.opt) })
-	}
-}
-
-// TestInterceptorInvalidCallOptions: a bad per-call option fails the call
-// without an attempt, with an *OptionError.
-func TestInterceptorInvalidCallOptions(t *testing.T) {
-	s := &stub{}
-	addr := startStub(t, s)
-	cc := dialWith(t, addr, UnaryClientInterceptor())
-	for _, o := range []Option{WithMaxAttempts(0), WithMaxInFlight(3)} {
-		_, err := rocketryv1.NewMessagingServiceClient(cc).SendMessage(context.Background(), sendReq("x", false), WithCallOptions(o))
-		var oe *OptionError
-		require.ErrorAs(t, err, &oe)
-		assert.Equal(t, o.name(), oe.Option)
-	}
-	assert.Equal(t, 0, s.count())
 }

@@ -83,7 +83,7 @@ func (m *Message) validate(maxBody int) error {
 		return err
 	}
 	// proto3 strings must be UTF-8: gRPC would refuse to marshal them (an
-	// INTERNAL error, retried), and so would the spool.
+	// INTERNAL error, retried), and so would the dead-letter store.
 	for i, k := range m.Keys {
 		if !utf8.ValidString(k) {
 			return fmt.Errorf("%w: key %d is not valid UTF-8", ErrInvalidMessage, i)

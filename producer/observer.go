@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/brokercode"
 )
 
 // Observer is called on every event of every send (WithObserver). It runs on
@@ -71,11 +71,11 @@ type Event struct {
 	// Why (EventRetry) is the kind of the attempt's outcome: Throttled,
 	// FailedNotStored or FailedUnknown.
 	Why OutcomeKind
-	// Code is the broker code of the attempt's answer, CODE_UNSPECIFIED
+	// Code is the broker code of the attempt's answer, brokercode.Unspecified
 	// when it had none.
-	Code rocketryv1.Code
+	Code brokercode.Code
 	// Reason (EventThrottle) is the throttle reason.
-	Reason rocketryv1.ThrottleReason
+	Reason brokercode.Reason
 	// Endpoint is the target of the attempt.
 	Endpoint string
 	// Err is the attempt's error (EventRetry, EventThrottle) or the send's
@@ -141,7 +141,7 @@ func (s *SendInfo) Get(key string) string {
 
 // Set sets property key of the outgoing message: every attempt carries it.
 // The caller's Message is not changed (its properties are copied once), so
-// a spooled message or a fallback's does not carry it.
+// a dead-lettered message or a fallback's does not carry it.
 func (s *SendInfo) Set(key, value string) {
 	if s.props == nil {
 		s.props = make(map[string]string, len(s.Message.Properties)+1)

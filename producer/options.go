@@ -40,8 +40,13 @@ const (
 
 // An Option configures a Producer (New, NewFromConn), an interceptor
 // (UnaryClientInterceptor) or one call through it (WithCallOptions). Each
-// option's comment says where it applies; using one elsewhere is an error
-// that names it.
+// option's comment says where it applies, in one of these words: "Applies
+// everywhere", "Applies to New only" (NewFromConn's connection is made and
+// speaks rocketry.v1, so WithDialOptions, WithResolvers, WithProtocol and
+// the RocketMQ 5 options are New's), "Applies to New and NewFromConn",
+// "Applies to New, NewFromConn and the interceptor, not per call", or
+// "Applies to the interceptor and per call". Using one elsewhere is an
+// *OptionError that names it.
 type Option interface {
 	apply(*config) error
 	scope() scope
@@ -268,8 +273,8 @@ func WithFailoverOnUnknownOutcome() Option {
 // average with bursts of burst, with golang.org/x/time/rate; the default is
 // no limit. perSecond must be > 0 and finite, burst >= 1. A wait for the
 // limiter that would end after the caller's deadline fails the send at once
-// (ErrDeadlineTooShort). Applies to New and UnaryClientInterceptor, not per
-// call.
+// (ErrDeadlineTooShort). Applies to New, NewFromConn and the interceptor,
+// not per call.
 func WithRateLimit(perSecond float64, burst int) Option {
 	return option{"WithRateLimit", scopeProducer | scopeInterceptor, func(c *config) error {
 		if !(perSecond > 0) || math.IsInf(perSecond, 0) {
@@ -296,7 +301,8 @@ func WithRand(r backoff.Rand) Option {
 
 // WithMaxInFlight sets the number of async sends in flight at once,
 // overriding the default of 1024; n must be >= 1. SendAsync waits for room
-// beyond it and TrySendAsync fails with ErrBufferFull. Applies to New only.
+// beyond it and TrySendAsync fails with ErrBufferFull. Applies to New and
+// NewFromConn.
 func WithMaxInFlight(n int) Option {
 	return option{"WithMaxInFlight", scopeProducer, func(c *config) error {
 		if n < 1 {
@@ -339,7 +345,7 @@ func WithHook(h Hook) Option {
 // and retries are allowed only while more than maxTokens/2 are left. The
 // default is no budget. maxTokens must be in (0, 1000] and tokenRatio in
 // (0, 1]. The bucket is shared by all sends of a Producer or interceptor.
-// Applies to New and UnaryClientInterceptor, not per call.
+// Applies to New, NewFromConn and the interceptor, not per call.
 func WithRetryBudget(maxTokens, tokenRatio float64) Option {
 	return option{"WithRetryBudget", scopeProducer | scopeInterceptor, func(c *config) error {
 		if !(maxTokens > 0 && maxTokens <= 1000) {
@@ -356,7 +362,7 @@ func WithRetryBudget(maxTokens, tokenRatio float64) Option {
 // WithMaxBodyBytes sets the largest body a message may have, overriding the
 // default of DefaultMaxBodyBytes (4 MiB); n must be >= 0. A larger body
 // fails validation (ErrInvalidMessage) without any attempt. Applies to New
-// only.
+// and NewFromConn.
 func WithMaxBodyBytes(n int) Option {
 	return option{"WithMaxBodyBytes", scopeProducer, func(c *config) error {
 		if n < 0 {
@@ -401,8 +407,8 @@ func (globalRand) Float64() float64 { return mathrand.Float64() }
 // (as WithThrottleSchedule(p)); when its MaxReceivesPerSecond is > 0 it also
 // limits attempts to that rate, with a burst of 1 (as WithRateLimit). The
 // policy's retries set the attempts (its NumRetries + 1) unless
-// WithMaxAttempts is given. p must
-// not be nil. Applies to New and UnaryClientInterceptor, not per call.
+// WithMaxAttempts is given. p must not be nil. Applies to New, NewFromConn
+// and the interceptor, not per call.
 func WithDeliveryPolicy(p *backoff.DeliveryPolicy) Option {
 	return option{"WithDeliveryPolicy", scopeProducer | scopeInterceptor, func(c *config) error {
 		if p == nil {
@@ -443,8 +449,8 @@ func WithClassifier(c Classifier) Option {
 // "[TIMEOUT_CLEAN_QUEUE]" send queue) paces every topic of the endpoint.
 // Each refused message still waits its own throttle schedule, and a retry
 // after a failure is never held. Throttles with the broker's RetryInfo hint
-// end the pacing. Applies to New, NewFromConn and the interceptor (per
-// target and topic).
+// end the pacing. Applies to New, NewFromConn and the interceptor, not per
+// call (the interceptor paces per target and topic).
 func WithPacing(on bool) Option {
 	return option{"WithPacing", scopeProducer | scopeInterceptor, func(c *config) error {
 		c.pacing = on

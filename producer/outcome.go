@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/brokercode"
 )
 
 // OutcomeKind is what one attempt's answer says of its message.
@@ -50,15 +50,16 @@ func (k OutcomeKind) String() string {
 type Outcome struct {
 	// Kind is the class of the answer; it decides what follows.
 	Kind OutcomeKind
-	// Code is the broker code in rocketry.v1's terms (530 for any throttle,
-	// 500/503 for failures the broker reported, the 4xx family), or
-	// CODE_UNSPECIFIED when the answer carried none.
-	Code rocketryv1.Code
+	// Code is the broker code in the project's terms, whichever protocol
+	// answered (package brokercode: TooManyRequests for any throttle,
+	// InternalError and Unavailable for failures the broker reported, the
+	// 4xx family), or brokercode.Unspecified when the answer carried none.
+	Code brokercode.Code
 	// WireCode is the code as the protocol spelt it: the rocketry.v1 code,
 	// the apache.rocketmq.v2 status code (42900, 50001, ...), or 0.
 	WireCode int32
 	// Reason is the throttle reason, when the broker gave one.
-	Reason rocketryv1.ThrottleReason
+	Reason brokercode.Reason
 	// Hint is the broker's suggested wait before a retry (google.rpc.RetryInfo);
 	// 0 when absent. It may lengthen the schedule's wait, never shorten it.
 	Hint time.Duration

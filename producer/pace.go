@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/brokercode"
 )
 
 // This file says which pacer a throttle belongs to: the scope of what the
@@ -73,7 +73,7 @@ func (pc pace) record(o Outcome, start, end time.Time) {
 // wideThrottle reports whether a refusal names a state of the whole broker
 // (see above), rather than of the topic.
 func wideThrottle(o Outcome) bool {
-	if o.Reason == rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD {
+	if o.Reason == brokercode.ReasonStorageLoad {
 		return true
 	}
 	if o.Err == nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"golang.org/x/time/rate"
 
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/brokercode"
 )
 
 // This file runs the pacer against every shape of throttling of issue 20,
@@ -35,8 +35,8 @@ type simShape interface {
 const simRTT = 200 * time.Microsecond
 
 var (
-	simRateErr = errors.New("sim: 530 SEND_RATE")
-	simBusyErr = errors.New("sim: 42900 [TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while")
+	errSimRate = errors.New("sim: 530 SEND_RATE")
+	errSimBusy = errors.New("sim: 42900 [TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while")
 )
 
 // bucketShape is a token bucket for every topic.
@@ -46,7 +46,7 @@ func (b *bucketShape) refuse(_ string, _, _ int, now time.Time) error {
 	if b.lim.AllowN(now, 1) {
 		return nil
 	}
-	return simRateErr
+	return errSimRate
 }
 
 // hotShape refuses topic "hot" always (a backlog).
@@ -54,7 +54,7 @@ type hotShape struct{}
 
 func (hotShape) refuse(topic string, _, _ int, _ time.Time) error {
 	if topic == "hot" {
-		return simRateErr
+		return errSimRate
 	}
 	return nil
 }
@@ -65,7 +65,7 @@ type oneInTenShape struct{}
 func (oneInTenShape) refuse(_ string, id, n int, _ time.Time) error {
 	h := uint64(id) * 0x9E3779B97F4A7C15 // a hash: one in ten, not the same turn of every sender
 	if (h^h>>29)%10 == 0 && n == 1 {
-		return simRateErr
+		return errSimRate
 	}
 	return nil
 }
@@ -168,13 +168,13 @@ func simSend(shape simShape, ps *pacers, topic string, id int, pacing bool) (boo
 			d, admitted := q.admit(time.Now())
 			time.Sleep(d)
 			if !admitted {
-				err = simBusyErr
+				err = errSimBusy
 			}
 		}
 		time.Sleep(simRTT / 2)
 		o := Outcome{Kind: Stored}
 		if err != nil {
-			o = Outcome{Kind: Throttled, Err: err, Reason: rocketryv1.ThrottleReason_THROTTLE_REASON_SEND_RATE}
+			o = Outcome{Kind: Throttled, Err: err, Reason: brokercode.ReasonSendRate}
 		}
 		pc.record(o, start, time.Now())
 		if err == nil {

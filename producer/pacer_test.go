@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/rocketry-go/rocketry/backoff"
+	"github.com/rocketry-go/rocketry/brokercode"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
@@ -119,7 +120,7 @@ func TestPacerScope(t *testing.T) {
 	}
 	at := now.Add(200 * time.Millisecond)
 	for range 20 {
-		hot.record(Outcome{Kind: Throttled, Reason: rocketryv1.ThrottleReason_THROTTLE_REASON_BACKLOG, Err: err530}, at, at)
+		hot.record(Outcome{Kind: Throttled, Reason: brokercode.ReasonBacklog, Err: err530}, at, at)
 	}
 	assert.True(t, hot.topic.on.Load(), "hot is paced")
 	assert.False(t, cold.topic.on.Load(), "cold is not")
@@ -128,7 +129,7 @@ func TestPacerScope(t *testing.T) {
 	busy := brokerErr(codes.ResourceExhausted, rocketryv1.Code_CODE_TOO_MANY_REQUESTS, 0, 0)
 	assert.False(t, wideThrottle(Outcome{Kind: Throttled, Err: busy}))
 	assert.True(t, wideThrottle(Outcome{Kind: Throttled, Err: errors.New("42900 [TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while")}))
-	assert.True(t, wideThrottle(Outcome{Kind: Throttled, Reason: rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD}))
+	assert.True(t, wideThrottle(Outcome{Kind: Throttled, Reason: brokercode.ReasonStorageLoad}))
 	for range 20 {
 		cold.record(Outcome{Kind: Throttled, Err: errors.New("[TIMEOUT_CLEAN_QUEUE]broker busy")}, at, at)
 	}

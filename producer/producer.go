@@ -207,7 +207,7 @@ func (p *Producer) enter() bool {
 // ErrDeadlineTooShort, ErrNotRetryable, ErrRetryBudget, ErrClosed, or ctx's
 // error) and the message has been handed to the dead-letter sink
 // (WithDeadLetterSink, WithFallback), when one is configured
-// (SendError.Spooled). A Send on a closed Producer
+// (SendError.DeadLettered). A Send on a closed Producer
 // returns ErrClosed.
 //
 // ctx bounds the whole send; each attempt has its own timeout within it
@@ -427,7 +427,7 @@ func (p *Producer) sendRocketMQ(ctx context.Context, m *Message, bt *batcher, pn
 	if se := x.run(ctx); se != nil {
 		return nil, se
 	}
-	q, off, _, _ := c.result()
+	q, off, _ := c.result()
 	return &SendReceipt{MessageID: m.ID, QueueID: q, Offset: off, Attempts: x.attempts}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
+	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/stretchr/testify/assert"
@@ -25,7 +26,7 @@ func TestDecisionsOnBothProtocols(t *testing.T) {
 		attempts int
 		last     OutcomeKind
 		lastAlt  OutcomeKind // also accepted
-		code     rocketryv1.Code
+		code     brokercode.Code
 		wire     int32 // 0: do not check
 	}
 	tests := []struct {
@@ -53,20 +54,20 @@ func TestDecisionsOnBothProtocols(t *testing.T) {
 					_, _ = p.Send(context.Background(), msg("t"))
 				}
 			},
-			v1: want{err: ErrAttemptsExhausted, attempts: 3, last: Throttled, code: rocketryv1.Code_CODE_TOO_MANY_REQUESTS, wire: 530},
-			v2: want{err: ErrAttemptsExhausted, attempts: 3, last: Throttled, code: rocketryv1.Code_CODE_TOO_MANY_REQUESTS, wire: 42900},
+			v1: want{err: ErrAttemptsExhausted, attempts: 3, last: Throttled, code: brokercode.TooManyRequests, wire: 530},
+			v2: want{err: ErrAttemptsExhausted, attempts: 3, last: Throttled, code: brokercode.TooManyRequests, wire: 42900},
 		},
 		{
 			name: "INTERNAL until the attempts are spent",
 			opts: []broker.Option{broker.WithFaults(broker.Faults{InternalRate: 1})},
-			v1:   want{err: ErrAttemptsExhausted, attempts: 3, last: FailedNotStored, code: rocketryv1.Code_CODE_INTERNAL_ERROR, wire: 500},
-			v2:   want{err: ErrAttemptsExhausted, attempts: 3, last: FailedUnknown, code: rocketryv1.Code_CODE_INTERNAL_ERROR, wire: 50001},
+			v1:   want{err: ErrAttemptsExhausted, attempts: 3, last: FailedNotStored, code: brokercode.InternalError, wire: 500},
+			v2:   want{err: ErrAttemptsExhausted, attempts: 3, last: FailedUnknown, code: brokercode.InternalError, wire: 50001},
 		},
 		{
 			name: "unavailable until the attempts are spent",
 			opts: []broker.Option{broker.WithFaults(broker.Faults{Unavailable: true})},
-			v1:   want{err: ErrAttemptsExhausted, attempts: 3, last: FailedNotStored, code: rocketryv1.Code_CODE_UNAVAILABLE},
-			v2:   want{err: ErrAttemptsExhausted, attempts: 3, last: FailedNotStored, code: rocketryv1.Code_CODE_UNAVAILABLE},
+			v1:   want{err: ErrAttemptsExhausted, attempts: 3, last: FailedNotStored, code: brokercode.Unavailable},
+			v2:   want{err: ErrAttemptsExhausted, attempts: 3, last: FailedNotStored, code: brokercode.Unavailable},
 		},
 		{
 			name: "no answer: each attempt times out",
@@ -81,14 +82,14 @@ func TestDecisionsOnBothProtocols(t *testing.T) {
 		{
 			name: "bad request is never retried",
 			m:    func() *Message { return &Message{Topic: "a topic with spaces", Body: []byte("x")} },
-			v1:   want{err: ErrNotRetryable, attempts: 1, last: Permanent, code: rocketryv1.Code_CODE_BAD_REQUEST},
-			v2:   want{err: ErrNotRetryable, attempts: 1, last: Permanent, code: rocketryv1.Code_CODE_BAD_REQUEST},
+			v1:   want{err: ErrNotRetryable, attempts: 1, last: Permanent, code: brokercode.BadRequest},
+			v2:   want{err: ErrNotRetryable, attempts: 1, last: Permanent, code: brokercode.BadRequest},
 		},
 		{
 			name: "unknown topic is never retried",
 			opts: []broker.Option{broker.WithAutoCreateTopics(false), broker.WithTopics("other")},
-			v1:   want{err: ErrNotRetryable, attempts: 1, last: Permanent, code: rocketryv1.Code_CODE_TOPIC_NOT_FOUND, wire: 404},
-			v2:   want{err: ErrNotRetryable, attempts: 1, last: Permanent, code: rocketryv1.Code_CODE_TOPIC_NOT_FOUND, wire: 40402},
+			v1:   want{err: ErrNotRetryable, attempts: 1, last: Permanent, code: brokercode.TopicNotFound, wire: 404},
+			v2:   want{err: ErrNotRetryable, attempts: 1, last: Permanent, code: brokercode.TopicNotFound, wire: 40402},
 		},
 	}
 	for _, proto := range []Protocol{RocketryV1, RocketMQ5} {
@@ -149,15 +150,6 @@ func TestRocketMQFailsOverToAnotherBroker(t *testing.T) {
 	}
 	assert.Len(t, bs[1].Messages("t"), 10)
 	assert.Empty(t, bs[0].Messages("t"))
-}
-
-// TestRocketMQRefusesV1Options: RocketMQ 5 options on a rocketry.v1
-// producer are refused, naming the option.
-func TestRocketMQRefusesV1Options(t *testing.T) {
-	_, err := New("127.0.0.1:1", WithNamespace("ns"))
-	var oe *OptionError
-	require.ErrorAs(t, err, &oe)
-	assert.Equal(t, "WithNamespace", oe.Option)
 }
 
 // TestInterceptorRetriesRocketMQ5: the interceptor's default classifier

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 )
@@ -52,7 +52,7 @@ func (c *rmqClient) newCall(m *Message) *rmqCall {
 func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (Outcome, bool) {
 	if n := a.c.maxBodySize(); n > 0 && len(a.msg.Body) > n {
 		err := fmt.Errorf("%w: body is %d bytes, over the server's max_body_size of %d", ErrInvalidMessage, len(a.msg.Body), n)
-		return Outcome{Kind: Permanent, Code: rocketryv1.Code_CODE_MESSAGE_TOO_LARGE, Err: err}, true
+		return Outcome{Kind: Permanent, Code: brokercode.MessageTooLarge, Err: err}, true
 	}
 	if !a.cachedRoute() {
 		rctx, cancel := attemptContext(ctx, deadline)
@@ -155,10 +155,9 @@ func (a *rmqCall) cachedRoute() bool {
 	return a.route != nil
 }
 
-// result is what the broker said of the stored message: its queue, its
-// offset and, for a transactional message, the transaction id that
-// EndTransaction needs. ok is false before a stored answer.
-func (a *rmqCall) result() (queueID int32, offset int64, transactionID string, ok bool) {
+// result is what the broker said of the stored message: its queue and its
+// offset. ok is false before a stored answer.
+func (a *rmqCall) result() (queueID int32, offset int64, ok bool) {
 	var e *rocketmqv2.SendResultEntry
 	switch es := a.resp.GetEntries(); {
 	case len(es) > 0:
@@ -167,7 +166,7 @@ func (a *rmqCall) result() (queueID int32, offset int64, transactionID string, o
 		e = a.be.v2res // stored in its batch
 	}
 	if e == nil {
-		return 0, 0, "", false
+		return 0, 0, false
 	}
-	return a.last.id, e.GetOffset(), e.GetTransactionId(), true
+	return a.last.id, e.GetOffset(), true
 }

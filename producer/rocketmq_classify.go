@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
 // RocketMQClassifier reads the answer of an apache.rocketmq.v2 call, whose
@@ -19,7 +19,7 @@ import (
 // with no entry is FailedUnknown. The table of codes is at rmqCodeClass.
 //
 // The Outcome's WireCode is the v2 code (42900, 50001, ...), its Code the
-// nearest rocketry.v1 code, its Err a *RocketMQStatusError.
+// nearest brokercode.Code, its Err a *RocketMQStatusError.
 var RocketMQClassifier Classifier = rmqClassifier{}
 
 type rmqClassifier struct{}
@@ -112,7 +112,7 @@ func classifyEntries(r *rocketmqv2.SendMessageResponse, n int) []Outcome {
 	return out
 }
 
-// classifyStatus classifies one v2 status; nil reads as CODE_UNSPECIFIED.
+// classifyStatus classifies one v2 status; nil reads as v2's CODE_UNSPECIFIED.
 func classifyStatus(s *rocketmqv2.Status) Outcome {
 	code, msg := int32(s.GetCode()), s.GetMessage()
 	o := classifyCode(code, msg)
@@ -125,7 +125,7 @@ func classifyStatus(s *rocketmqv2.Status) Outcome {
 // rmqClass is a row of the code table.
 type rmqClass struct {
 	kind OutcomeKind
-	code rocketryv1.Code
+	code brokercode.Code
 }
 
 // rmqCodeClass is what each apache.rocketmq.v2 code says of a sent message.
@@ -175,38 +175,38 @@ type rmqClass struct {
 //	60000 FAILED_TO_CONSUME_MESSAGE           Permanent (not a send code)
 //	other 429xx Throttled; other 4xxxx Permanent; anything else FailedUnknown
 var rmqCodeClass = map[rocketmqv2.Code]rmqClass{
-	rocketmqv2.Code_OK:                               {Stored, rocketryv1.Code_CODE_UNSPECIFIED},
-	rocketmqv2.Code_CODE_UNSPECIFIED:                 {FailedUnknown, rocketryv1.Code_CODE_UNSPECIFIED},
-	rocketmqv2.Code_MULTIPLE_RESULTS:                 {FailedUnknown, rocketryv1.Code_CODE_UNSPECIFIED},
-	rocketmqv2.Code_UNAUTHORIZED:                     {Permanent, rocketryv1.Code_CODE_UNSPECIFIED},
-	rocketmqv2.Code_PAYMENT_REQUIRED:                 {Permanent, rocketryv1.Code_CODE_UNSPECIFIED},
-	rocketmqv2.Code_FORBIDDEN:                        {Permanent, rocketryv1.Code_CODE_UNSPECIFIED},
-	rocketmqv2.Code_NOT_FOUND:                        {Permanent, rocketryv1.Code_CODE_TOPIC_NOT_FOUND},
-	rocketmqv2.Code_TOPIC_NOT_FOUND:                  {Permanent, rocketryv1.Code_CODE_TOPIC_NOT_FOUND},
-	rocketmqv2.Code_MESSAGE_NOT_FOUND:                {Permanent, rocketryv1.Code_CODE_UNSPECIFIED},
-	rocketmqv2.Code_CONSUMER_GROUP_NOT_FOUND:         {Permanent, rocketryv1.Code_CODE_UNSPECIFIED},
-	rocketmqv2.Code_OFFSET_NOT_FOUND:                 {Permanent, rocketryv1.Code_CODE_UNSPECIFIED},
-	rocketmqv2.Code_REQUEST_TIMEOUT:                  {FailedUnknown, rocketryv1.Code_CODE_UNSPECIFIED},
-	rocketmqv2.Code_PAYLOAD_TOO_LARGE:                {Permanent, rocketryv1.Code_CODE_MESSAGE_TOO_LARGE},
-	rocketmqv2.Code_MESSAGE_BODY_TOO_LARGE:           {Permanent, rocketryv1.Code_CODE_MESSAGE_TOO_LARGE},
-	rocketmqv2.Code_MESSAGE_BODY_EMPTY:               {Permanent, rocketryv1.Code_CODE_BAD_REQUEST},
-	rocketmqv2.Code_PRECONDITION_FAILED:              {Permanent, rocketryv1.Code_CODE_UNSPECIFIED},
-	rocketmqv2.Code_TOO_MANY_REQUESTS:                {Throttled, rocketryv1.Code_CODE_TOO_MANY_REQUESTS},
-	rocketmqv2.Code_LITE_TOPIC_QUOTA_EXCEEDED:        {Permanent, rocketryv1.Code_CODE_UNSPECIFIED},
-	rocketmqv2.Code_LITE_SUBSCRIPTION_QUOTA_EXCEEDED: {Permanent, rocketryv1.Code_CODE_UNSPECIFIED},
-	rocketmqv2.Code_REQUEST_HEADER_FIELDS_TOO_LARGE:  {Permanent, rocketryv1.Code_CODE_MESSAGE_TOO_LARGE},
-	rocketmqv2.Code_MESSAGE_PROPERTIES_TOO_LARGE:     {Permanent, rocketryv1.Code_CODE_MESSAGE_TOO_LARGE},
-	rocketmqv2.Code_INTERNAL_ERROR:                   {FailedUnknown, rocketryv1.Code_CODE_INTERNAL_ERROR},
-	rocketmqv2.Code_INTERNAL_SERVER_ERROR:            {FailedUnknown, rocketryv1.Code_CODE_INTERNAL_ERROR},
-	rocketmqv2.Code_HA_NOT_AVAILABLE:                 {FailedUnknown, rocketryv1.Code_CODE_UNAVAILABLE},
-	rocketmqv2.Code_NOT_IMPLEMENTED:                  {Permanent, rocketryv1.Code_CODE_UNSPECIFIED},
-	rocketmqv2.Code_PROXY_TIMEOUT:                    {FailedUnknown, rocketryv1.Code_CODE_UNSPECIFIED},
-	rocketmqv2.Code_MASTER_PERSISTENCE_TIMEOUT:       {FailedUnknown, rocketryv1.Code_CODE_UNSPECIFIED},
-	rocketmqv2.Code_SLAVE_PERSISTENCE_TIMEOUT:        {FailedUnknown, rocketryv1.Code_CODE_UNSPECIFIED},
-	rocketmqv2.Code_UNSUPPORTED:                      {Permanent, rocketryv1.Code_CODE_UNSPECIFIED},
-	rocketmqv2.Code_VERSION_UNSUPPORTED:              {Permanent, rocketryv1.Code_CODE_UNSPECIFIED},
-	rocketmqv2.Code_VERIFY_FIFO_MESSAGE_UNSUPPORTED:  {Permanent, rocketryv1.Code_CODE_UNSPECIFIED},
-	rocketmqv2.Code_FAILED_TO_CONSUME_MESSAGE:        {Permanent, rocketryv1.Code_CODE_UNSPECIFIED},
+	rocketmqv2.Code_OK:                               {Stored, brokercode.Unspecified},
+	rocketmqv2.Code_CODE_UNSPECIFIED:                 {FailedUnknown, brokercode.Unspecified},
+	rocketmqv2.Code_MULTIPLE_RESULTS:                 {FailedUnknown, brokercode.Unspecified},
+	rocketmqv2.Code_UNAUTHORIZED:                     {Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_PAYMENT_REQUIRED:                 {Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_FORBIDDEN:                        {Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_NOT_FOUND:                        {Permanent, brokercode.TopicNotFound},
+	rocketmqv2.Code_TOPIC_NOT_FOUND:                  {Permanent, brokercode.TopicNotFound},
+	rocketmqv2.Code_MESSAGE_NOT_FOUND:                {Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_CONSUMER_GROUP_NOT_FOUND:         {Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_OFFSET_NOT_FOUND:                 {Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_REQUEST_TIMEOUT:                  {FailedUnknown, brokercode.Unspecified},
+	rocketmqv2.Code_PAYLOAD_TOO_LARGE:                {Permanent, brokercode.MessageTooLarge},
+	rocketmqv2.Code_MESSAGE_BODY_TOO_LARGE:           {Permanent, brokercode.MessageTooLarge},
+	rocketmqv2.Code_MESSAGE_BODY_EMPTY:               {Permanent, brokercode.BadRequest},
+	rocketmqv2.Code_PRECONDITION_FAILED:              {Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_TOO_MANY_REQUESTS:                {Throttled, brokercode.TooManyRequests},
+	rocketmqv2.Code_LITE_TOPIC_QUOTA_EXCEEDED:        {Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_LITE_SUBSCRIPTION_QUOTA_EXCEEDED: {Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_REQUEST_HEADER_FIELDS_TOO_LARGE:  {Permanent, brokercode.MessageTooLarge},
+	rocketmqv2.Code_MESSAGE_PROPERTIES_TOO_LARGE:     {Permanent, brokercode.MessageTooLarge},
+	rocketmqv2.Code_INTERNAL_ERROR:                   {FailedUnknown, brokercode.InternalError},
+	rocketmqv2.Code_INTERNAL_SERVER_ERROR:            {FailedUnknown, brokercode.InternalError},
+	rocketmqv2.Code_HA_NOT_AVAILABLE:                 {FailedUnknown, brokercode.Unavailable},
+	rocketmqv2.Code_NOT_IMPLEMENTED:                  {Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_PROXY_TIMEOUT:                    {FailedUnknown, brokercode.Unspecified},
+	rocketmqv2.Code_MASTER_PERSISTENCE_TIMEOUT:       {FailedUnknown, brokercode.Unspecified},
+	rocketmqv2.Code_SLAVE_PERSISTENCE_TIMEOUT:        {FailedUnknown, brokercode.Unspecified},
+	rocketmqv2.Code_UNSUPPORTED:                      {Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_VERSION_UNSUPPORTED:              {Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_VERIFY_FIFO_MESSAGE_UNSUPPORTED:  {Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_FAILED_TO_CONSUME_MESSAGE:        {Permanent, brokercode.Unspecified},
 }
 
 // classifyCode reads a v2 code and its status message; Err is left to the
@@ -215,20 +215,20 @@ var rmqCodeClass = map[rocketmqv2.Code]rmqClass{
 func classifyCode(code int32, msg string) Outcome {
 	if code == int32(rocketmqv2.Code_INTERNAL_SERVER_ERROR) {
 		if r, ok := busyReason(msg); ok {
-			return Outcome{Kind: Throttled, Code: rocketryv1.Code_CODE_TOO_MANY_REQUESTS, WireCode: code, Reason: r}
+			return Outcome{Kind: Throttled, Code: brokercode.TooManyRequests, WireCode: code, Reason: r}
 		}
 	}
 	c, ok := rmqCodeClass[rocketmqv2.Code(code)]
 	switch {
 	case ok:
 	case code >= 40000 && code < 40100:
-		c = rmqClass{Permanent, rocketryv1.Code_CODE_BAD_REQUEST}
+		c = rmqClass{Permanent, brokercode.BadRequest}
 	case code >= 42900 && code < 43000:
-		c = rmqClass{Throttled, rocketryv1.Code_CODE_TOO_MANY_REQUESTS}
+		c = rmqClass{Throttled, brokercode.TooManyRequests}
 	case code >= 40000 && code < 50000:
-		c = rmqClass{Permanent, rocketryv1.Code_CODE_UNSPECIFIED}
+		c = rmqClass{Permanent, brokercode.Unspecified}
 	default:
-		c = rmqClass{FailedUnknown, rocketryv1.Code_CODE_UNSPECIFIED}
+		c = rmqClass{FailedUnknown, brokercode.Unspecified}
 	}
 	o := Outcome{Kind: c.kind, Code: c.code, WireCode: code}
 	if o.Kind == Throttled {
@@ -270,25 +270,26 @@ func classifyCode(code int32, msg string) Outcome {
 // So a 50001 that carries one of these tags is read as a throttle (not
 // stored), and a 50001 without one stays FailedUnknown.
 //
-// The reasons are rocketry.v1's ThrottleReason values, not new ones: the
-// two causes (the broker's send capacity, its storage) are the ones those
-// values name, and a new value would change rocketry.v1's wire contract for
-// every broker and every metric label. The tag itself stays in the
+// The reasons are brokercode's Reason values (rocketry.v1's
+// ThrottleReason), not new ones: the two causes (the broker's send
+// capacity, its storage) are the ones those values name, and a new value
+// would change rocketry.v1's wire contract for every broker and every
+// metric label. The tag itself stays in the
 // error's message (RocketMQStatusError.Message) for whoever needs it.
 var rmqBusyTags = []struct {
 	tag    string
-	reason rocketryv1.ThrottleReason
+	reason brokercode.Reason
 }{
-	{"[TIMEOUT_CLEAN_QUEUE]", rocketryv1.ThrottleReason_THROTTLE_REASON_SEND_RATE},
-	{"[PCBUSY_CLEAN_QUEUE]", rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD},
-	{"[REJECTREQUEST]", rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD},
-	{"[OVERLOAD]", rocketryv1.ThrottleReason_THROTTLE_REASON_SEND_RATE},
-	{"[PC_SYNCHRONIZED]", rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD},
+	{"[TIMEOUT_CLEAN_QUEUE]", brokercode.ReasonSendRate},
+	{"[PCBUSY_CLEAN_QUEUE]", brokercode.ReasonStorageLoad},
+	{"[REJECTREQUEST]", brokercode.ReasonStorageLoad},
+	{"[OVERLOAD]", brokercode.ReasonSendRate},
+	{"[PC_SYNCHRONIZED]", brokercode.ReasonStorageLoad},
 }
 
 // busyReason reads a broker's busy tag in a status message: ok is false
 // when it carries none.
-func busyReason(msg string) (rocketryv1.ThrottleReason, bool) {
+func busyReason(msg string) (brokercode.Reason, bool) {
 	if !strings.Contains(msg, "[") {
 		return 0, false
 	}
@@ -302,20 +303,20 @@ func busyReason(msg string) (rocketryv1.ThrottleReason, bool) {
 
 // throttleReasonOf reads the throttle reason from a status message: a
 // broker's busy tag (rmqBusyTags), else the words rocketry's broker and
-// ThrottleReason use (BACKLOG, STORAGE_LOAD, SEND_RATE). A message with
+// brokercode.Reason use (BACKLOG, STORAGE_LOAD, SEND_RATE). A message with
 // neither (the proxy's own "flow limit", a bare 42900) is UNSPECIFIED.
-func throttleReasonOf(msg string) rocketryv1.ThrottleReason {
+func throttleReasonOf(msg string) brokercode.Reason {
 	if r, ok := busyReason(msg); ok {
 		return r
 	}
 	m := strings.ToUpper(msg)
 	switch {
 	case strings.Contains(m, "BACKLOG"):
-		return rocketryv1.ThrottleReason_THROTTLE_REASON_BACKLOG
+		return brokercode.ReasonBacklog
 	case strings.Contains(m, "STORAGE_LOAD"):
-		return rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD
+		return brokercode.ReasonStorageLoad
 	case strings.Contains(m, "SEND_RATE"):
-		return rocketryv1.ThrottleReason_THROTTLE_REASON_SEND_RATE
+		return brokercode.ReasonSendRate
 	}
-	return rocketryv1.ThrottleReason_THROTTLE_REASON_UNSPECIFIED
+	return brokercode.ReasonUnspecified
 }

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -19,13 +19,13 @@ import (
 // apache.rocketmq.v2 code, each as the status of a one-entry answer.
 func TestRocketMQClassifierCodes(t *testing.T) {
 	const (
-		unspec   = rocketryv1.Code_CODE_UNSPECIFIED
-		bad      = rocketryv1.Code_CODE_BAD_REQUEST
-		notFound = rocketryv1.Code_CODE_TOPIC_NOT_FOUND
-		large    = rocketryv1.Code_CODE_MESSAGE_TOO_LARGE
-		internal = rocketryv1.Code_CODE_INTERNAL_ERROR
-		unavail  = rocketryv1.Code_CODE_UNAVAILABLE
-		tooMany  = rocketryv1.Code_CODE_TOO_MANY_REQUESTS
+		unspec   = brokercode.Unspecified
+		bad      = brokercode.BadRequest
+		notFound = brokercode.TopicNotFound
+		large    = brokercode.MessageTooLarge
+		internal = brokercode.InternalError
+		unavail  = brokercode.Unavailable
+		tooMany  = brokercode.TooManyRequests
 	)
 	want := map[rocketmqv2.Code]rmqClass{
 		rocketmqv2.Code_CODE_UNSPECIFIED:                    {FailedUnknown, unspec},
@@ -127,12 +127,12 @@ func TestRocketMQClassifierUnknownCodes(t *testing.T) {
 }
 
 func TestRocketMQClassifierThrottleReason(t *testing.T) {
-	for msg, want := range map[string]rocketryv1.ThrottleReason{
-		"":                                   rocketryv1.ThrottleReason_THROTTLE_REASON_UNSPECIFIED,
-		"throttled: BACKLOG over 1000":       rocketryv1.ThrottleReason_THROTTLE_REASON_BACKLOG,
-		"STORAGE_LOAD: re-reads":             rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD,
-		"send_rate spent":                    rocketryv1.ThrottleReason_THROTTLE_REASON_SEND_RATE,
-		"broker busy, too many requests now": rocketryv1.ThrottleReason_THROTTLE_REASON_UNSPECIFIED,
+	for msg, want := range map[string]brokercode.Reason{
+		"":                                   brokercode.ReasonUnspecified,
+		"throttled: BACKLOG over 1000":       brokercode.ReasonBacklog,
+		"STORAGE_LOAD: re-reads":             brokercode.ReasonStorageLoad,
+		"send_rate spent":                    brokercode.ReasonSendRate,
+		"broker busy, too many requests now": brokercode.ReasonUnspecified,
 	} {
 		resp := &rocketmqv2.SendMessageResponse{Status: &rocketmqv2.Status{Code: rocketmqv2.Code_TOO_MANY_REQUESTS, Message: msg}}
 		o := RocketMQClassifier.Classify(resp, nil)
@@ -182,7 +182,7 @@ func TestRocketMQClassifyEntriesOfABatch(t *testing.T) {
 	require.Len(t, got, 4)
 	assert.Equal(t, Stored, got[0].Kind)
 	assert.Equal(t, Throttled, got[1].Kind)
-	assert.Equal(t, rocketryv1.ThrottleReason_THROTTLE_REASON_BACKLOG, got[1].Reason)
+	assert.Equal(t, brokercode.ReasonBacklog, got[1].Reason)
 	assert.Equal(t, Permanent, got[2].Kind)
 	assert.Equal(t, FailedUnknown, got[3].Kind, "a message without an entry")
 
@@ -231,7 +231,7 @@ func TestRocketMQStatusError(t *testing.T) {
 	var se *RocketMQStatusError
 	require.ErrorAs(t, wrapped, &se)
 	assert.True(t, IsThrottled(wrapped))
-	assert.Equal(t, rocketryv1.Code_CODE_TOO_MANY_REQUESTS, CodeOf(wrapped))
+	assert.Equal(t, brokercode.TooManyRequests, CodeOf(wrapped))
 	assert.False(t, IsThrottled(&RocketMQStatusError{Code: 50001}))
 }
 
@@ -289,14 +289,14 @@ func TestRocketMQClassifyProxyBatchShapes(t *testing.T) {
 // stays unknown.
 func TestRocketMQBusyTags(t *testing.T) {
 	const (
-		unspec  = rocketryv1.ThrottleReason_THROTTLE_REASON_UNSPECIFIED
-		rate    = rocketryv1.ThrottleReason_THROTTLE_REASON_SEND_RATE
-		storage = rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD
-		backlog = rocketryv1.ThrottleReason_THROTTLE_REASON_BACKLOG
+		unspec  = brokercode.ReasonUnspecified
+		rate    = brokercode.ReasonSendRate
+		storage = brokercode.ReasonStorageLoad
+		backlog = brokercode.ReasonBacklog
 	)
 	for _, tc := range []struct {
 		msg    string
-		reason rocketryv1.ThrottleReason
+		reason brokercode.Reason
 	}{
 		{"[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: 201ms, size of queue: 37", rate},
 		{"[PCBUSY_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: 5ms, size of queue: 2", storage},
@@ -317,7 +317,7 @@ func TestRocketMQBusyTags(t *testing.T) {
 		if strings.HasPrefix(tc.msg, "[") {
 			want = Throttled
 		}
-		if o.Kind != want || (want == Throttled && (o.Reason != tc.reason || o.Code != rocketryv1.Code_CODE_TOO_MANY_REQUESTS)) {
+		if o.Kind != want || (want == Throttled && (o.Reason != tc.reason || o.Code != brokercode.TooManyRequests)) {
 			t.Errorf("classifyStatus(50001 %q) = {%v %v %v}; want {%v %v}", tc.msg, o.Kind, o.Reason, o.Code, want, tc.reason)
 		}
 		var se *RocketMQStatusError

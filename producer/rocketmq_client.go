@@ -475,8 +475,5 @@ func (c *rmqClient) applySettings(s *rocketmqv2.Settings) {
 func (c *rmqClient) maxBodySize() int { return int(c.maxBody.Load()) }
 
 // serverRetryPolicy is the retry advice of the last server Settings that
-// carried one, or nil. useServerRetryPolicy says whether WithServerRetryPolicy
-// asked to follow it.
+// carried one, or nil.
 func (c *rmqClient) serverRetryPolicy() *rocketmqv2.RetryPolicy { return c.policy.Load() }
-
-func (c *rmqClient) useServerRetryPolicy() bool { return c.set.serverRetryPolicy }

@@ -227,7 +227,7 @@ func TestRmqStartWaitsForSettings(t *testing.T) {
 	assert.Equal(t, 4096, c.maxBodySize())
 	require.NotNil(t, c.serverRetryPolicy())
 	assert.Equal(t, int32(4), c.serverRetryPolicy().GetMaxAttempts())
-	assert.True(t, c.useServerRetryPolicy())
+	assert.True(t, c.set.serverRetryPolicy)
 
 	sts := srv.clientSettings()
 	require.NotEmpty(t, sts)

@@ -2,7 +2,6 @@ package producer
 
 import (
 	"crypto/tls"
-	"fmt"
 	"strconv"
 )
 
@@ -31,9 +30,9 @@ type rmqSettings struct {
 // when not empty, as x-mq-session-token (for temporary STS credentials).
 // Without it, calls are not signed. accessKey and secretKey must not be
 // empty and, like securityToken, must be printable ASCII (they ride in
-// gRPC metadata). Applies to New and NewFromConn of a RocketMQ 5 producer.
+// gRPC metadata). Applies to New only, with WithProtocol(RocketMQ5).
 func WithCredentials(accessKey, secretKey, securityToken string) Option {
-	return option{"WithCredentials", scopeProducer, func(c *config) error {
+	return option{"WithCredentials", scopeNew, func(c *config) error {
 		// The secrets are never echoed in the error.
 		value := strconv.Quote(accessKey) + ", <secret>, <token>"
 		switch {
@@ -50,7 +49,7 @@ func WithCredentials(accessKey, secretKey, securityToken string) Option {
 // WithTLS makes every connection to a RocketMQ 5 server use TLS with cfg
 // (cloned), overriding the default of plaintext. cfg must not be nil; a
 // later grpc.WithTransportCredentials given to WithDialOptions replaces
-// it. Applies to New only: NewFromConn's connection is already made.
+// it. Applies to New only, with WithProtocol(RocketMQ5).
 func WithTLS(cfg *tls.Config) Option {
 	return option{"WithTLS", scopeNew, func(c *config) error {
 		if cfg == nil {
@@ -64,10 +63,10 @@ func WithTLS(cfg *tls.Config) Option {
 // WithNamespace sets the RocketMQ 5 namespace: the x-mq-namespace header of
 // every call and the resource_namespace of every topic, overriding the
 // default of none. ns must be 1 to 64 characters of letters, digits, '_',
-// '-', '%' and '|' (RocketMQ's own rule). Applies to New and NewFromConn of
-// a RocketMQ 5 producer.
+// '-', '%' and '|' (RocketMQ's own rule). Applies to New only, with
+// WithProtocol(RocketMQ5).
 func WithNamespace(ns string) Option {
-	return option{"WithNamespace", scopeProducer, func(c *config) error {
+	return option{"WithNamespace", scopeNew, func(c *config) error {
 		if !validNamespace(ns) {
 			return invalid(strconv.Quote(ns), "must be 1 to 64 of [A-Za-z0-9_%|-]")
 		}
@@ -82,10 +81,10 @@ func WithNamespace(ns string) Option {
 // waits and keep their own attempt count, so WithMaxAttempts still counts
 // the attempts. Without it, the producer's own options
 // (WithThrottleSchedule, WithDeliveryPolicy, ...) stay in charge and the
-// server's advice is only recorded. Applies to New and NewFromConn of a
-// RocketMQ 5 producer.
+// server's advice is only recorded. Applies to New only, with
+// WithProtocol(RocketMQ5).
 func WithServerRetryPolicy() Option {
-	return option{"WithServerRetryPolicy", scopeProducer, func(c *config) error {
+	return option{"WithServerRetryPolicy", scopeNew, func(c *config) error {
 		c.rmq.serverRetryPolicy = true
 		return nil
 	}}
@@ -114,10 +113,4 @@ func validNamespace(ns string) bool {
 		}
 	}
 	return true
-}
-
-// String describes the settings without their secrets, for logs.
-func (s rmqSettings) String() string {
-	return fmt.Sprintf("rocketmq{signed: %v, tls: %v, namespace: %q, serverRetryPolicy: %v}",
-		s.accessKey != "", s.tls != nil, s.namespace, s.serverRetryPolicy)
 }

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/rocketry-go/rocketry/backoff"
+	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -208,7 +208,7 @@ func TestRmqProxyBusyBatchRetriedOnce(t *testing.T) {
 	}
 	srv := startProxy(t, ps)
 	var mu sync.Mutex
-	reasons := map[rocketryv1.ThrottleReason]int{}
+	reasons := map[brokercode.Reason]int{}
 	obs := Observer(func(e Event) {
 		if e.Kind == EventThrottle {
 			mu.Lock()
@@ -238,9 +238,9 @@ func TestRmqProxyBusyBatchRetriedOnce(t *testing.T) {
 	assertOnce(t, copies, ids)
 	mu.Lock()
 	defer mu.Unlock()
-	assert.Positive(t, reasons[rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD], "[PC_SYNCHRONIZED] as 50001: %v", reasons)
-	assert.Positive(t, reasons[rocketryv1.ThrottleReason_THROTTLE_REASON_SEND_RATE], "[TIMEOUT_CLEAN_QUEUE] as 42900: %v", reasons)
-	assert.Zero(t, reasons[rocketryv1.ThrottleReason_THROTTLE_REASON_UNSPECIFIED], "%v", reasons)
+	assert.Positive(t, reasons[brokercode.ReasonStorageLoad], "[PC_SYNCHRONIZED] as 50001: %v", reasons)
+	assert.Positive(t, reasons[brokercode.ReasonSendRate], "[TIMEOUT_CLEAN_QUEUE] as 42900: %v", reasons)
+	assert.Zero(t, reasons[brokercode.ReasonUnspecified], "%v", reasons)
 }
 
 // TestRmqProxyStoredThen50001: with one request in 20 stored and then

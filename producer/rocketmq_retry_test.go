@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -68,7 +68,7 @@ func TestRmqMaxBodySize(t *testing.T) {
 
 	o, unsent := c.newCall(&Message{ID: "1", Topic: "t", Body: []byte("12345")}).attempt(context.Background(), 0, false, time.Time{})
 	assert.Equal(t, Permanent, o.Kind)
-	assert.Equal(t, rocketryv1.Code_CODE_MESSAGE_TOO_LARGE, o.Code)
+	assert.Equal(t, brokercode.MessageTooLarge, o.Code)
 	assert.True(t, errors.Is(o.Err, ErrInvalidMessage))
 	assert.True(t, unsent)
 	o, _ = c.newCall(&Message{ID: "2", Topic: "t", Body: []byte("1234")}).attempt(context.Background(), 0, false, time.Time{})

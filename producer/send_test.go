@@ -3,7 +3,6 @@ package producer
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -89,8 +88,8 @@ func TestSendRetrySequences(t *testing.T) {
 				if !errors.As(err, &se) {
 					t.Fatalf("Send() = %v; want a *SendError", err)
 				}
-				if !errors.Is(err, tt.wantKind) || se.Attempts != tt.wantAttempts || !se.Spooled {
-					t.Errorf("Send() = %v (attempts %d, spooled %v); want %v after %d attempts, spooled", err, se.Attempts, se.Spooled, tt.wantKind, tt.wantAttempts)
+				if !errors.Is(err, tt.wantKind) || se.Attempts != tt.wantAttempts || !se.DeadLettered {
+					t.Errorf("Send() = %v (attempts %d, spooled %v); want %v after %d attempts, spooled", err, se.Attempts, se.DeadLettered, tt.wantKind, tt.wantAttempts)
 				}
 				if len(tt.script) > 0 && tt.script[0] != errBlackhole && !errors.Is(err, tt.script[se.Attempts-1]) {
 					t.Errorf("errors.Is(%v, last cause %v) = false; want true", err, tt.script[se.Attempts-1])
@@ -149,56 +148,6 @@ func TestSendKeepsTheID(t *testing.T) {
 	}
 	if len(s.ids) != 1 || s.ids[0] != m.ID {
 		t.Errorf("stored IDs = %v; want [%s]", s.ids, m.ID)
-	}
-}
-
-// TestNewRefusesBadInput: every invalid option is refused by New with an
-// error naming it, without a network call.
-func TestNewRefusesBadInput(t *testing.T) {
-	tests := []struct {
-		target string
-		opt    Option
-		want   string
-	}{
-		{"", nil, `producer: New(""): target is empty`},
-		{"localhost", nil, `endpoint "localhost" is not host:port`},
-		{"a:1,,b:2", nil, `endpoint "" is not host:port`},
-		{"a:1", WithMaxAttempts(0), "producer: WithMaxAttempts(0): must be >= 1"},
-		{"a:1", WithAttemptTimeout(0), "producer: WithAttemptTimeout(0s): must be > 0"},
-		{"a:1", WithThrottleSchedule(nil), "producer: WithThrottleSchedule(nil)"},
-		{"a:1", WithFailureSchedule(nil), "producer: WithFailureSchedule(nil)"},
-		{"a:1", WithRateLimit(0, 1), "producer: WithRateLimit(0, 1): perSecond must be > 0"},
-		{"a:1", WithRateLimit(1, 0), "producer: WithRateLimit(1, 0): burst must be >= 1"},
-		{"a:1", WithMaxInFlight(0), "producer: WithMaxInFlight(0): must be >= 1"},
-		{"a:1", WithFallback(nil), "producer: WithFallback(nil)"},
-		{"a:1", WithRetryBudget(0, 0.1), "producer: WithRetryBudget(0, 0.1): maxTokens"},
-		{"a:1", WithRetryBudget(10, 2), "producer: WithRetryBudget(10, 2): tokenRatio"},
-		{"a:1", WithMaxBodyBytes(-1), "producer: WithMaxBodyBytes(-1): must be >= 0"},
-		{"a:1", WithLogger(nil), "producer: WithLogger(nil)"},
-		{"a:1", WithDeadLetterSink(nil), "producer: WithDeadLetterSink(nil): must not be nil"},
-		{"a:1", WithDeadLetterSink(limitedSink{newMemSink(), 1 << 20}), "producer: WithMaxBodyBytes(4194304): over the dead-letter sink's limit of 1048576 bytes"},
-		{"a:1", WithDeliveryPolicy(nil), "producer: WithDeliveryPolicy(nil)"},
-	}
-	for _, tt := range tests {
-		var opts []Option
-		if tt.opt != nil {
-			opts = append(opts, tt.opt)
-		}
-		p, err := New(tt.target, opts...)
-		if err == nil {
-			_ = p.Close(context.Background())
-			t.Errorf("New(%q, %v) = nil error; want %q", tt.target, tt.opt, tt.want)
-			continue
-		}
-		if !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("New(%q, ...) = %v; want it to contain %q", tt.target, err, tt.want)
-		}
-	}
-	if _, err := New("a:1", WithFallback(func(*Message, error) {}), WithDeadLetterSink(newMemSink())); err == nil || !strings.Contains(err.Error(), "at most one") {
-		t.Errorf("New(fallback and sink) = %v; want an error saying at most one", err)
-	}
-	if _, err := New("a:1", WithDeadLetterSink(newMemSink()), WithFallback(func(*Message, error) {})); err == nil || !strings.Contains(err.Error(), "at most one") {
-		t.Errorf("New(sink and fallback) = %v; want an error saying at most one", err)
 	}
 }
 

@@ -96,7 +96,7 @@ func TestRateLimitDeadline(t *testing.T) {
 	}
 	_, err := p.Send(ctx, msg("t"))
 	var se *SendError
-	if !errors.As(err, &se) || !errors.Is(err, ErrDeadlineTooShort) || se.Attempts != 0 || !se.Spooled {
+	if !errors.As(err, &se) || !errors.Is(err, ErrDeadlineTooShort) || se.Attempts != 0 || !se.DeadLettered {
 		t.Errorf("second Send() = %v; want ErrDeadlineTooShort after 0 attempts, handed to the fallback", err)
 	}
 	if s.count() != 1 || len(waits()) != 0 {

@@ -14,8 +14,8 @@ import (
 
 	"google.golang.org/grpc/status"
 
+	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/producer"
 )
 
@@ -27,7 +27,7 @@ const maxReason = 8
 // Observer: it runs on producer goroutines and only touches atomics.
 type sendCounters struct {
 	attempts         atomic.Int64
-	throttled        [maxReason]atomic.Int64 // by rocketryv1.ThrottleReason
+	throttled        [maxReason]atomic.Int64 // by brokercode.Reason
 	retryThrottled   atomic.Int64            // retries scheduled after a 530
 	retryFailure     atomic.Int64            // retries scheduled after a failure or timeout
 	retryNotStored   atomic.Int64            // of retryFailure: Why FailedNotStored
@@ -187,15 +187,10 @@ func (c *sendCounters) throttledByReason() map[string]int64 {
 	out := map[string]int64{"BACKLOG": 0, "STORAGE_LOAD": 0}
 	for r := range c.throttled {
 		if n := c.throttled[r].Load(); n > 0 {
-			out[reasonName(rocketryv1.ThrottleReason(r))] += n
+			out[brokercode.Reason(r).String()] += n
 		}
 	}
 	return out
-}
-
-// reasonName is a throttle reason without its enum prefix: "BACKLOG".
-func reasonName(r rocketryv1.ThrottleReason) string {
-	return strings.TrimPrefix(r.String(), "THROTTLE_REASON_")
 }
 
 // latencyQuantiles returns the p50, p99 and largest send latency.
@@ -245,7 +240,7 @@ func sendErrorKind(err error) string {
 	if se.Cause != nil {
 		s += ", the last " + se.Last.String() + " (" + failureLabel(se.Cause) + ")"
 	}
-	if se.Spooled {
+	if se.DeadLettered {
 		s += ", spooled"
 	}
 	return s

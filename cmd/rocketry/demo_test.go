@@ -270,9 +270,9 @@ func TestDemoFailureLabel(t *testing.T) {
 
 func TestDemoSendErrorKind(t *testing.T) {
 	// The kind leaves out the message ID, so that sends count together.
-	a := &producer.SendError{MessageID: "demo-1", Attempts: 3, Last: producer.FailedUnknown, Spooled: true,
+	a := &producer.SendError{MessageID: "demo-1", Attempts: 3, Last: producer.FailedUnknown, DeadLettered: true,
 		Cause: &producer.RocketMQStatusError{Code: 50001, Message: "injected"}}
-	b := &producer.SendError{MessageID: "demo-2", Attempts: 3, Last: producer.FailedUnknown, Spooled: true,
+	b := &producer.SendError{MessageID: "demo-2", Attempts: 3, Last: producer.FailedUnknown, DeadLettered: true,
 		Cause: &producer.RocketMQStatusError{Code: 50001, Message: "other text"}}
 	assert.Equal(t, sendErrorKind(a), sendErrorKind(b))
 	assert.Equal(t, "failed after 3 attempts, the last failed-unknown (INTERNAL_SERVER_ERROR), spooled", sendErrorKind(a))

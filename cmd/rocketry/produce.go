@@ -251,7 +251,7 @@ func (r *produceRun) done(start time.Time, rec *producer.SendReceipt, err error)
 	var se *producer.SendError
 	if errors.As(err, &se) {
 		r.attempts.Add(int64(se.Attempts))
-		if se.Spooled {
+		if se.DeadLettered {
 			r.spooled.Add(1)
 		}
 		if errors.Is(se, producer.ErrClosed) {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/brokercode"
 	"github.com/rocketry-go/rocketry/producer"
 	"github.com/rocketry-go/rocketry/producer/deadletter"
 )
@@ -39,7 +39,7 @@ func writeSpool(t *testing.T, n int, maybeAt ...string) string {
 	}
 	for i := range n {
 		m := &producer.Message{ID: fmt.Sprintf("m-%d", i), Topic: "orders", Body: []byte(fmt.Sprintf("body %d", i))}
-		d := &producer.DeadLetter{Message: m, Err: "unavailable", Attempts: 3, Code: rocketryv1.Code_CODE_UNAVAILABLE, SpooledAt: time.Now()}
+		d := &producer.DeadLetter{Message: m, Err: "unavailable", Attempts: 3, Code: brokercode.Unavailable, DeadLetteredAt: time.Now()}
 		if len(maybeAt) > 0 {
 			d.MaybeStoredAt = maybeAt[0]
 		}

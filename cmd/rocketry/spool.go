@@ -52,10 +52,10 @@ func toSpoolRecord(d *producer.DeadLetter, now time.Time, withBody bool) spoolRe
 	r := spoolRecord{
 		ID: m.ID, Topic: m.Topic, Tag: m.Tag, Keys: m.Keys, Properties: m.Properties, Transactional: m.Transactional,
 		BodyBytes: len(m.Body), Attempts: d.Attempts, Code: d.Code.String(), Error: d.Err,
-		MaybeStoredAt: d.MaybeStoredAt, SpooledAt: d.SpooledAt,
+		MaybeStoredAt: d.MaybeStoredAt, SpooledAt: d.DeadLetteredAt,
 	}
-	if !d.SpooledAt.IsZero() {
-		r.AgeSeconds = roundTo(now.Sub(d.SpooledAt).Seconds(), 3)
+	if !d.DeadLetteredAt.IsZero() {
+		r.AgeSeconds = roundTo(now.Sub(d.DeadLetteredAt).Seconds(), 3)
 	}
 	if withBody {
 		if utf8.Valid(m.Body) {
@@ -213,8 +213,8 @@ func spoolRead(sub string, pos []string, jsonOut bool, stdout io.Writer) error {
 			if d.MaybeStoredAt != "" {
 				st.Pinned++
 			}
-			if !d.SpooledAt.IsZero() && (st.OldestAt.IsZero() || d.SpooledAt.Before(st.OldestAt)) {
-				st.OldestAt = d.SpooledAt
+			if !d.DeadLetteredAt.IsZero() && (st.OldestAt.IsZero() || d.DeadLetteredAt.Before(st.OldestAt)) {
+				st.OldestAt = d.DeadLetteredAt
 			}
 			return nil
 		})

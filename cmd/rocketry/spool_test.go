@@ -17,7 +17,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rocketry-go/rocketry/broker/brokertest"
+	"github.com/rocketry-go/rocketry/brokercode"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/internal/deadletterpb"
 	"github.com/rocketry-go/rocketry/producer"
 	"github.com/rocketry-go/rocketry/producer/deadletter"
 )
@@ -47,7 +49,7 @@ func TestSpoolLsShowStats(t *testing.T) {
 	assert.Equal(t, "m-2", r.ID)
 	assert.Equal(t, "10.0.0.1:7777", r.MaybeStoredAt)
 	assert.Equal(t, 3, r.Attempts)
-	assert.Equal(t, "CODE_UNAVAILABLE", r.Code)
+	assert.Equal(t, "UNAVAILABLE", r.Code)
 	assert.Equal(t, len("body 2"), r.BodyBytes)
 	assert.Empty(t, r.Body, "ls leaves the body out")
 
@@ -107,7 +109,7 @@ func TestSpoolImport(t *testing.T) {
 	old := filepath.Join(dir, "dead.spool")
 	data := binary.LittleEndian.AppendUint32([]byte("RKTSPOOL"), 1)
 	for _, id := range []string{"a", "b"} {
-		payload, err := proto.Marshal(&rocketryv1.SpoolRecord{Message: &rocketryv1.Message{MessageId: id, Topic: "orders", Body: []byte(id)}, Attempts: 3})
+		payload, err := proto.Marshal(&deadletterpb.Record{Message: &rocketryv1.Message{MessageId: id, Topic: "orders", Body: []byte(id)}, Attempts: 3})
 		require.NoError(t, err)
 		data = binary.LittleEndian.AppendUint32(data, uint32(len(payload)))
 		data = binary.LittleEndian.AppendUint32(data, crc32.Checksum(payload, crc32.MakeTable(crc32.Castagnoli)))
@@ -153,7 +155,7 @@ func damagedStore(t *testing.T, dir string, n, bad int) string {
 	require.NoError(t, err)
 	for i := range n {
 		m := &producer.Message{ID: fmt.Sprintf("m-%02d", i), Topic: "orders", Body: []byte(fmt.Sprintf("the body of message %02d", i))}
-		require.NoError(t, s.Put(&producer.DeadLetter{Message: m, Err: "unavailable", Attempts: 3, Code: rocketryv1.Code_CODE_UNAVAILABLE}))
+		require.NoError(t, s.Put(&producer.DeadLetter{Message: m, Err: "unavailable", Attempts: 3, Code: brokercode.Unavailable}))
 	}
 	require.NoError(t, s.Close())
 	_, err = deadletter.Salvage(first, path)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/broker"
+	"github.com/rocketry-go/rocketry/brokercode"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/internal/xrand"
 	"github.com/rocketry-go/rocketry/producer"
@@ -265,7 +266,7 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 				attMu.Unlock()
 			case producer.EventRetry:
 				res := status.Code(e.Err).String()
-				if e.Code != rocketryv1.Code_CODE_UNSPECIFIED {
+				if e.Code != brokercode.Unspecified {
 					res += fmt.Sprintf("(%d)", int32(e.Code))
 				}
 				attMu.Lock()
@@ -362,7 +363,7 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 			return
 		}
 		o.failKinds[failKind(se)]++
-		if !se.Spooled {
+		if !se.DeadLettered {
 			o.failedNotSpooled++
 			o.unexpectedErrs = append(o.unexpectedErrs, fmt.Sprintf("message %d: not handed back: %v", i, err))
 		}

@@ -118,7 +118,7 @@ func TestLoad(t *testing.T) {
 		} else {
 			failed.Add(1)
 			var se *producer.SendError
-			if !errors.As(err, &se) || !se.Spooled {
+			if !errors.As(err, &se) || !se.DeadLettered {
 				notBack.Add(1)
 			}
 		}

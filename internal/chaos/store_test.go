@@ -77,7 +77,7 @@ func storeProcess() int {
 		switch {
 		case err == nil:
 			res.Stored++
-		case errors.As(err, &se) && se.Spooled:
+		case errors.As(err, &se) && se.DeadLettered:
 			res.Spooled++
 		default:
 			res.Lost++
@@ -135,7 +135,7 @@ func TestChaosTwoProcessesOneStore(t *testing.T) {
 				var se *producer.SendError
 				switch {
 				case err == nil:
-				case errors.As(err, &se) && se.Spooled:
+				case errors.As(err, &se) && se.DeadLettered:
 					mu.Lock()
 					spooled++
 					mu.Unlock()

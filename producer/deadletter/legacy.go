@@ -14,7 +14,7 @@ import (
 //
 //	file:    "RKTSPOOL" | version uint32 (= 1) | record*
 //	record:  length uint32 | CRC-32C of payload uint32 | payload
-//	payload: proto.Marshal(rocketryv1.SpoolRecord)
+//	payload: proto.Marshal(deadletterpb.Record), rocketry.v1's SpoolRecord then
 //
 // It is only read, to import it.
 const (

@@ -12,12 +12,13 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/internal/deadletterpb"
 )
 
 // oldFrameOf is one record of the old spool format for message id.
 func oldFrameOf(t testing.TB, id string, body []byte) []byte {
 	t.Helper()
-	payload, err := proto.Marshal(&rocketryv1.SpoolRecord{
+	payload, err := proto.Marshal(&deadletterpb.Record{
 		Message: &rocketryv1.Message{MessageId: id, Topic: "orders", Body: body},
 		Error:   "unavailable", Attempts: 3, Code: rocketryv1.Code_CODE_UNAVAILABLE,
 	})

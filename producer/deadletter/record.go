@@ -15,7 +15,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/rocketry-go/rocketry/brokercode"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/internal/deadletterpb"
 	"github.com/rocketry-go/rocketry/producer"
 )
 
@@ -23,7 +25,10 @@ import (
 // in format 2 (written since records carry a checksum):
 //
 //	recordMagic (4 bytes) | CRC-32C of key and payload (uint32, little-endian) | payload
-//	payload: proto.Marshal(rocketryv1.SpoolRecord), whose message holds the ID
+//	payload: a protobuf rocketry.deadletter.v1.Record, whose message holds the ID
+//
+// (proto/rocketry/deadletter/v1/record.proto: the fields of rocketry.v1's
+// SpoolRecord, which wrote the records before.)
 //
 // A value of format 1 (before the checksum) is the payload alone; it starts
 // with byte 0x0a (field 1, the message). Such a record is still read, with
@@ -129,21 +134,21 @@ func unseal(k, v []byte) (payload []byte, unchecked bool, err error) {
 }
 
 // toProto is d's stored form; its slices and map are shared.
-func toProto(d *producer.DeadLetter) *rocketryv1.SpoolRecord {
+func toProto(d *producer.DeadLetter) *deadletterpb.Record {
 	m := d.Message
 	attempts := min(max(d.Attempts, math.MinInt32), math.MaxInt32)
-	pb := &rocketryv1.SpoolRecord{
+	pb := &deadletterpb.Record{
 		Message: &rocketryv1.Message{
 			MessageId: m.ID, Topic: m.Topic, Tag: m.Tag, Keys: m.Keys, Properties: m.Properties,
 			Body: m.Body, Transactional: m.Transactional, MessageGroup: m.MessageGroup,
 		},
 		Error:         strings.ToValidUTF8(d.Err, "\uFFFD"), // proto strings must be UTF-8
 		Attempts:      int32(attempts),
-		Code:          d.Code,
+		Code:          rocketryv1.Code(d.Code), // the same numbers (brokercode pins them)
 		MaybeStoredAt: strings.ToValidUTF8(d.MaybeStoredAt, "\uFFFD"),
 	}
-	if !d.SpooledAt.IsZero() {
-		pb.SpooledAt = timestamppb.New(d.SpooledAt)
+	if !d.DeadLetteredAt.IsZero() {
+		pb.DeadLetteredAt = timestamppb.New(d.DeadLetteredAt)
 	}
 	if !m.DeliveryTime.IsZero() {
 		pb.Message.DeliveryTime = timestamppb.New(m.DeliveryTime)
@@ -168,10 +173,11 @@ func decode(k, v []byte) (*producer.DeadLetter, error) {
 	return d, nil
 }
 
-// decodeOld reads an encoded SpoolRecord, as stored here and in an old
+// decodeOld reads an encoded deadletterpb.Record (rocketry.v1's
+// SpoolRecord before: the same fields), as stored here and in an old
 // spool's record: it must decode, and hold a message with an ID.
 func decodeOld(v []byte) (*producer.DeadLetter, error) {
-	var pb rocketryv1.SpoolRecord
+	var pb deadletterpb.Record
 	if err := proto.Unmarshal(v, &pb); err != nil {
 		return nil, fmt.Errorf("record does not decode: %v", err)
 	}
@@ -187,14 +193,14 @@ func decodeOld(v []byte) (*producer.DeadLetter, error) {
 		},
 		Err:           pb.GetError(),
 		Attempts:      int(pb.GetAttempts()),
-		Code:          pb.GetCode(),
+		Code:          brokercode.Code(pb.GetCode()),
 		MaybeStoredAt: pb.GetMaybeStoredAt(),
 	}
 	if pm.DeliveryTime != nil {
 		d.Message.DeliveryTime = pm.GetDeliveryTime().AsTime()
 	}
-	if pb.SpooledAt != nil {
-		d.SpooledAt = pb.GetSpooledAt().AsTime()
+	if pb.DeadLetteredAt != nil {
+		d.DeadLetteredAt = pb.GetDeadLetteredAt().AsTime()
 	}
 	return d, nil
 }
@@ -204,8 +210,8 @@ func decodeOld(v []byte) (*producer.DeadLetter, error) {
 // none (the message may still be stored there).
 func merge(old, d *producer.DeadLetter) *producer.DeadLetter {
 	m := *d
-	if !old.SpooledAt.IsZero() && (m.SpooledAt.IsZero() || old.SpooledAt.Before(m.SpooledAt)) {
-		m.SpooledAt = old.SpooledAt
+	if !old.DeadLetteredAt.IsZero() && (m.DeadLetteredAt.IsZero() || old.DeadLetteredAt.Before(m.DeadLetteredAt)) {
+		m.DeadLetteredAt = old.DeadLetteredAt
 	}
 	if m.MaybeStoredAt == "" {
 		m.MaybeStoredAt = old.MaybeStoredAt

@@ -264,7 +264,7 @@ func (s *Store) countAfter(after []byte, limit int) (int, error) {
 // names none. A record that cannot be updated stays as it was.
 func (s *Store) keepFailed(d *producer.DeadLetter, err error) {
 	var se *producer.SendError
-	if !errors.As(err, &se) || se.Spooled {
+	if !errors.As(err, &se) || se.DeadLettered {
 		return
 	}
 	u := *d

@@ -52,7 +52,7 @@ func TestUnknownOutcomeIsPinned(t *testing.T) {
 	_, err := p.Send(context.Background(), &producer.Message{ID: "m-1", Topic: "orders", Body: []byte("x")})
 	var se *producer.SendError
 	require.ErrorAs(t, err, &se)
-	assert.True(t, se.Spooled)
+	assert.True(t, se.DeadLettered)
 	assert.Equal(t, slow.Addr(), se.MaybeStoredAt)
 	d, err := store.Get("m-1")
 	require.NoError(t, err)
@@ -81,7 +81,7 @@ func TestUnknownOutcomeIsPinned(t *testing.T) {
 
 // TestBodyOverOldCapIsKept is the regression test of issue 13's fifth
 // item: a body allowed by WithMaxBodyBytes but over the spool's hidden
-// 64 MiB record cap was neither stored nor spooled (Spooled false). The
+// 64 MiB record cap was neither stored nor dead-lettered (DeadLettered false). The
 // store's limit is checked at New, so what New accepts is kept.
 func TestBodyOverOldCapIsKept(t *testing.T) {
 	if testing.Short() {
@@ -95,7 +95,7 @@ func TestBodyOverOldCapIsKept(t *testing.T) {
 	_, err := p.Send(context.Background(), &producer.Message{ID: "big", Topic: "t", Body: make([]byte, size)})
 	var se *producer.SendError
 	require.ErrorAs(t, err, &se)
-	assert.True(t, se.Spooled, "Spooled = false: the message is lost")
+	assert.True(t, se.DeadLettered, "DeadLettered = false: the message is lost")
 	d, err := store.Get("big")
 	require.NoError(t, err)
 	assert.Len(t, d.Message.Body, size)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/rocketry-go/rocketry/producer"
 )
@@ -150,9 +151,9 @@ func openBolt(path string, lockTimeout time.Duration, readOnly bool) (*bolt.DB, 
 	switch {
 	case errors.Is(err, ErrCorrupt):
 		return nil, err
-	case errors.Is(err, bolt.ErrTimeout):
+	case errors.Is(err, berrors.ErrTimeout):
 		return nil, fmt.Errorf("%w: %s (waited %v for its lock)", ErrLocked, path, lockTimeout)
-	case errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrVersionMismatch), errors.Is(err, bolt.ErrChecksum):
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch), errors.Is(err, berrors.ErrChecksum):
 		return nil, fmt.Errorf("%w: %s: %v", ErrNotStore, path, err)
 	case errors.As(err, new(*fs.PathError)):
 		return nil, fmt.Errorf("deadletter: %w", err) // it names the file
@@ -194,7 +195,7 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) MaxBodyBytes() int { return MaxBodyBytes }
 
 // Put keeps d under its message's ID, durably, before it returns. Putting
-// an ID the store holds replaces its record, keeping the first SpooledAt
+// an ID the store holds replaces its record, keeping the first DeadLetteredAt
 // and, when d has none, the record's MaybeStoredAt (the message may still
 // be stored there): one ID is one record. d.Message must have an ID. It
 // implements producer.DeadLetterSink.
@@ -366,7 +367,7 @@ func (s *Store) wrap(op string, err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, bolt.ErrDatabaseNotOpen):
+	case errors.Is(err, berrors.ErrDatabaseNotOpen):
 		return fmt.Errorf("deadletter: %s %s: %w", op, s.path, ErrClosed)
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrCorrupt), errors.Is(err, ErrTooLarge), errors.Is(err, producer.ErrInvalidMessage):
 		return err

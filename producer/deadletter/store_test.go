@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/brokercode"
 	"github.com/rocketry-go/rocketry/producer"
 	"github.com/rocketry-go/rocketry/producer/deadletter"
 )
@@ -65,9 +65,9 @@ func letter(id, at string) *producer.DeadLetter {
 	return &producer.DeadLetter{
 		Message:  &producer.Message{ID: id, Topic: "orders", Tag: "t", Keys: []string{"k"}, Properties: map[string]string{"p": "v"}, Body: []byte("body of " + id)},
 		Err:      "unavailable",
-		Attempts: 3, Code: rocketryv1.Code_CODE_UNAVAILABLE,
-		MaybeStoredAt: at,
-		SpooledAt:     time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC),
+		Attempts: 3, Code: brokercode.Unavailable,
+		MaybeStoredAt:  at,
+		DeadLetteredAt: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC),
 	}
 }
 
@@ -135,7 +135,7 @@ func TestPutSameIDKeepsOneRecord(t *testing.T) {
 	first := letter("m-1", "a:1")
 	require.NoError(t, s.Put(first))
 	again := letter("m-1", "")
-	again.Attempts, again.Err, again.SpooledAt = 5, "timeout", first.SpooledAt.Add(time.Hour)
+	again.Attempts, again.Err, again.DeadLetteredAt = 5, "timeout", first.DeadLetteredAt.Add(time.Hour)
 	require.NoError(t, s.Put(again))
 
 	n, err := s.Len()
@@ -146,7 +146,7 @@ func TestPutSameIDKeepsOneRecord(t *testing.T) {
 	assert.Equal(t, 5, got.Attempts)
 	assert.Equal(t, "timeout", got.Err)
 	assert.Equal(t, "a:1", got.MaybeStoredAt, "the endpoint where it may be stored is kept")
-	assert.True(t, got.SpooledAt.Equal(first.SpooledAt), "SpooledAt = %v; want the first, %v", got.SpooledAt, first.SpooledAt)
+	assert.True(t, got.DeadLetteredAt.Equal(first.DeadLetteredAt), "DeadLetteredAt = %v; want the first, %v", got.DeadLetteredAt, first.DeadLetteredAt)
 
 	moved := letter("m-1", "b:2")
 	require.NoError(t, s.Put(moved))
