@@ -20,10 +20,12 @@ import (
 
 // goConsumeSummary is goclient/cmd/consume's JSON summary: consume.js's,
 // plus the Receive calls answered 40401 MESSAGE_NOT_FOUND, which the Go
-// client returns as an error.
+// client returns as an error, and the ChangeInvisibleDuration calls
+// answered 20000.
 type goConsumeSummary struct {
 	consumeSummary
-	EmptyReceives int `json:"emptyReceives"`
+	EmptyReceives    int `json:"emptyReceives"`
+	InvisibleChanges int `json:"invisibleChanges"`
 }
 
 // TestOfficialGoSimpleConsumer is TestOfficialNodeSimpleConsumer with the
@@ -32,7 +34,9 @@ type goConsumeSummary struct {
 // SimpleConsumer reads them back from the bundled broker (TLS, one topic
 // declared FIFO and one DELAY), leaving the first delivery of every
 // seventh message unacknowledged so that it comes back after its
-// invisible time. The checks are the Node.js test's (checkConsumed): every
+// invisible time, and renewing the invisible time of every fifth message
+// it acknowledges before the Ack (ChangeInvisibleDuration, whose new
+// receipt handle the Ack must carry). The checks are the Node.js test's (checkConsumed): every
 // message acknowledged exactly once, each group in send order with no
 // message delivered before the previous one was acknowledged, a message
 // delivered again only after an unacknowledged delivery, no timed message
@@ -51,18 +55,20 @@ func TestOfficialGoSimpleConsumer(t *testing.T) {
 		broker.WithTopicType(timedTopic, broker.TopicDelay),
 		// The client sends no long_polling_timeout, so the broker polls
 		// for half the call's deadline (await + 3 s), which this bound
-		// cuts to 500 ms: each Receive takes a topic at random, and one on
+		// cuts to 200 ms: each Receive takes a topic at random, and one on
 		// the topic with nothing receivable waits the whole poll.
-		broker.WithLongPolling(100*time.Millisecond, 500*time.Millisecond),
+		broker.WithLongPolling(100*time.Millisecond, 200*time.Millisecond),
 		broker.WithMinInvisibleDuration(500*time.Millisecond),
 	)
 	s, stderr := runGoConsume(t, prog,
 		"--endpoint", b.Addr(), "--fifo-topic", fifoTopic, "--timed-topic", timedTopic,
 		"--groups", strconv.Itoa(groups), "--per-group", strconv.Itoa(perGroup), "--timed", strconv.Itoa(timed),
-		"--timed-delay", "1500ms", "--invisible", "1s", "--await", "200ms", "--skip-ack-every", "7")
-	t.Logf("client %s %s: sent %d, %d events, %d Receive calls answered 40401, %d lines on stderr",
-		s.Client.Package, s.Client.Version, len(s.Sent), len(s.Events), s.EmptyReceives, strings.Count(stderr, "\n"))
+		"--timed-delay", "1500ms", "--invisible", "1s", "--await", "200ms", "--skip-ack-every", "7", "--change-every", "5")
+	t.Logf("client %s %s: sent %d, %d events, %d Receive calls answered 40401, %d invisible times renewed, %d lines on stderr",
+		s.Client.Package, s.Client.Version, len(s.Sent), len(s.Events), s.EmptyReceives, s.InvisibleChanges, strings.Count(stderr, "\n"))
 	checkConsumed(t, b, s.consumeSummary, groups, perGroup, timed)
+	// Every acknowledgement is checked OK, those after a renewal included.
+	assert.Positive(t, s.InvisibleChanges, "invisible times renewed (ChangeInvisibleDuration)")
 	if t.Failed() {
 		t.Logf("consume stderr (last 4 KiB):\n%s", tail(stderr, 4096))
 	}

@@ -11,7 +11,8 @@
 //
 //	consume --endpoint 127.0.0.1:8081 --fifo-topic f --timed-topic d \
 //	  --group g --groups 4 --per-group 20 --timed 5 --timed-delay 1500ms \
-//	  --invisible 1s --await 1s --skip-ack-every 7 --timeout 30s [--verbose]
+//	  --invisible 1s --await 1s --skip-ack-every 7 --change-every 5 \
+//	  --timeout 30s [--verbose]
 //
 // The client always dials TLS without verifying the certificate, so the
 // endpoint must serve TLS. Each group's messages are sent one after
@@ -20,7 +21,10 @@
 // (its Receive takes the subscribed topics in turn) and acknowledges every
 // message at once, except the first delivery of every --skip-ack-every-th
 // message it receives, which it leaves to come back after its invisible
-// time. Every delivery and acknowledgement is logged in one sequence
+// time; and of every --change-every-th delivery it acknowledges, it first
+// renews the invisible time (ChangeInvisibleDuration, which gives the
+// message a new receipt handle, the one Ack then sends). Every delivery and
+// acknowledgement is logged in one sequence
 // ("seq"), so that the test can check that a group's next message never
 // came before the previous one was acknowledged.
 //
@@ -71,7 +75,7 @@ type config struct {
 	endpoint, fifoTopic, timedTopic, group string
 	groups, perGroup, timed                int
 	timedDelay, invisible, await, timeout  time.Duration
-	skipAckEvery                           int
+	skipAckEvery, changeEvery              int
 	verbose                                bool
 }
 
@@ -90,6 +94,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.invisible, "invisible", 10*time.Second, "invisible duration of each Receive")
 	fs.DurationVar(&c.await, "await", time.Second, "the SimpleConsumer's WithAwaitDuration")
 	fs.IntVar(&c.skipAckEvery, "skip-ack-every", 0, "leave the first delivery of every n-th message received unacknowledged (0: none)")
+	fs.IntVar(&c.changeEvery, "change-every", 0, "renew the invisible time of every n-th delivery acknowledged before its Ack (0: none)")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "give up receiving after this long")
 	fs.BoolVar(&c.verbose, "verbose", false, "the client's info log on stderr too")
 	if err := fs.Parse(args); err != nil {
@@ -104,9 +109,9 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		return c, errors.New("--timed-topic is required")
 	case c.group == "":
 		return c, errors.New("--group is empty")
-	case c.groups < 0, c.perGroup < 0, c.timed < 0, c.skipAckEvery < 0:
-		return c, fmt.Errorf("--groups %d, --per-group %d, --timed %d, --skip-ack-every %d: none may be negative",
-			c.groups, c.perGroup, c.timed, c.skipAckEvery)
+	case c.groups < 0, c.perGroup < 0, c.timed < 0, c.skipAckEvery < 0, c.changeEvery < 0:
+		return c, fmt.Errorf("--groups %d, --per-group %d, --timed %d, --skip-ack-every %d, --change-every %d: none may be negative",
+			c.groups, c.perGroup, c.timed, c.skipAckEvery, c.changeEvery)
 	case c.timedDelay < 0:
 		return c, fmt.Errorf("--timed-delay %v is negative", c.timedDelay)
 	case c.invisible <= 0, c.await <= 0, c.timeout <= 0:
@@ -130,8 +135,11 @@ type summary struct {
 	ReceiveErrors []*clientError `json:"receiveErrors"`
 	// EmptyReceives counts the Receive calls that returned 40401
 	// MESSAGE_NOT_FOUND, which the client returns as an error.
-	EmptyReceives int     `json:"emptyReceives"`
-	Events        []event `json:"events"`
+	EmptyReceives int `json:"emptyReceives"`
+	// InvisibleChanges counts the ChangeInvisibleDuration calls the broker
+	// answered 20000; a failed one is an "ackError" event.
+	InvisibleChanges int     `json:"invisibleChanges"`
+	Events           []event `json:"events"`
 }
 
 type clientInfo struct {
@@ -170,6 +178,7 @@ type event struct {
 	Attempt             int32        `json:"attempt,omitempty"`
 	DeliveryTimestampMs *int64       `json:"deliveryTimestampMs,omitempty"`
 	SkippedAck          bool         `json:"skippedAck,omitempty"`
+	ChangedInvisible    bool         `json:"changedInvisible,omitempty"`
 	Error               *clientError `json:"error,omitempty"`
 }
 
@@ -240,7 +249,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	s.Sent, s.SendErrors = sendAll(p, cfg)
-	s.Events, s.ReceiveErrors, s.EmptyReceives, s.Error = receiveAll(c, cfg, acks, len(s.Sent))
+	r := receiveAll(c, cfg, acks, len(s.Sent))
+	s.Events, s.ReceiveErrors, s.EmptyReceives, s.InvisibleChanges, s.Error = r.events, r.receiveErrors, r.empty, r.changes, r.errText
 
 	for _, stop := range []func() error{c.GracefulStop, p.GracefulStop} {
 		if err := stop(); err != nil {
@@ -310,63 +320,85 @@ func receiptID(r []*rmq.SendReceipt) string {
 	return r[0].MessageID
 }
 
+// received is what receiveAll saw.
+type received struct {
+	events        []event
+	receiveErrors []*clientError
+	empty         int // Receive calls answered 40401
+	changes       int // ChangeInvisibleDuration calls answered 20000
+	errText       string
+}
+
 // receiveAll receives until want distinct messages are acknowledged, or
 // the time is up.
-func receiveAll(c rmq.SimpleConsumer, cfg config, acks *ackRecorder, want int) (events []event, receiveErrors []*clientError, empty int, errText string) {
-	events, receiveErrors = []event{}, []*clientError{}
+func receiveAll(c rmq.SimpleConsumer, cfg config, acks *ackRecorder, want int) received {
+	r := received{events: []event{}, receiveErrors: []*clientError{}}
 	acked := map[string]bool{}
-	received := 0
+	n, toAck := 0, 0
 	deadline := time.Now().Add(cfg.timeout)
 	for len(acked) < want && time.Now().Before(deadline) {
 		views, err := c.Receive(context.Background(), receiveBatch, cfg.invisible)
 		if err != nil {
 			var rs *rmq.ErrRpcStatus
 			if errors.As(err, &rs) && rs.Code == int32(v2.Code_MESSAGE_NOT_FOUND) {
-				empty++
+				r.empty++
 				continue
 			}
-			receiveErrors = append(receiveErrors, describe(err))
-			if len(receiveErrors) >= 20 {
-				return events, receiveErrors, empty, fmt.Sprintf("Receive failed %d times; the last: %v", len(receiveErrors), err)
+			r.receiveErrors = append(r.receiveErrors, describe(err))
+			if len(r.receiveErrors) >= 20 {
+				r.errText = fmt.Sprintf("Receive failed %d times; the last: %v", len(r.receiveErrors), err)
+				return r
 			}
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
 		for _, v := range views {
-			received++
+			n++
 			e := event{
-				Seq: len(events), Kind: "receive", AtMs: time.Now().UnixMilli(), Topic: v.GetTopic(),
+				Seq: len(r.events), Kind: "receive", AtMs: time.Now().UnixMilli(), Topic: v.GetTopic(),
 				MessageID: v.GetMessageId(), Group: v.GetMessageGroup(), Attempt: v.GetDeliveryAttempt(),
 			}
 			if ts := v.GetDeliveryTimestamp(); ts != nil {
 				ms := ts.UnixMilli()
 				e.DeliveryTimestampMs = &ms
 			}
-			if cfg.skipAckEvery > 0 && v.GetDeliveryAttempt() == 1 && received%cfg.skipAckEvery == 0 {
+			if cfg.skipAckEvery > 0 && v.GetDeliveryAttempt() == 1 && n%cfg.skipAckEvery == 0 {
 				e.SkippedAck = true
-				events = append(events, e)
+				r.events = append(r.events, e)
 				continue
 			}
-			events = append(events, e)
-			err := c.Ack(context.Background(), v)
+			toAck++
+			e.ChangedInvisible = cfg.changeEvery > 0 && toAck%cfg.changeEvery == 0
+			r.events = append(r.events, e)
+			var err error
+			if e.ChangedInvisible {
+				// The client's ChangeInvisibleDuration reads the status
+				// and puts the new receipt handle in v.
+				if err = c.ChangeInvisibleDuration(v, cfg.invisible); err == nil {
+					r.changes++
+				}
+			}
+			if err == nil {
+				err = c.Ack(context.Background(), v)
+			}
 			if err == nil {
 				if st := acks.take(v.GetReceiptHandle()); st.GetCode() != v2.Code_OK {
 					err = &rmq.ErrRpcStatus{Code: int32(st.GetCode()), Message: st.GetMessage()}
 				}
 			}
-			a := event{Seq: len(events), Kind: "ack", AtMs: time.Now().UnixMilli(), MessageID: v.GetMessageId(), Group: v.GetMessageGroup()}
+			a := event{Seq: len(r.events), Kind: "ack", AtMs: time.Now().UnixMilli(), MessageID: v.GetMessageId(), Group: v.GetMessageGroup()}
 			if err != nil {
 				a.Kind, a.Error = "ackError", describe(err)
 			} else {
 				acked[v.GetMessageId()] = true
 			}
-			events = append(events, a)
+			r.events = append(r.events, a)
 		}
 	}
 	if len(acked) < want {
-		errText = fmt.Sprintf("acknowledged %d of %d messages in %v", len(acked), want, cfg.timeout)
+		r.errText = fmt.Sprintf("acknowledged %d of %d messages in %v", len(acked), want, cfg.timeout)
 	}
-	return events, receiveErrors, empty, errText
+	return r
 }
 
 // ackRecorder keeps the status of each AckMessage answer by receipt
