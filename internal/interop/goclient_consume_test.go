@@ -54,9 +54,10 @@ func TestOfficialGoSimpleConsumer(t *testing.T) {
 		broker.WithTopicType(fifoTopic, broker.TopicFIFO),
 		broker.WithTopicType(timedTopic, broker.TopicDelay),
 		// The client sends no long_polling_timeout, so the broker polls
-		// for half the call's deadline (await + 3 s), which this bound
-		// cuts to 200 ms: each Receive takes a topic at random, and one on
-		// the topic with nothing receivable waits the whole poll.
+		// for the call's deadline (await + 3 s) less 1.5 s, as the proxy
+		// does, which this bound cuts to 200 ms: each Receive takes a
+		// topic at random, and one on the topic with nothing receivable
+		// waits the whole poll.
 		broker.WithLongPolling(100*time.Millisecond, 200*time.Millisecond),
 		broker.WithMinInvisibleDuration(500*time.Millisecond),
 	)
