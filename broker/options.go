@@ -344,8 +344,9 @@ func WithTopicType(name string, typ TopicType) Option {
 }
 
 // WithLongPolling sets how long an apache.rocketmq.v2 ReceiveMessage that
-// finds nothing waits for a message: the request's long_polling_timeout,
-// raised to min and cut to max, overriding the proxy's defaults of 5 s and
+// finds nothing waits for a message: the request's long_polling_timeout
+// (without one, the time left before its deadline less 1.5 s, half the
+// official clients' request_timeout), raised to min and cut to max, overriding the proxy's defaults of 5 s and
 // 20 s. A request whose deadline leaves less than min is answered 40018
 // ILLEGAL_POLLING_TIME. min must not be negative and max must be at least
 // min; tests lower both to keep empty receives short.

@@ -121,16 +121,20 @@ func (s rocketmqServer) ReceiveMessage(req *rocketmqv2.ReceiveMessageRequest, st
 }
 
 // pollingTime is how long a receive may wait, as ReceiveMessageActivity
-// computes it: the request's long_polling_timeout (else half the time left)
-// within WithLongPolling's bounds, and within the request's deadline, or a
+// computes it: the request's long_polling_timeout, else the time left
+// before the request's deadline less half the client's request_timeout;
+// then within WithLongPolling's bounds, and within the deadline, or a
 // 40018 ILLEGAL_POLLING_TIME status when the deadline leaves less than the
-// least polling time.
+// least polling time. The broker does not keep each client's Settings, so
+// the request_timeout is DefaultClientRequestTimeout, the official
+// clients' default (the Go client 5.1.2, which sends no
+// long_polling_timeout, has no option to change it).
 func (b *Broker) pollingTime(ctx context.Context, req *rocketmqv2.ReceiveMessageRequest) (time.Duration, *rocketmqv2.Status) {
 	remaining := time.Duration(1<<63 - 1)
 	if dl, ok := ctx.Deadline(); ok {
 		remaining = time.Until(dl)
 	}
-	poll := remaining / 2
+	poll := remaining - DefaultClientRequestTimeout/2
 	if req.LongPollingTimeout != nil {
 		poll = req.GetLongPollingTimeout().AsDuration()
 	}

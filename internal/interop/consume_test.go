@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketry-go/rocketry/broker"
@@ -25,7 +23,7 @@ import (
 // SimpleConsumer, from the bundled broker with one topic declared FIFO and
 // one DELAY. The consumer leaves the first delivery of every seventh
 // message unacknowledged, so that it comes back after its invisible time.
-// From the consumer's own log it checks: every message sent is
+// From the consumer's own log it checks (checkConsumed): every message sent is
 // acknowledged exactly once; each group's messages are acknowledged in
 // send order, and none is delivered before the group's previous message
 // was acknowledged; a message is delivered again only when its previous
@@ -51,79 +49,7 @@ func TestOfficialNodeSimpleConsumer(t *testing.T) {
 		"--groups", strconv.Itoa(groups), "--per-group", strconv.Itoa(perGroup), "--timed", strconv.Itoa(timed),
 		"--timed-delay-ms", "1500", "--invisible-ms", "1000", "--await-ms", "200", "--skip-ack-every", "7")
 	t.Logf("client %s %s: sent %d, %d events, %d lines on stderr", s.Client.Package, s.Client.Version, len(s.Sent), len(s.Events), strings.Count(stderr, "\n"))
-	require.Empty(t, s.sendErrors(), "send errors")
-	require.Len(t, s.Sent, groups*perGroup+timed, "messages sent")
-	assert.Empty(t, s.ReceiveErrors, "receive errors")
-	if s.ShutdownError != nil {
-		t.Errorf("shutdown() = %v; want success", s.ShutdownError)
-	}
-
-	sent := map[string]sentMessage{}
-	for _, m := range s.Sent {
-		sent[m.MessageID] = m
-	}
-	acks := map[string]int{}
-	lastAck := map[string]int{}        // group -> seq of the last acknowledged message
-	deliveries := map[string][]event{} // message id -> its deliveries
-	redelivered := 0
-	for _, e := range s.Events {
-		m, ok := sent[e.MessageID]
-		require.True(t, ok, "event %d: message %s was not sent by the script", e.Seq, e.MessageID)
-		switch e.Kind {
-		case "receive":
-			assert.False(t, e.Corrupted, "event %d: message %s corrupted (digest)", e.Seq, e.MessageID)
-			prev := deliveries[e.MessageID]
-			assert.Equal(t, len(prev)+1, e.Attempt, "event %d: delivery_attempt of message %s", e.Seq, e.MessageID)
-			if len(prev) > 0 {
-				redelivered++
-				assert.True(t, prev[len(prev)-1].SkippedAck, "event %d: message %s delivered again after an acknowledged delivery", e.Seq, e.MessageID)
-			}
-			deliveries[e.MessageID] = append(prev, e)
-			switch m.Kind {
-			case "fifo":
-				assert.Equal(t, m.Group, e.Group, "event %d: message group of %s", e.Seq, e.MessageID)
-				last, ok := lastAck[m.Group]
-				if !ok {
-					last = -1
-				}
-				assert.Equal(t, m.Seq-1, last, "event %d: %s message %d delivered after message %d was acknowledged; want it after message %d",
-					e.Seq, m.Group, m.Seq, last, m.Seq-1)
-			case "timed":
-				require.NotNil(t, e.DeliveryTimestampMs, "event %d: timed message %s has no delivery timestamp", e.Seq, e.MessageID)
-				assert.Equal(t, m.DeliverAtMs, *e.DeliveryTimestampMs, "event %d: delivery timestamp of %s", e.Seq, e.MessageID)
-				assert.GreaterOrEqual(t, e.AtMs, m.DeliverAtMs, "event %d: timed message %s received %d ms before its delivery time",
-					e.Seq, e.MessageID, m.DeliverAtMs-e.AtMs)
-			}
-		case "ack":
-			acks[e.MessageID]++
-			if m.Kind == "fifo" {
-				if want, ok := lastAck[m.Group]; ok {
-					assert.Equal(t, want+1, m.Seq, "event %d: %s acknowledged message %d after %d", e.Seq, m.Group, m.Seq, want)
-				} else {
-					assert.Equal(t, 0, m.Seq, "event %d: %s's first acknowledged message", e.Seq, m.Group)
-				}
-				lastAck[m.Group] = m.Seq
-			}
-		default:
-			t.Errorf("event %d: %s of message %s: %s", e.Seq, e.Kind, e.MessageID, e.Error)
-		}
-	}
-	for id, m := range sent {
-		assert.Equal(t, 1, acks[id], "acknowledgements of %s message %s (%s %d)", m.Kind, id, m.Group, m.Seq)
-	}
-	for g := range groups {
-		assert.Equal(t, perGroup-1, lastAck[fmt.Sprintf("group-%d", g)], "last acknowledged message of group-%d", g)
-	}
-	assert.Positive(t, redelivered, "messages delivered again after an unacknowledged delivery")
-	assert.Empty(t, s.Error, "the script's error")
-	t.Logf("%d deliveries again after an unacknowledged one", redelivered)
-	// The consumer group is a group of the store: everything acknowledged,
-	// its backlog is 0 on both topics.
-	for _, ts := range b.Stats().GetTopics() {
-		require.Len(t, ts.GetGroups(), 1, "consumer groups of %s", ts.GetTopic())
-		assert.Equal(t, "interop-consumer", ts.GetGroups()[0].GetGroup())
-		assert.Zero(t, ts.GetGroups()[0].GetBacklog(), "backlog of the consumer group on %s", ts.GetTopic())
-	}
+	checkConsumed(t, b, s, groups, perGroup, timed)
 }
 
 // consumeSummary is consume.js's JSON summary.

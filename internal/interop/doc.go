@@ -224,14 +224,8 @@
 // ack(message) and changeInvisibleDuration(message, ms) send the receipt
 // handle of the message's last delivery.
 //
-// The official Go client (rocketmq-clients/golang/v5 v5.1.2) works against
-// the broker too, checked by hand, not in CI (it would bring the client and
-// its copy of the apache.rocketmq.v2 descriptors into this module): its
-// Producer sent FIFO groups and a timed message and its SimpleConsumer read
-// every group back in order and the timed message not before its time. It
-// dials TLS only (skipping verification by default), so the broker must
-// serve TLS (`rocketry broker --cert --key`), and its Receive returns
-// 40401 MESSAGE_NOT_FOUND as an error rather than an empty answer.
+// The official Go client's SimpleConsumer works against the broker too
+// (TestOfficialGoSimpleConsumer; see "Go client: SimpleConsumer").
 //
 // # Shutdown
 //
@@ -331,18 +325,77 @@
 // with one candidate is always: isolation steers no send away. The last
 // attempt's error is what Send returns (*ErrRpcStatus for a status).
 //
-// # Go client: shutdown and SimpleConsumer
+// # Go client: shutdown
 //
 // GracefulStop() stops the route refresh and leaves the client manager (no
 // more heartbeats), but sends no NotifyClientTermination (client.go,
 // notifyClientTermination, calls it only when an address fails to parse)
 // and closes neither the Telemetry streams nor the connections: they live
-// until the process exits, which goclient/cmd/produce does at once.
+// until the process exits, which goclient/cmd/produce and cmd/consume do
+// at once.
 //
-// Tried by hand against a broker with no RocketMQ 5 consumer face (no
-// ReceiveMessage): the SimpleConsumer starts (QueryRoute and Settings as
-// above), and each Receive fails at once with the error text
-// "[error] CODE=DEADLINE_EXCEEDED", the client's own message for any
-// broken ReceiveMessage stream (simple_consumer.go, receiveMessage); the
-// real cause, UNIMPLEMENTED, is only in its log.
+// # Go client: FIFO and timed messages
+//
+// A Message with SetMessageGroup is sent as message_type FIFO with its
+// message_group, one that has SetDelayTimestamp as DELAY with its
+// delivery_timestamp (publishing_message.go, NewPublishingMessage; with
+// both, FIFO, the delivery timestamp sent along). A FIFO message's queue is the group's SipHash over the
+// route's queues (loadBalancer.go, TakeMessageQueueByMessageGroup), every
+// attempt to it; since the request carries no queue_id, that choice only
+// picks the broker, and the broker puts the message on the group's queue
+// of its own. With validate_message_type the chosen queue's
+// accept_message_types must hold the message's type: a topic declared
+// FIFO or DELAY (`rocketry broker --topic NAME=FIFO`) is routed with that
+// type. Each group is sent in order only as far as its sender waits for
+// each Send before the next: 5.1.2 has no batch send, and its SendAsync
+// sends each message on a goroutine of its own (producer.go, SendAsync), so
+// two SendAsync calls of one group may be stored in either order.
+//
+// # Go client: SimpleConsumer
+//
+// TestOfficialGoSimpleConsumer runs goclient/cmd/consume: the Producer
+// sends 4 groups of 20 FIFO messages and 5 timed ones, the SimpleConsumer
+// reads them back from a FIFO and a DELAY topic, leaving some first
+// deliveries unacknowledged and renewing some invisible times before the
+// Ack, and each group comes back in send order, nothing missing or
+// doubled, no timed message before its time. As the client reads the
+// broker:
+//
+// NewSimpleConsumer(&Config{Endpoint, ConsumerGroup, Credentials},
+// WithAwaitDuration(d), WithSubscriptionExpressions(topic -> filter)) then
+// Start(): QueryRoute for each subscribed topic and a Telemetry stream with
+// Settings{client_type: SIMPLE_CONSUMER, subscription: {group,
+// subscriptions, long_polling_timeout: d}}; Heartbeat carries the group.
+//
+// Receive(ctx, n, invisible) sends one ReceiveMessage for one subscribed
+// topic, taken at random: the topics are a map's keys, read in Go's
+// random order on each call (simple_consumer.go, Receive), so one topic
+// may be polled several times in a row while another has messages; and
+// for the route's queues in turn, whatever their id (loadBalancer.go,
+// subscriptionLoadBalancer.TakeMessageQueue), which the broker, reading
+// every queue as the proxy's pop does, ignores. The request has
+// batch_size n, invisible_duration, auto_renew false and no
+// long_polling_timeout (wrapReceiveMessageRequest), under a deadline of d
+// plus 3 s, so the proxy polls for that time less half the client's
+// request_timeout: d + 1.5 s. With the proxy's least polling time of 5 s
+// (the broker's default too), a d under 2 s, the default of 0 included,
+// gets 40018 ILLEGAL_POLLING_TIME on every Receive, an error whose text
+// shows the code as the character U+9C52: the client's copy of
+// apache.rocketmq.v2 has no ILLEGAL_POLLING_TIME, and ErrRpcStatus.Error
+// (error.go) writes an unknown code with string(code). An answer of 40401
+// MESSAGE_NOT_FOUND comes back as an *ErrRpcStatus error, not an empty
+// list. Any error that ends the stream before its end (UNIMPLEMENTED from
+// a broker with no consumer face, say) becomes the error text
+// "[error] CODE=DEADLINE_EXCEEDED" once the stream is cancelled
+// (simple_consumer.go, receiveMessage); the real cause is only in its log.
+//
+// Ack(ctx, view) sends the view's receipt handle and returns nil whatever
+// status the broker answers (simple_consumer.go, Ack, reads it only for its
+// metrics): an expired or stale handle (40013 INVALID_RECEIPT_HANDLE) goes
+// unseen, and the message comes back after its invisible time.
+// goclient/cmd/consume reads each AckMessage answer with an interceptor
+// instead. ChangeInvisibleDuration(view, d) returns a non-OK status as an
+// error and puts the answer's receipt handle in the view, the one a later
+// Ack sends; after a refusal that is the answer's empty handle
+// (changeInvisibleDuration), so the view can no longer be acknowledged.
 package interop
