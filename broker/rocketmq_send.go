@@ -87,6 +87,9 @@ func (s rocketmqServer) SendMessage(ctx context.Context, req *rocketmqv2.SendMes
 	sr.extras = v2Extras(in)
 	sr.tx = b.newTxStart(ctx, in)
 	whole, res := b.send(ctx, sr)
+	if sr.tx != nil {
+		b.startTxChecker() // a fault may answer a held half message as failed
+	}
 	if whole == nil {
 		for i := range res {
 			if whole = res[i].refused; whole != nil {
@@ -103,7 +106,6 @@ func (s rocketmqServer) SendMessage(ctx context.Context, req *rocketmqv2.SendMes
 	e := &rocketmqv2.SendResultEntry{Status: v2OK(), Offset: res[0].offset, MessageId: b.batchID(sr.msgs)}
 	if sr.tx != nil { // half messages, held until EndTransaction (rocketmq_tx.go)
 		e.TransactionId = sr.tx.id
-		b.startTxChecker()
 	} else if len(in) == 1 {
 		e.RecallHandle = b.recallHandle(in[0], res[0].placement) // rocketmq_recall.go
 	}
