@@ -256,9 +256,16 @@ func (tx *Transaction) end(ctx context.Context, op string, res rocketmqv2.Transa
 	tx.ended = true
 	tx.mu.Unlock()
 	tx.sending.Wait()
+	kind := EventCommit
+	if res == rocketmqv2.TransactionResolution_ROLLBACK {
+		kind = EventRollback
+	}
 	var errs []error
 	for _, h := range tx.halves {
 		n, err := tx.p.rmq.endTransaction(ctx, h, res, rocketmqv2.TransactionSource_SOURCE_CLIENT)
+		if tx.p.cfg.watched() {
+			tx.p.cfg.emit(ctx, Event{Kind: kind, MessageID: h.msgID, Attempt: n, Endpoint: h.addr, Err: err})
+		}
 		if err != nil {
 			errs = append(errs, &TransactionError{Op: op, MessageID: h.msgID, TransactionID: h.txID, Attempts: n,
 				Unresolved: !errors.Is(err, ErrTransactionNotFound), Err: err})
@@ -427,7 +434,15 @@ func (c *rmqClient) recoverOrphan(cn *rmqConn, cmd *rocketmqv2.RecoverOrphanedTr
 			return
 		}
 		h := half{msgID: m.ID, txID: cmd.GetTransactionId(), topic: m.Topic, addr: cn.addr}
-		if _, err := c.endTransaction(c.ctx, h, r, rocketmqv2.TransactionSource_SOURCE_SERVER_CHECK); err != nil {
+		n, err := c.endTransaction(c.ctx, h, r, rocketmqv2.TransactionSource_SOURCE_SERVER_CHECK)
+		if c.cfg.watched() {
+			kind := EventCommit
+			if res == TransactionRollback {
+				kind = EventRollback
+			}
+			c.cfg.emit(c.ctx, Event{Kind: kind, MessageID: m.ID, Attempt: n, Endpoint: cn.addr, Err: err, Check: true})
+		}
+		if err != nil {
 			lvl := slog.LevelWarn
 			if c.ctx.Err() != nil {
 				lvl = slog.LevelDebug
@@ -492,8 +507,9 @@ func (p *Producer) Recall(ctx context.Context, topic, handle string) (string, er
 	}
 	c := p.rmq
 	req := &rocketmqv2.RecallMessageRequest{Topic: &rocketmqv2.Resource{ResourceNamespace: c.set.namespace, Name: topic}, RecallHandle: handle}
-	var id string
-	_, err := c.retry(ctx, c.access, func(ctx context.Context, cn *rmqConn) (Outcome, error) {
+	var id, at string
+	n, err := c.retry(ctx, c.access, func(ctx context.Context, cn *rmqConn) (Outcome, error) {
+		at = cn.addr
 		resp, err := cn.stub.RecallMessage(ctx, req)
 		if err != nil {
 			return GRPCClassifier.Classify(nil, err), err
@@ -518,7 +534,13 @@ func (p *Producer) Recall(ctx context.Context, topic, handle string) (string, er
 		return serr.outcome(), serr
 	})
 	if err != nil {
-		return "", fmt.Errorf("producer: Recall(%q): %w", topic, err)
+		err = fmt.Errorf("producer: Recall(%q): %w", topic, err)
+	}
+	if p.cfg.watched() {
+		p.cfg.emit(ctx, Event{Kind: EventRecall, MessageID: id, Attempt: n, Endpoint: at, Err: err})
+	}
+	if err != nil {
+		return "", err
 	}
 	return id, nil
 }

@@ -96,7 +96,12 @@ func TestTransactionChecker(t *testing.T) {
 		}
 		return TransactionUnknown
 	}
-	p := newTestProducer(t, b.Addr(), WithProtocol(RocketMQ5), WithTransactionChecker(check))
+	var checkEvents atomic.Int32
+	p := newTestProducer(t, b.Addr(), WithProtocol(RocketMQ5), WithTransactionChecker(check), WithObserver(func(e Event) {
+		if (e.Kind == EventCommit || e.Kind == EventRollback) && e.Check && e.Err == nil {
+			checkEvents.Add(1)
+		}
+	}))
 	ctx := context.Background()
 	ids := map[string]string{}
 	for _, key := range []string{"commit", "rollback", "unknown"} {
@@ -115,6 +120,8 @@ func TestTransactionChecker(t *testing.T) {
 	assert.Equal(t, 1, asked["commit"])
 	assert.Equal(t, 1, asked["rollback"])
 	assert.Equal(t, 3, asked["unknown"], "asked at each of the broker's checks")
+	assert.Eventually(t, func() bool { return checkEvents.Load() == 2 }, 20*time.Second, 5*time.Millisecond,
+		"the observer's events of the checks' answers")
 }
 
 // TestTransactionSendNotRetriedAfterUnknownOutcome: a half message stored
