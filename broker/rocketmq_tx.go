@@ -156,6 +156,7 @@ func (t *topic) commitTxLocked(h *halfTx, now time.Time, ttl time.Duration) int6
 // endTx commits or rolls back transaction id of topic t; false when it is
 // not open.
 func (b *Broker) endTx(t *topic, id string, commit bool) bool {
+	l := b.throttle.limits()
 	now := b.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -166,7 +167,7 @@ func (b *Broker) endTx(t *topic, id string, commit bool) bool {
 	delete(t.half, id)
 	if commit {
 		b.stored.Add(t.commitTxLocked(h, now, b.cfg.dedupTTL))
-		b.throttle.backlogChangedLocked(t, b.throttle.limits(), now)
+		b.throttle.backlogChangedLocked(t, l, now)
 	}
 	return true
 }
