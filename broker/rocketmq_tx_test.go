@@ -233,3 +233,23 @@ func TestRocketMQRecall(t *testing.T) {
 	assert.Equal(t, "recall failed, timestamp invalid", st.GetMessage())
 	assert.Equal(t, []string{"now", "kept"}, receiveV2(t, c, "t", "g", 10, time.Minute).ids(), "the recalled message is never delivered")
 }
+
+// TestRocketMQTransactionCheckGoesToAPublisher: when the producer that
+// sent a half message is gone, the check goes to another producer
+// publishing the topic, not to one publishing another topic.
+func TestRocketMQTransactionCheckGoesToAPublisher(t *testing.T) {
+	b, _ := start(t, consumerOpts(broker.WithQueues(1), broker.WithTransactionCheck(20*time.Millisecond, 100))...)
+	c := dialV2(t, b.Addr())
+	elsewhere := producerStream(t, c, "other-topic", "u")
+	publisher := producerStream(t, c, "publisher", "t")
+	sctx := metadata.AppendToOutgoingContext(ctx(t), "x-mq-client-id", "gone")
+	resp, err := c.SendMessage(sctx, &rocketmqv2.SendMessageRequest{Messages: []*rocketmqv2.Message{txMsg("t", "orphan")}})
+	require.NoError(t, err)
+	select {
+	case cmd := <-publisher:
+		assert.Equal(t, resp.GetEntries()[0].GetTransactionId(), cmd.GetTransactionId())
+	case <-ctx(t).Done():
+		t.Fatal("no check on the publisher's stream before the test's deadline")
+	}
+	assert.Empty(t, elsewhere, "checks on the stream of a producer of another topic")
+}
