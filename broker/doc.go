@@ -154,14 +154,16 @@
 // broker), is checked: the broker sends a RecoverOrphanedTransactionCommand
 // on the Telemetry stream of a connected producer (the sender, else one
 // publishing the topic) and applies its EndTransaction; after the last
-// check it is rolled back, as the real broker discards it.
+// check it is rolled back, as the real broker discards it. Stats counts a
+// half message in the stored messages when it is committed.
 //
 // Recall: the entry of a timed message carries a recall_handle (encoded as
 // the broker's); RecallMessage with it removes the message while it waits
 // in the timer, so that it is never delivered. A handle whose delivery
 // time has come, that does not decode, or names another topic, is 50001
 // INTERNAL_SERVER_ERROR with the broker's text ("recall failed, timestamp
-// invalid", ...), as the proxy answers.
+// invalid", ...), as the proxy answers. Stats still counts a recalled
+// message as stored when sent.
 //
 // What the face still does not model: a route of several brokers behind
 // one proxy (each bundled broker stores only its own messages, and hashes a
