@@ -203,6 +203,8 @@ func (s rocketmqServer) Telemetry(stream grpc.BidiStreamingServer[rocketmqv2.Tel
 				if peer = b.newTelemetryPeer(ctx, st); peer != nil {
 					checks = peer.out
 				}
+			} else {
+				b.telemetry.update(peer, st) // a producer's new topics
 			}
 			if err := stream.Send(&rocketmqv2.TelemetryCommand{
 				Status:  v2OK(),

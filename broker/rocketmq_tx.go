@@ -295,6 +295,23 @@ func (p *telemetryPeers) pick(client, topic string) *telemetryPeer {
 	return anyPeer
 }
 
+// update sets the topics of peer from its producer's new Settings.
+func (p *telemetryPeers) update(peer *telemetryPeer, st *rocketmqv2.Settings) {
+	topics := publishedTopics(st)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	peer.topics = topics
+}
+
+// publishedTopics are the topics a producer's Settings publish.
+func publishedTopics(st *rocketmqv2.Settings) []string {
+	var out []string
+	for _, r := range st.GetPublishing().GetTopics() {
+		out = append(out, r.GetName())
+	}
+	return out
+}
+
 // newTelemetryPeer registers the Telemetry stream of a producer whose
 // Settings are st; nil for another client (a consumer is never asked to
 // check a transaction).
@@ -303,10 +320,7 @@ func (b *Broker) newTelemetryPeer(ctx context.Context, st *rocketmqv2.Settings) 
 	if pub == nil {
 		return nil
 	}
-	peer := &telemetryPeer{client: clientID(ctx), out: make(chan *rocketmqv2.TelemetryCommand, 64)}
-	for _, r := range pub.GetTopics() {
-		peer.topics = append(peer.topics, r.GetName())
-	}
+	peer := &telemetryPeer{client: clientID(ctx), topics: publishedTopics(st), out: make(chan *rocketmqv2.TelemetryCommand, 64)}
 	b.telemetry.add(peer)
 	return peer
 }

@@ -106,17 +106,33 @@ func TestRocketMQTransactionCommitTimed(t *testing.T) {
 // publishing topic, and returns a channel of the checks it receives.
 func producerStream(t *testing.T, c rocketmqv2.MessagingServiceClient, id, topic string) <-chan *rocketmqv2.RecoverOrphanedTransactionCommand {
 	t.Helper()
+	out, _ := producerStreamSettings(t, c, id, topic)
+	return out
+}
+
+// producerStreamSettings is producerStream with a function that sends the
+// producer's Settings again, publishing topics.
+func producerStreamSettings(t *testing.T, c rocketmqv2.MessagingServiceClient, id string, topics ...string) (<-chan *rocketmqv2.RecoverOrphanedTransactionCommand, func(topics ...string)) {
+	t.Helper()
 	sctx := metadata.AppendToOutgoingContext(ctx(t), "x-mq-client-id", id)
 	stream, err := c.Telemetry(sctx)
 	require.NoError(t, err)
-	require.NoError(t, stream.Send(&rocketmqv2.TelemetryCommand{Command: &rocketmqv2.TelemetryCommand_Settings{Settings: &rocketmqv2.Settings{
-		ClientType: rocketmqv2.ClientType_PRODUCER.Enum(),
-		PubSub:     &rocketmqv2.Settings_Publishing{Publishing: &rocketmqv2.Publishing{Topics: []*rocketmqv2.Resource{{Name: topic}}}},
-	}}}))
+	settings := func(topics ...string) *rocketmqv2.TelemetryCommand {
+		pub := &rocketmqv2.Publishing{}
+		for _, tp := range topics {
+			pub.Topics = append(pub.Topics, &rocketmqv2.Resource{Name: tp})
+		}
+		return &rocketmqv2.TelemetryCommand{Command: &rocketmqv2.TelemetryCommand_Settings{Settings: &rocketmqv2.Settings{
+			ClientType: rocketmqv2.ClientType_PRODUCER.Enum(),
+			PubSub:     &rocketmqv2.Settings_Publishing{Publishing: pub},
+		}}}
+	}
+	require.NoError(t, stream.Send(settings(topics...)))
 	first, err := stream.Recv()
 	require.NoError(t, err)
 	require.NotNil(t, first.GetSettings(), "the broker answers the Settings first")
 	out := make(chan *rocketmqv2.RecoverOrphanedTransactionCommand, 100)
+	answers := make(chan struct{}, 100)
 	go func() {
 		defer close(out)
 		for {
@@ -127,10 +143,21 @@ func producerStream(t *testing.T, c rocketmqv2.MessagingServiceClient, id, topic
 			if r := cmd.GetRecoverOrphanedTransactionCommand(); r != nil {
 				out <- r
 			}
+			if cmd.GetSettings() != nil {
+				answers <- struct{}{}
+			}
 		}
 	}()
 	t.Cleanup(func() { _ = stream.CloseSend() })
-	return out
+	resend := func(topics ...string) {
+		require.NoError(t, stream.Send(settings(topics...)))
+		select { // the broker has read them once it answers
+		case <-answers:
+		case <-ctx(t).Done():
+			t.Fatal("no answer to the new Settings before the test's deadline")
+		}
+	}
+	return out, resend
 }
 
 // TestRocketMQTransactionCheck: an orphaned transaction is checked on its
@@ -236,12 +263,14 @@ func TestRocketMQRecall(t *testing.T) {
 
 // TestRocketMQTransactionCheckGoesToAPublisher: when the producer that
 // sent a half message is gone, the check goes to another producer
-// publishing the topic, not to one publishing another topic.
+// publishing the topic (declared in Settings it sent after its first),
+// not to one publishing another topic.
 func TestRocketMQTransactionCheckGoesToAPublisher(t *testing.T) {
 	b, _ := start(t, consumerOpts(broker.WithQueues(1), broker.WithTransactionCheck(20*time.Millisecond, 100))...)
 	c := dialV2(t, b.Addr())
 	elsewhere := producerStream(t, c, "other-topic", "u")
-	publisher := producerStream(t, c, "publisher", "t")
+	publisher, publish := producerStreamSettings(t, c, "publisher") // no topic yet, as a producer starts
+	publish("t")
 	sctx := metadata.AppendToOutgoingContext(ctx(t), "x-mq-client-id", "gone")
 	resp, err := c.SendMessage(sctx, &rocketmqv2.SendMessageRequest{Messages: []*rocketmqv2.Message{txMsg("t", "orphan")}})
 	require.NoError(t, err)
