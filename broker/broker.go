@@ -46,7 +46,10 @@ type Broker struct {
 
 	stopCh   chan struct{} // closed by Stop
 	stopOnce sync.Once
-	streams  sync.WaitGroup // the readers of apache.rocketmq.v2 Telemetry streams
+	streams  sync.WaitGroup // the readers of apache.rocketmq.v2 Telemetry streams, the transaction checker
+
+	telemetry     telemetryPeers // the producers' Telemetry streams (rocketmq_tx.go)
+	txCheckerOnce sync.Once
 
 	srvMu     sync.Mutex // guards the fields below
 	serving   bool

@@ -137,9 +137,33 @@
 // other. Telemetry answers the client's Settings with the retry policy of
 // WithClientRetryPolicy (by default the RocketMQ 5 proxy's) and the
 // broker's largest body, and stays open until the client closes it or the
-// broker stops or restarts. Heartbeat, NotifyClientTermination and
-// EndTransaction answer OK; a transactional message is stored when sent, and
-// a rollback does not remove it.
+// broker stops or restarts. Heartbeat and NotifyClientTermination answer
+// OK.
+//
+// Transactions are a RocketMQ 5 broker's: a SendMessage of TRANSACTION
+// messages stores them as half messages of a new transaction (its entry
+// carries the transaction_id, offset -1), invisible to every consumer, in
+// no queue, no backlog and not in Messages (HalfMessages lists them), and
+// rocketry.v1's transactional flag is unchanged (stored when sent).
+// EndTransaction COMMIT makes them visible, joining their queue then (or
+// the timer, with a delivery time still to come); ROLLBACK drops them; an
+// unknown or ended transaction is 50001 "cannot found transaction data",
+// a blank id 40008 INVALID_TRANSACTION_ID, as the proxy answers. An
+// orphan, neither committed nor rolled back within the check interval
+// (WithTransactionCheck; 30 s and 15 checks by default, as the real
+// broker), is checked: the broker sends a RecoverOrphanedTransactionCommand
+// on the Telemetry stream of a connected producer (the sender, else one
+// publishing the topic) and applies its EndTransaction; after the last
+// check it is rolled back, as the real broker discards it. Stats counts a
+// half message in the stored messages when it is committed.
+//
+// Recall: the entry of a timed message carries a recall_handle (encoded as
+// the broker's); RecallMessage with it removes the message while it waits
+// in the timer, so that it is never delivered. A handle whose delivery
+// time has come, that does not decode, or names another topic, is 50001
+// INTERNAL_SERVER_ERROR with the broker's text ("recall failed, timestamp
+// invalid", ...), as the proxy answers. Stats still counts a recalled
+// message as stored when sent.
 //
 // What the face still does not model: a route of several brokers behind
 // one proxy (each bundled broker stores only its own messages, and hashes a

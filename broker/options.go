@@ -12,6 +12,7 @@ type Option func(*config)
 
 // config is the validated configuration of a Broker.
 type config struct {
+	txCheck      txCheckConfig
 	queues       int
 	throttle     Throttle
 	faults       Faults
@@ -81,6 +82,7 @@ const (
 
 func defaultConfig() config {
 	return config{
+		txCheck:      txCheckConfig{interval: DefaultTransactionCheckInterval, max: DefaultTransactionCheckMax},
 		queues:       DefaultQueues,
 		maxBody:      DefaultMaxBodyBytes,
 		maxBatch:     DefaultMaxBatch,

@@ -153,24 +153,11 @@ func (s rocketmqServer) NotifyClientTermination(context.Context, *rocketmqv2.Not
 	return &rocketmqv2.NotifyClientTerminationResponse{Status: v2OK()}, nil
 }
 
-// EndTransaction answers OK to a commit or a rollback and 40000
-// BAD_REQUEST to anything else. It is a simplification: a transactional
-// message is stored by its SendMessage, as a normal message is, and a
-// rollback does not remove it; the broker never asks a producer to
-// resolve a transaction.
-func (s rocketmqServer) EndTransaction(ctx context.Context, req *rocketmqv2.EndTransactionRequest) (*rocketmqv2.EndTransactionResponse, error) {
-	switch req.GetResolution() {
-	case rocketmqv2.TransactionResolution_COMMIT, rocketmqv2.TransactionResolution_ROLLBACK:
-		return &rocketmqv2.EndTransactionResponse{Status: v2OK()}, nil
-	}
-	return &rocketmqv2.EndTransactionResponse{Status: v2Status(rocketmqv2.Code_BAD_REQUEST,
-		fmt.Sprintf("broker: resolution %v is not COMMIT or ROLLBACK", req.GetResolution()))}, nil
-}
-
 // Telemetry answers each Settings the client sends with the broker's
-// Settings (settingsFor) and ignores the client's other commands. The
-// stream stays open until the client closes it, the connection breaks, or
-// the broker stops or restarts.
+// Settings (settingsFor) and ignores the client's other commands. A
+// producer's stream also carries the broker's checks of its orphaned
+// transactions (rocketmq_tx.go). The stream stays open until the client
+// closes it, the connection breaks, or the broker stops or restarts.
 func (s rocketmqServer) Telemetry(stream grpc.BidiStreamingServer[rocketmqv2.TelemetryCommand, rocketmqv2.TelemetryCommand]) error {
 	b := s.b
 	ctx := stream.Context()
@@ -194,12 +181,30 @@ func (s rocketmqServer) Telemetry(stream grpc.BidiStreamingServer[rocketmqv2.Tel
 			}
 		}
 	}()
+	var peer *telemetryPeer // a producer's, after its first Settings
+	var checks chan *rocketmqv2.TelemetryCommand
+	defer func() {
+		if peer != nil {
+			b.telemetry.remove(peer)
+		}
+	}()
 	for {
 		select {
+		case c := <-checks:
+			if err := stream.Send(c); err != nil {
+				return err
+			}
 		case c := <-cmds:
 			st := c.GetSettings()
 			if st == nil {
 				continue
+			}
+			if peer == nil {
+				if peer = b.newTelemetryPeer(ctx, st); peer != nil {
+					checks = peer.out
+				}
+			} else {
+				b.telemetry.update(peer, st) // a producer's new topics
 			}
 			if err := stream.Send(&rocketmqv2.TelemetryCommand{
 				Status:  v2OK(),

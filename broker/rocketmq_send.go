@@ -85,7 +85,11 @@ func (s rocketmqServer) SendMessage(ctx context.Context, req *rocketmqv2.SendMes
 		}
 	}
 	sr.extras = v2Extras(in)
+	sr.tx = b.newTxStart(ctx, in)
 	whole, res := b.send(ctx, sr)
+	if sr.tx != nil {
+		b.startTxChecker() // a fault may answer a held half message as failed
+	}
 	if whole == nil {
 		for i := range res {
 			if whole = res[i].refused; whole != nil {
@@ -100,8 +104,10 @@ func (s rocketmqServer) SendMessage(ctx context.Context, req *rocketmqv2.SendMes
 		return &rocketmqv2.SendMessageResponse{Status: b.v2StatusOf(whole)}, nil
 	}
 	e := &rocketmqv2.SendResultEntry{Status: v2OK(), Offset: res[0].offset, MessageId: b.batchID(sr.msgs)}
-	if sr.msgs[0].Transactional {
-		e.TransactionId = e.MessageId // EndTransaction accepts any id
+	if sr.tx != nil { // half messages, held until EndTransaction (rocketmq_tx.go)
+		e.TransactionId = sr.tx.id
+	} else if len(in) == 1 {
+		e.RecallHandle = b.recallHandle(in[0], res[0].placement) // rocketmq_recall.go
 	}
 	return &rocketmqv2.SendMessageResponse{Status: v2OK(), Entries: []*rocketmqv2.SendResultEntry{e}}, nil
 }

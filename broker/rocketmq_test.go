@@ -203,7 +203,7 @@ func TestRocketMQStopEndsTelemetry(t *testing.T) {
 	}
 }
 
-func TestRocketMQHeartbeatTerminationTransaction(t *testing.T) {
+func TestRocketMQHeartbeatTermination(t *testing.T) {
 	b := brokertest.Start(t)
 	c := dialV2(t, b.Addr())
 	hb, err := c.Heartbeat(ctx(t), &rocketmqv2.HeartbeatRequest{ClientType: rocketmqv2.ClientType_PRODUCER})
@@ -212,24 +212,4 @@ func TestRocketMQHeartbeatTerminationTransaction(t *testing.T) {
 	nt, err := c.NotifyClientTermination(ctx(t), &rocketmqv2.NotifyClientTerminationRequest{})
 	require.NoError(t, err)
 	assert.Equal(t, rocketmqv2.Code_OK, nt.Status.GetCode())
-
-	tx := v2msg("t", "tx-1")
-	tx.SystemProperties.MessageType = rocketmqv2.MessageType_TRANSACTION
-	entry := v2send(t, c, tx).Entries[0]
-	require.Equal(t, rocketmqv2.Code_OK, entry.Status.GetCode())
-	assert.NotEmpty(t, entry.TransactionId)
-	for res, want := range map[rocketmqv2.TransactionResolution]rocketmqv2.Code{
-		rocketmqv2.TransactionResolution_COMMIT:                             rocketmqv2.Code_OK,
-		rocketmqv2.TransactionResolution_ROLLBACK:                           rocketmqv2.Code_OK,
-		rocketmqv2.TransactionResolution_TRANSACTION_RESOLUTION_UNSPECIFIED: rocketmqv2.Code_BAD_REQUEST,
-	} {
-		et, err := c.EndTransaction(ctx(t), &rocketmqv2.EndTransactionRequest{
-			Topic: tx.Topic, MessageId: "tx-1", TransactionId: entry.TransactionId, Resolution: res,
-		})
-		require.NoError(t, err)
-		assert.Equal(t, want, et.Status.GetCode(), "EndTransaction(%v)", res)
-	}
-	ms := b.Messages("t")
-	require.Len(t, ms, 1)
-	assert.True(t, ms[0].Message.Transactional, "a TRANSACTION message is stored transactional")
 }

@@ -79,6 +79,10 @@ type sendRequest struct {
 	// queued makes the request wait in the broker's send queue, when
 	// WithSendQueue sets one, before it is stored (apache.rocketmq.v2).
 	queued bool
+	// tx, on an apache.rocketmq.v2 request of TRANSACTION messages, holds
+	// them as half messages of one transaction instead of storing them
+	// (rocketmq_tx.go).
+	tx *txStart
 }
 
 // entryResult is the send core's answer for one message: refused, or

@@ -40,6 +40,9 @@ type topic struct {
 	wake chan struct{}
 	// backlog is the BACKLOG throttling state, changed by the throttler.
 	backlog backlogState
+	// half holds the open transactions' half messages by transaction id,
+	// invisible until committed (rocketmq_tx.go); nil until the first.
+	half map[string]*halfTx
 }
 
 // group is a consumer group's committed offsets on one topic.
@@ -209,25 +212,18 @@ func (t *topic) storeLocked(req *sendRequest, res []entryResult, now time.Time, 
 		if req.extras != nil {
 			x = req.extras[i]
 		}
-		off := int64(-1)
-		if x != nil && x.deliverAt.After(now) {
-			m.Topic = t.name
-			t.timedSeq++
-			heap.Push(&t.timed, timedMessage{at: x.deliverAt, seq: t.timedSeq, queue: q, msg: m, extra: x})
-		} else {
-			off = t.appendLocked(q, m, x)
+		if req.tx != nil { // a half message: invisible until committed (rocketmq_tx.go)
+			t.holdLocked(req.tx, q, m, x, now)
+			r.placement = placement{queue: int32(q), offset: -1}
+			continue
+		}
+		off, inQueue, copied := t.placeLocked(q, m, x, now, ttl)
+		if inQueue {
 			inQueues++
 		}
-		t.dedup.remember(m.MessageId, int32(q), off, nowNano, ttl)
-		switch n := t.times[m.MessageId]; n {
-		case 0:
-		case 1:
-			t.twice++
-			fallthrough
-		default:
+		if copied {
 			copies++
 		}
-		t.times[m.MessageId]++
 		r.placement = placement{queue: int32(q), offset: off}
 		added++
 	}
@@ -240,6 +236,34 @@ func (t *topic) storeLocked(req *sendRequest, res []entryResult, now time.Time, 
 		t.notifyLocked()
 	}
 	return added, dups
+}
+
+// placeLocked puts m in queue q, or in the timer when its delivery time is
+// after now, and remembers its id; it returns its offset (-1 in the
+// timer), whether it joined its queue, and whether it is a copy of an id
+// stored before. The caller counts it in t.stored, t.copies and the
+// groups' backlogs, and notifies the receivers.
+func (t *topic) placeLocked(q int, m *rocketryv1.Message, x *msgExtra, now time.Time, ttl time.Duration) (off int64, inQueue, copied bool) {
+	off = -1
+	if x != nil && x.deliverAt.After(now) {
+		m.Topic = t.name
+		t.timedSeq++
+		heap.Push(&t.timed, timedMessage{at: x.deliverAt, seq: t.timedSeq, queue: q, msg: m, extra: x})
+	} else {
+		off = t.appendLocked(q, m, x)
+		inQueue = true
+	}
+	t.dedup.remember(m.MessageId, int32(q), off, now.UnixNano(), ttl)
+	switch n := t.times[m.MessageId]; n {
+	case 0:
+	case 1:
+		t.twice++
+		copied = true
+	default:
+		copied = true
+	}
+	t.times[m.MessageId]++
+	return off, inQueue, copied
 }
 
 // dedupEntry is where an id was stored.

@@ -52,4 +52,11 @@
 // tracestate by default; WithPropagator changes it); over RocketMQ 5 the
 // traceparent also goes to the message's trace_context, so that a consumer
 // can continue the trace.
+//
+// A RocketMQ 5 transaction's half message is a send, with its span. Its
+// commit or roll back (Transaction.Commit, Rollback) and a recall
+// (Producer.Recall) are events on the span of the caller's context:
+// "transaction.commit", "transaction.rollback", "recall", with
+// messaging.message.id, rocketry.attempts, server.address and, for a
+// failure, exception.message.
 package otelrocketry

@@ -27,6 +27,46 @@ const (
 	EventDeadLetter = "dead_letter" // the message went to the dead-letter sink (a fallback, a store)
 )
 
+// The span events of a RocketMQ 5 transaction's end and of a recall, on
+// the span of the caller's context (of Transaction.Commit and Rollback,
+// of Producer.Recall; none for the answer to a broker's check, which has
+// no caller): messaging.message.id, rocketry.attempts, server.address,
+// rocketry.transaction.check for a check's answer, and exception.message
+// when the step failed.
+const (
+	EventCommit   = "transaction.commit"
+	EventRollback = "transaction.rollback"
+	EventRecall   = "recall"
+)
+
+// AttrTransactionCheck marks the end of a transaction that answers the
+// broker's check of an orphan.
+const AttrTransactionCheck = attribute.Key("rocketry.transaction.check")
+
+// stepEvent adds the event of a transaction's end or a recall to the span
+// of ctx, when it records.
+func stepEvent(ctx context.Context, e producer.Event) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	name := EventRecall
+	switch e.Kind {
+	case producer.EventCommit:
+		name = EventCommit
+	case producer.EventRollback:
+		name = EventRollback
+	}
+	attrs := serverAttrs(e.Endpoint, []attribute.KeyValue{semconv.MessagingMessageID(e.MessageID), AttrAttempts.Int(e.Attempt)})
+	if e.Check {
+		attrs = append(attrs, AttrTransactionCheck.Bool(true))
+	}
+	if e.Err != nil {
+		attrs = append(attrs, attribute.String("exception.message", e.Err.Error()))
+	}
+	span.AddEvent(name, trace.WithAttributes(attrs...))
+}
+
 // sendKey is the context key of a send's state.
 type sendKey struct{}
 
@@ -76,6 +116,11 @@ func (t *Telemetry) StartSend(ctx context.Context, s *producer.SendInfo) context
 // OnEvent records the event's metrics and span event. It implements
 // producer.Hook.
 func (t *Telemetry) OnEvent(ctx context.Context, e producer.Event) {
+	switch e.Kind {
+	case producer.EventCommit, producer.EventRollback, producer.EventRecall:
+		stepEvent(ctx, e) // no send's event
+		return
+	}
 	st, _ := ctx.Value(sendKey{}).(*send)
 	if st == nil {
 		return

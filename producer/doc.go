@@ -17,6 +17,15 @@
 // [Producer.TrySendAsync] never waits for room. [Producer.Close] stops
 // accepting sends and waits for the ones in flight.
 //
+// Over RocketMQ 5, [Producer.BeginTransaction] starts a transaction whose
+// messages ([Transaction.Send]) are half messages, kept from consumers
+// until [Transaction.Commit] and dropped by [Transaction.Rollback]; the
+// broker asks about a transaction left open, and [WithTransactionChecker]
+// answers. A half message is retried only when known not stored, never
+// after an unknown outcome: the [*TransactionError] then says that the
+// broker's check resolves it. [Producer.Recall] removes a timed message
+// before its delivery time, by its receipt's [SendReceipt].RecallHandle.
+//
 // # The retry contract
 //
 // One executor runs every send, and one function in it decides what
@@ -47,7 +56,8 @@
 //     message ([WithFailoverOnUnknownOutcome] to change it); the retry
 //     waits for its connection within its timeout (gRPC wait-for-ready);
 //   - [Permanent] (4xx): never retried; neither is a transactional message
-//     ([Message].Transactional) after a failure once its request left;
+//     ([Message].Transactional) after a failure once its request left
+//     (over RocketMQ 5, a half message after an unknown outcome only);
 //   - the caller's context ended: stop.
 //
 // [WithMaxAttempts] counts attempts, the first included (default 3: at most

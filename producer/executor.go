@@ -58,6 +58,7 @@ type executor struct {
 	a             attempter
 	id            string
 	transactional bool
+	half          bool   // a RocketMQ 5 half message: retried when known not stored (transaction.go)
 	ep            int    // the endpoint of the next attempt
 	pinned        bool   // an attempt had an unknown outcome: the message may be stored on ep
 	maybeAt       string // the endpoint of the last attempt whose outcome was unknown
@@ -217,7 +218,7 @@ func (x *executor) decide(ctx context.Context, o Outcome, unsent bool, start, no
 		x.reason = o.Reason
 	case FailedNotStored, FailedUnknown:
 		x.failures++
-		if x.transactional && !unsent {
+		if x.transactional && !unsent && (!x.half || o.Kind == FailedUnknown) {
 			return decision{act: actFail, kind: ErrNotRetryable}
 		}
 	default:

@@ -37,6 +37,18 @@ const (
 	// EventDeadLetter: the failed message was handed to the dead-letter
 	// sink (WithFallback's function, or a store); Err is its *SendError.
 	EventDeadLetter
+	// EventCommit: the transaction of half message MessageID was committed
+	// (Transaction.Commit, or, with Check, the answer to the broker's check
+	// of an orphaned transaction) after Attempt EndTransaction attempts;
+	// Err is set when it failed. It is no send's event: a Hook sees it
+	// with the caller's context (the producer's for a check).
+	EventCommit
+	// EventRollback: the same, for a roll back.
+	EventRollback
+	// EventRecall: Producer.Recall of the timed message MessageID (empty
+	// when the server did not say) after Attempt attempts; Err is set when
+	// it failed. No send's event either.
+	EventRecall
 )
 
 var eventNames = [...]string{
@@ -46,6 +58,9 @@ var eventNames = [...]string{
 	EventThrottle:   "throttle",
 	EventExhausted:  "exhausted",
 	EventDeadLetter: "dead-letter",
+	EventCommit:     "commit",
+	EventRollback:   "rollback",
+	EventRecall:     "recall",
 }
 
 // String returns the kind's name, such as "retry".
@@ -79,8 +94,12 @@ type Event struct {
 	// Endpoint is the target of the attempt.
 	Endpoint string
 	// Err is the attempt's error (EventRetry, EventThrottle) or the send's
-	// *SendError (EventExhausted, EventDeadLetter).
+	// *SendError (EventExhausted, EventDeadLetter), or the step's error
+	// (EventCommit, EventRollback, EventRecall).
 	Err error
+	// Check (EventCommit, EventRollback) marks the answer to the broker's
+	// check of an orphaned transaction (WithTransactionChecker).
+	Check bool
 }
 
 // Hook follows each send of a Producer from its start to its end, with the

@@ -275,6 +275,13 @@ type SendReceipt struct {
 	Duplicate bool
 	// Attempts is the number of attempts made, counting the first.
 	Attempts int
+	// TransactionID is the broker's id of the transaction of a half
+	// message (Transaction.Send); empty otherwise.
+	TransactionID string
+	// RecallHandle, over RocketMQ 5, names a timed message (DeliveryTime)
+	// that waits for its delivery time, for Producer.Recall; empty for
+	// any other message, or when the server gave none.
+	RecallHandle string
 }
 
 // sendCall is one rocketry.v1 send: its attempter and everything it
@@ -306,8 +313,14 @@ func (p *Producer) prepare(m *Message) error {
 		return err
 	}
 	if p.rmq != nil && m.Transactional {
-		return fmt.Errorf("%w: transactional messages are not supported over %v yet", ErrInvalidMessage, RocketMQ5)
+		return fmt.Errorf("%w: over %v a transactional message is a half message of a transaction: send it with Producer.BeginTransaction and Transaction.Send", ErrInvalidMessage, RocketMQ5)
 	}
+	return p.prepareValid(m)
+}
+
+// prepareValid is prepare after the message's own checks: the server's
+// body limit, and an ID.
+func (p *Producer) prepareValid(m *Message) error {
 	if p.rmq != nil {
 		// The server's max_body_size (its Settings): refused here, before
 		// any attempt, as every invalid message is; the attempt's own check
@@ -427,8 +440,8 @@ func (p *Producer) sendRocketMQ(ctx context.Context, m *Message, bt *batcher, pn
 	if se := x.run(ctx); se != nil {
 		return nil, se
 	}
-	q, off, _ := c.result()
-	return &SendReceipt{MessageID: m.ID, QueueID: q, Offset: off, Attempts: x.attempts}, nil
+	q, off, _, _ := c.result()
+	return &SendReceipt{MessageID: m.ID, QueueID: q, Offset: off, Attempts: x.attempts, RecallHandle: c.recallHandle()}, nil
 }
 
 func (c *sendCall) endpoint(ep int) string {

@@ -38,10 +38,10 @@ func (p Protocol) String() string {
 }
 
 // WithProtocol sets the wire protocol, overriding the default of
-// RocketryV1. With RocketMQ5, WithCredentials, WithTLS, WithNamespace and
-// WithServerRetryPolicy apply, and transactional messages are refused
-// (RocketMQ 5 transactions, half messages committed by EndTransaction, are
-// not supported yet). Applies to New only.
+// RocketryV1. With RocketMQ5, WithCredentials, WithTLS, WithNamespace,
+// WithServerRetryPolicy and WithTransactionChecker apply, a transactional
+// message is sent in a transaction (Producer.BeginTransaction), and a timed
+// message can be recalled (Producer.Recall). Applies to New only.
 func WithProtocol(p Protocol) Option {
 	return option{"WithProtocol", scopeNew, func(c *config) error {
 		if p != RocketryV1 && p != RocketMQ5 {
@@ -68,6 +68,8 @@ func (c *config) checkProtocol(where string) error {
 		name = "WithNamespace"
 	case c.rmq.serverRetryPolicy:
 		name = "WithServerRetryPolicy"
+	case c.rmq.txChecker != nil:
+		name = "WithTransactionChecker"
 	}
 	if name != "" {
 		return &OptionError{Option: name, Where: where, Reason: "applies only with WithProtocol(RocketMQ5), not to"}

@@ -25,7 +25,7 @@ func TestRmqAgainstBundledBroker(t *testing.T) {
 	require.Equal(t, Stored, o.Kind, "%v", o.Err)
 	assert.False(t, unsent)
 	assert.Equal(t, "broker-a", call.endpoint(1))
-	q, _, ok := call.result()
+	q, _, _, ok := call.result()
 	assert.True(t, ok)
 	assert.Equal(t, int32(1), q)
 	got := b.Messages("orders")

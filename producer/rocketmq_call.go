@@ -155,9 +155,10 @@ func (a *rmqCall) cachedRoute() bool {
 	return a.route != nil
 }
 
-// result is what the broker said of the stored message: its queue and its
-// offset. ok is false before a stored answer.
-func (a *rmqCall) result() (queueID int32, offset int64, ok bool) {
+// result is what the broker said of the stored message: its queue, its
+// offset and, for a half message, its transaction id. ok is false before a
+// stored answer.
+func (a *rmqCall) result() (queueID int32, offset int64, transactionID string, ok bool) {
 	var e *rocketmqv2.SendResultEntry
 	switch es := a.resp.GetEntries(); {
 	case len(es) > 0:
@@ -166,7 +167,7 @@ func (a *rmqCall) result() (queueID int32, offset int64, ok bool) {
 		e = a.be.v2res // stored in its batch
 	}
 	if e == nil {
-		return 0, 0, false
+		return 0, 0, "", false
 	}
-	return a.last.id, e.GetOffset(), true
+	return a.last.id, e.GetOffset(), e.GetTransactionId(), true
 }

@@ -67,6 +67,7 @@ const (
 // routes name), a telemetry stream on each, heartbeats, and the routes of
 // the topics it sends to. Its methods are safe for concurrent use.
 type rmqClient struct {
+	cfg         *config // the producer's options: transaction.go's retries
 	set         rmqSettings
 	access      []string // access points, host:port
 	accessPoint *rocketmqv2.Endpoints
@@ -141,6 +142,7 @@ func newRMQClient(addrs []string, cfg *config) (*rmqClient, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	now := time.Now
 	return &rmqClient{
+		cfg:            cfg,
 		set:            cfg.rmq,
 		access:         append([]string(nil), addrs...),
 		accessPoint:    ep,

@@ -99,7 +99,7 @@ func TestRmqSendAttempt(t *testing.T) {
 	o, unsent := call.attempt(context.Background(), 0, true, time.Time{})
 	require.Equal(t, Stored, o.Kind, "%v", o.Err)
 	assert.False(t, unsent)
-	q, off, ok := call.result()
+	q, off, _, ok := call.result()
 	assert.True(t, ok)
 	assert.Equal(t, int32(3), q)
 	assert.Equal(t, int64(100), off)
@@ -124,7 +124,7 @@ func TestRmqSendAttempt(t *testing.T) {
 	var se *RocketMQStatusError
 	require.True(t, errors.As(o.Err, &se))
 	assert.Equal(t, int32(42900), se.Code)
-	_, _, ok = call.result()
+	_, _, _, ok = call.result()
 	assert.False(t, ok, "no entry in a throttled answer")
 }
 

@@ -21,6 +21,9 @@ type rmqSettings struct {
 	// serverRetryPolicy: the server's backoff_policy (from the telemetry
 	// Settings) replaces the producer's throttle schedule.
 	serverRetryPolicy bool
+	// txChecker resolves the orphaned transactions the server asks about
+	// (WithTransactionChecker); nil: they are left to the server.
+	txChecker TransactionChecker
 }
 
 // WithCredentials makes every call to a RocketMQ 5 server signed as the

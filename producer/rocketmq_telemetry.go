@@ -103,9 +103,7 @@ func (t *rmqTelemetry) session() (got bool, err error) {
 				}},
 			})
 		case *rocketmqv2.TelemetryCommand_RecoverOrphanedTransactionCommand:
-			// No transaction checker yet: the server asks again later.
-			t.c.logger.Warn("rocketmq: orphaned transaction left to the server", "endpoint", t.conn.addr,
-				"transaction_id", k.RecoverOrphanedTransactionCommand.GetTransactionId())
+			t.c.recoverOrphan(t.conn, k.RecoverOrphanedTransactionCommand) // transaction.go
 		case *rocketmqv2.TelemetryCommand_ReconnectEndpointsCommand:
 			return got, errReconnect
 		case nil:

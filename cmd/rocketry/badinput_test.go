@@ -136,6 +136,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"broker", "--listen", dead, "--peers", "broker-1"}, "--peers"},
 		{[]string{"broker", "--listen", dead, "--peers", "broker-1=nohost"}, "--peers"},
 		{[]string{"broker", "--listen", dead, "--name", ""}, "--name"},
+		{[]string{"broker", "--listen", dead, "--tx-check-interval", "0s"}, "--tx-check-interval"},
+		{[]string{"broker", "--listen", dead, "--tx-check-max", "0"}, "--tx-check-max"},
 
 		// schedule
 		{[]string{"schedule", "--retries", "5"}, "give exactly one of"},

@@ -49,6 +49,8 @@ type brokerConfig struct {
 	sendQueue     broker.SendQueue
 	cert, key     string // --cert, --key: serve TLS
 	pidFile       string
+	txCheck       time.Duration // --tx-check-interval
+	txCheckMax    int           // --tx-check-max
 }
 
 func brokerFlags(c *brokerConfig) *flag.FlagSet {
@@ -98,6 +100,10 @@ func brokerFlags(c *brokerConfig) *flag.FlagSet {
 	fs.IntVar(&c.sendQueue.Capacity, "send-queue-capacity", 0, "requests that may wait for a send worker ([OVERLOAD] 42900 beyond); 0 = 10000")
 	fs.DurationVar(&c.sendQueue.MaxWait, "send-queue-max-wait", 0,
 		"a request waiting this long for a send worker is refused with 42900 [TIMEOUT_CLEAN_QUEUE]broker busy, as a RocketMQ broker does; 0 = 200ms")
+	fs.DurationVar(&c.txCheck, "tx-check-interval", broker.DefaultTransactionCheckInterval,
+		"a RocketMQ 5 transaction left open this long is checked: its producer is asked over Telemetry, then again every interval")
+	fs.IntVar(&c.txCheckMax, "tx-check-max", broker.DefaultTransactionCheckMax,
+		"checks of an open transaction before the broker rolls it back, as a RocketMQ broker's transactionCheckMax")
 	metricsFlag(fs, c)
 	return fs
 }
@@ -183,6 +189,7 @@ func (c *brokerConfig) options(logger *slog.Logger, seeded bool, peers []broker.
 		broker.WithDedupWindow(c.dedupCount, c.dedupTTL),
 		broker.WithAutoCreateTopics(!c.noAutoCreate),
 		broker.WithLogger(logger),
+		broker.WithTransactionCheck(c.txCheck, c.txCheckMax),
 	}
 	if seeded {
 		opts = append(opts, broker.WithSeed(int64(c.seed)))
@@ -268,6 +275,14 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	mode, err := parseProxyMode(c.proxyMode)
 	if err != nil {
 		fmt.Fprintf(stderr, "rocketry broker: %v\n", err)
+		return 2
+	}
+	switch {
+	case c.txCheck < time.Millisecond:
+		fmt.Fprintf(stderr, "rocketry broker: --tx-check-interval %v: must be 1ms or more\n", c.txCheck)
+		return 2
+	case c.txCheckMax < 1:
+		fmt.Fprintf(stderr, "rocketry broker: --tx-check-max %d: must be 1 or more\n", c.txCheckMax)
 		return 2
 	}
 	b, err := broker.New(c.options(logger, seeded, peers, mode)...)

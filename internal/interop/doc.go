@@ -35,6 +35,16 @@
 //     before its predecessor was acknowledged, a message comes again only
 //     after an unacknowledged delivery (attempt one higher), and no timed
 //     message arrives before its delivery time.
+//   - TestOfficialNodeTransactionsAndRecall runs node/tx.js: the client's
+//     transactions (one message each, as the client allows) and recall. A
+//     committed message reaches its SimpleConsumer, a rolled back one
+//     never does; the two it leaves open are resolved by its checker (the
+//     Producer's checker option), which the broker's check calls through
+//     the Telemetry stream's RecoverOrphanedTransactionCommand, and the
+//     client's EndTransaction (SOURCE_SERVER_CHECK) commits one and rolls
+//     back the other; a timed message recalled with its receipt's
+//     recallHandle (recallMessage, in 1.0.8) is never received while its
+//     twin due at the same time is; a malformed handle is refused 50001.
 //   - TestNodeClientReadsBackoffSecondsAsMilliseconds pins the client's
 //     backoff bug described under Retries.
 //   - TestCompareUnderThrottling (with ROCKETRY_COMPARE=1) runs rocketry's

@@ -1,0 +1,546 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+)
+
+// This file holds RocketMQ 5 transactions and recall. A transaction's
+// messages are half messages: the broker stores them invisible to
+// consumers until the producer ends the transaction with EndTransaction,
+// COMMIT (they are delivered) or ROLLBACK (they are dropped). A transaction
+// the producer does not end (it crashed, or its EndTransaction was lost) is
+// an orphan: the broker asks a producer of the topic what to do with it,
+// a RecoverOrphanedTransactionCommand on the Telemetry stream, and the
+// producer answers with EndTransaction, as the official clients do
+// (rocketmq-clients' java/client/src/main/java/org/apache/rocketmq/client/java/impl/producer/ProducerImpl.java:
+// onRecoverOrphanedTransactionCommand, endTransaction; the Node.js client's
+// src/producer/Producer.ts).
+
+// TransactionResolution is what a TransactionChecker says of an orphaned
+// transaction.
+type TransactionResolution int
+
+const (
+	// TransactionUnknown leaves the transaction open: the broker asks
+	// again at its next check, and rolls it back after its last.
+	TransactionUnknown TransactionResolution = iota
+	// TransactionCommit commits it: its message is delivered.
+	TransactionCommit
+	// TransactionRollback rolls it back: its message is dropped.
+	TransactionRollback
+)
+
+func (r TransactionResolution) String() string {
+	switch r {
+	case TransactionUnknown:
+		return "UNKNOWN"
+	case TransactionCommit:
+		return "COMMIT"
+	case TransactionRollback:
+		return "ROLLBACK"
+	}
+	return fmt.Sprintf("TransactionResolution(%d)", int(r))
+}
+
+// TransactionChecker says whether the transaction of a half message m
+// (m.ID, m.Topic, m.Keys, m.Properties and m.Body as sent; Transactional
+// set) is to be committed or rolled back, typically from the state of the
+// local transaction it stood for. The broker calls it, through the
+// producer, for a transaction left open past its check interval. ctx ends
+// when the producer is closed. It may be called concurrently, and more
+// than once for the same transaction.
+type TransactionChecker func(ctx context.Context, m *Message) TransactionResolution
+
+// WithTransactionChecker sets the checker of orphaned transactions: when a
+// RocketMQ 5 server asks about a transaction left open
+// (RecoverOrphanedTransactionCommand on the Telemetry stream), the producer
+// calls check and answers with EndTransaction (source SOURCE_SERVER_CHECK)
+// unless it says TransactionUnknown. Without it the server's questions are
+// logged and left unanswered: the broker rolls the transaction back after
+// its last check. check must not be nil. Applies to New with
+// WithProtocol(RocketMQ5).
+func WithTransactionChecker(check TransactionChecker) Option {
+	return option{"WithTransactionChecker", scopeNew, func(c *config) error {
+		if check == nil {
+			return invalid("nil", "must not be nil")
+		}
+		c.rmq.txChecker = check
+		return nil
+	}}
+}
+
+// ErrNotRocketMQ5 is returned by the calls that exist only in RocketMQ 5's
+// protocol (BeginTransaction, Recall) on a rocketry.v1 producer. Over
+// rocketry.v1 a transactional message is a Message with Transactional set,
+// sent by Send.
+var ErrNotRocketMQ5 = errors.New("producer: needs WithProtocol(RocketMQ5)")
+
+// ErrTransactionEnded is returned by Send, Commit and Rollback of a
+// Transaction already committed or rolled back (or being).
+var ErrTransactionEnded = errors.New("producer: transaction already ended")
+
+// ErrTransactionNotFound is wrapped by the error of a commit or a roll
+// back the server answered with "no such transaction": it was ended
+// already (by an earlier attempt whose answer was lost, or by the broker's
+// check, which rolls back an orphan after its last check), or it is not
+// the server's.
+var ErrTransactionNotFound = errors.New("producer: the server has no such open transaction")
+
+// ErrRecallTooLate is wrapped by Recall's error when the message is due
+// already (delivered, or about to be): the server refused the recall.
+var ErrRecallTooLate = errors.New("producer: too late to recall: the message is due")
+
+// ErrRecallHandle is wrapped by Recall's error when the server refused the
+// handle as invalid: malformed, of another topic, or of another broker.
+var ErrRecallHandle = errors.New("producer: invalid recall handle")
+
+// TransactionError is the error of a step of a Transaction: which step
+// (Op: "send", "commit", "rollback"), of which message and transaction,
+// and why (Err, which errors.Is and errors.As reach: a *SendError for a
+// send, a *RocketMQStatusError, ErrTransactionNotFound or a gRPC error
+// for an end).
+type TransactionError struct {
+	Op            string
+	MessageID     string
+	TransactionID string // empty when the send did not say
+	// Attempts is the number of attempts the step made.
+	Attempts int
+	// Unresolved is true when the broker may hold the half message in an
+	// open transaction that this step could not end (a send whose outcome
+	// is unknown, an end never delivered): the broker's check resolves
+	// it through the transaction checker (WithTransactionChecker), or
+	// rolls it back after its last check.
+	Unresolved bool
+	Err        error
+}
+
+func (e *TransactionError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "producer: transaction %s of message %q", e.Op, e.MessageID)
+	if e.TransactionID != "" {
+		fmt.Fprintf(&b, " (transaction %s)", e.TransactionID)
+	}
+	fmt.Fprintf(&b, " failed after %d attempt", e.Attempts)
+	if e.Attempts != 1 {
+		b.WriteString("s")
+	}
+	b.WriteString(": ")
+	b.WriteString(strings.TrimPrefix(fmt.Sprint(e.Err), "producer: "))
+	if e.Unresolved {
+		if e.Op == "send" {
+			b.WriteString("; not retried, since the half message may be stored")
+		}
+		b.WriteString("; the broker's check resolves the transaction through the transaction checker (WithTransactionChecker), or rolls it back after its last check")
+	}
+	return b.String()
+}
+
+func (e *TransactionError) Unwrap() error { return e.Err }
+
+// Transaction is a RocketMQ 5 transaction: its messages, sent by Send, are
+// half messages, invisible to consumers until Commit (then delivered) or
+// Rollback (dropped). Each message is its own transaction on the broker:
+// Commit and Rollback end them one after another, and an error names the
+// ones not ended, which the broker's check resolves through the
+// transaction checker. Send may be called from several goroutines; Commit
+// and Rollback wait for the sends in flight. A Transaction ends with its
+// first Commit or Rollback, whatever the outcome.
+type Transaction struct {
+	p *Producer
+
+	mu      sync.Mutex
+	ended   bool
+	sending sync.WaitGroup
+	halves  []half   // stored half messages, in send order
+	unknown []string // ids of half messages whose send's outcome is unknown
+}
+
+// half is a stored half message: what EndTransaction needs.
+type half struct {
+	msgID, txID, topic string
+	addr               string // the connection that stored it
+}
+
+// BeginTransaction starts a transaction (RocketMQ 5 only: ErrNotRocketMQ5
+// over rocketry.v1). It makes no call; ctx is checked only.
+func (p *Producer) BeginTransaction(ctx context.Context) (*Transaction, error) {
+	if p.rmq == nil {
+		return nil, fmt.Errorf("%w: BeginTransaction: over %v a transactional message is a Message with Transactional set, sent by Send", ErrNotRocketMQ5, RocketryV1)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	select {
+	case <-p.closing:
+		return nil, ErrClosed
+	default:
+	}
+	return &Transaction{p: p}, nil
+}
+
+// Send sends m as a half message of the transaction; m.Transactional is
+// set, and m.ID when empty. m is validated as by Producer.Send, and must
+// have no MessageGroup or DeliveryTime.
+//
+// The retry rule of transactional messages: an attempt is retried only
+// when its message is known not stored (throttled, a request that never
+// left, an answer that says so), never after an unknown outcome (a
+// timeout, a lost connection, a 5xx): the error, a *TransactionError with
+// Unresolved set, then says that the broker's check resolves it. A failed
+// half message is not handed to the dead-letter sink. The receipt carries
+// the broker's TransactionID.
+func (tx *Transaction) Send(ctx context.Context, m *Message) (*SendReceipt, error) {
+	tx.mu.Lock()
+	if tx.ended {
+		tx.mu.Unlock()
+		return nil, ErrTransactionEnded
+	}
+	tx.sending.Add(1)
+	tx.mu.Unlock()
+	defer tx.sending.Done()
+	if m == nil {
+		return nil, fmt.Errorf("%w: message is nil", ErrInvalidMessage)
+	}
+	m.Transactional = true
+	if err := m.validate(tx.p.cfg.maxBody); err != nil {
+		return nil, err
+	}
+	if err := tx.p.prepareValid(m); err != nil {
+		return nil, err
+	}
+	r, addr, se := tx.p.sendHalf(ctx, m)
+	if se != nil {
+		unresolved := se.Last == FailedUnknown || se.MaybeStoredAt != ""
+		if unresolved {
+			tx.mu.Lock()
+			tx.unknown = append(tx.unknown, m.ID)
+			tx.mu.Unlock()
+		}
+		return nil, &TransactionError{Op: "send", MessageID: m.ID, Attempts: se.Attempts, Unresolved: unresolved, Err: se}
+	}
+	tx.mu.Lock()
+	tx.halves = append(tx.halves, half{msgID: m.ID, txID: r.TransactionID, topic: m.Topic, addr: addr})
+	tx.mu.Unlock()
+	return r, nil
+}
+
+// Commit commits the transaction: each half message sent is delivered.
+// EndTransaction is retried after failures (it is safe to repeat), by the
+// producer's attempts and failure schedule, within ctx. The error joins a
+// *TransactionError for each message not committed, and for each message
+// whose send had an unknown outcome (the producer has no transaction id to
+// end it with): Unresolved says the broker's check resolves it.
+func (tx *Transaction) Commit(ctx context.Context) error {
+	return tx.end(ctx, "commit", rocketmqv2.TransactionResolution_COMMIT)
+}
+
+// Rollback rolls the transaction back: no half message sent is delivered.
+// Failures are retried and reported as by Commit.
+func (tx *Transaction) Rollback(ctx context.Context) error {
+	return tx.end(ctx, "rollback", rocketmqv2.TransactionResolution_ROLLBACK)
+}
+
+func (tx *Transaction) end(ctx context.Context, op string, res rocketmqv2.TransactionResolution) error {
+	tx.mu.Lock()
+	if tx.ended {
+		tx.mu.Unlock()
+		return ErrTransactionEnded
+	}
+	tx.ended = true
+	tx.mu.Unlock()
+	tx.sending.Wait()
+	kind := EventCommit
+	if res == rocketmqv2.TransactionResolution_ROLLBACK {
+		kind = EventRollback
+	}
+	var errs []error
+	for _, h := range tx.halves {
+		n, err := tx.p.rmq.endTransaction(ctx, h, res, rocketmqv2.TransactionSource_SOURCE_CLIENT)
+		if tx.p.cfg.watched() {
+			tx.p.cfg.emit(ctx, Event{Kind: kind, MessageID: h.msgID, Attempt: n, Endpoint: h.addr, Err: err})
+		}
+		if err != nil {
+			errs = append(errs, &TransactionError{Op: op, MessageID: h.msgID, TransactionID: h.txID, Attempts: n,
+				Unresolved: !errors.Is(err, ErrTransactionNotFound), Err: err})
+		}
+	}
+	for _, id := range tx.unknown {
+		errs = append(errs, &TransactionError{Op: op, MessageID: id, Unresolved: true,
+			Err: errors.New("its send's outcome is unknown: no transaction id to end it with")})
+	}
+	return errors.Join(errs...)
+}
+
+// sendHalf sends a prepared half message: Send's steps (hook, executor,
+// cancellation by Close), without the dead-letter sink. It returns the
+// connection that stored it, for EndTransaction.
+func (p *Producer) sendHalf(ctx context.Context, m *Message) (*SendReceipt, string, *SendError) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", &SendError{MessageID: m.ID, Cause: err, kind: err, ctxErr: err}
+	}
+	if !p.enter() {
+		return nil, "", &SendError{MessageID: m.ID, Cause: ErrClosed, kind: ErrClosed}
+	}
+	ctx, wm := p.startSend(ctx, m, false)
+	sctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(p.hardCtx, func() { cancel(ErrClosed) })
+	c := p.rmq.newCall(wm)
+	x := executor{cfg: &p.cfg, a: c, id: m.ID, ep: int(p.next.Add(1)), transactional: true, half: true}
+	se := x.run(sctx)
+	stop()
+	cancel(nil)
+	p.core.leave()
+	defer p.sends.leave()
+	if se != nil {
+		p.cfg.finish(ctx, se)
+		p.endSend(ctx, nil, se)
+		return nil, "", se
+	}
+	q, off, txID, _ := c.result()
+	r := &SendReceipt{MessageID: m.ID, QueueID: q, Offset: off, Attempts: x.attempts, TransactionID: txID}
+	p.endSend(ctx, r, nil)
+	return r, c.cn.addr, nil
+}
+
+// entry is the SendResultEntry of the stored message; nil before one.
+func (a *rmqCall) entry() *rocketmqv2.SendResultEntry {
+	if es := a.resp.GetEntries(); len(es) > 0 {
+		return es[0]
+	}
+	if a.resp == nil && a.be != nil {
+		return a.be.v2res // stored in its batch
+	}
+	return nil
+}
+
+// recallHandle is the recall handle of the stored message, "" when the
+// server gave none.
+func (a *rmqCall) recallHandle() string { return a.entry().GetRecallHandle() }
+
+// endTransaction ends the transaction of h with res, retrying failures
+// with the producer's attempts and failure schedule within ctx; it returns
+// the attempts made. An answer that the transaction is not found wraps
+// ErrTransactionNotFound.
+func (c *rmqClient) endTransaction(ctx context.Context, h half, res rocketmqv2.TransactionResolution, src rocketmqv2.TransactionSource) (int, error) {
+	req := &rocketmqv2.EndTransactionRequest{
+		Topic:         &rocketmqv2.Resource{ResourceNamespace: c.set.namespace, Name: h.topic},
+		MessageId:     h.msgID,
+		TransactionId: h.txID,
+		Resolution:    res,
+		Source:        src,
+	}
+	lostBefore := false // an earlier attempt's outcome was unknown
+	return c.retry(ctx, []string{h.addr}, func(ctx context.Context, cn *rmqConn) (Outcome, error) {
+		resp, err := cn.stub.EndTransaction(ctx, req)
+		if err != nil {
+			o := GRPCClassifier.Classify(nil, err)
+			lostBefore = lostBefore || o.Kind == FailedUnknown
+			return o, err
+		}
+		st := resp.GetStatus()
+		if st.GetCode() == rocketmqv2.Code_OK {
+			return Outcome{Kind: Stored}, nil
+		}
+		serr := &RocketMQStatusError{Code: int32(st.GetCode()), Message: st.GetMessage()}
+		if st.GetCode() == rocketmqv2.Code_INTERNAL_SERVER_ERROR && strings.Contains(st.GetMessage(), "transaction data") {
+			// The proxy's TRANSACTION_DATA_NOT_FOUND ("cannot found transaction data").
+			note := ""
+			if lostBefore {
+				note = " (an earlier attempt's answer was lost: it may have ended it)"
+			}
+			return Outcome{Kind: Permanent}, fmt.Errorf("%w%s: %w", ErrTransactionNotFound, note, serr)
+		}
+		o := serr.outcome()
+		lostBefore = lostBefore || o.Kind == FailedUnknown
+		return o, serr
+	})
+}
+
+// retry makes call on the connection to addrs[0] (the next address after a
+// failure known not to have reached the server), until it answers Stored
+// or Permanent, the attempts are spent (the producer's MaxAttempts), the
+// failure schedule has no more retries, or ctx ends; each attempt within
+// the attempt timeout. It returns the attempts made and the last error.
+func (c *rmqClient) retry(ctx context.Context, addrs []string, call func(context.Context, *rmqConn) (Outcome, error)) (int, error) {
+	cfg := c.cfg
+	ai := 0
+	for n := 1; ; n++ {
+		cn, err := c.conn(addrs[ai%len(addrs)])
+		if err != nil {
+			return n - 1, err
+		}
+		actx, cancel := context.WithTimeout(c.outgoing(ctx), cfg.attemptTimeout)
+		o, err := call(actx, cn)
+		cancel()
+		switch {
+		case o.Kind == Stored:
+			return n, nil
+		case o.Kind == Permanent:
+			return n, err
+		case ctx.Err() != nil:
+			return n, fmt.Errorf("%w (last attempt: %w)", context.Cause(ctx), err)
+		case n >= cfg.maxAttempts:
+			return n, fmt.Errorf("%w: %w", ErrAttemptsExhausted, err)
+		}
+		if o.Kind == FailedNotStored {
+			ai++
+		}
+		d, ok := cfg.failure.Delay(n, cfg.rand)
+		if !ok {
+			return n, fmt.Errorf("%w: %w", ErrAttemptsExhausted, err)
+		}
+		t := newTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return n, fmt.Errorf("%w (last attempt: %w)", context.Cause(ctx), err)
+		case <-t.C:
+		}
+	}
+}
+
+// recoverOrphan answers the server's question about an orphaned
+// transaction, in its own goroutine: the checker's resolution, sent back
+// with EndTransaction (source SOURCE_SERVER_CHECK) on the connection that
+// asked. Without a checker, or when it says TransactionUnknown, nothing is
+// sent: the server asks again.
+func (c *rmqClient) recoverOrphan(cn *rmqConn, cmd *rocketmqv2.RecoverOrphanedTransactionCommand) {
+	m := fromRMQ(cmd.GetMessage())
+	check := c.set.txChecker
+	if check == nil {
+		c.logger.Warn("rocketmq: orphaned transaction left to the server: no transaction checker (WithTransactionChecker)",
+			"endpoint", cn.addr, "transaction_id", cmd.GetTransactionId(), "message_id", m.ID)
+		return
+	}
+	c.wg.Add(1) // the telemetry goroutine is counted: the count is not 0
+	go func() {
+		defer c.wg.Done()
+		res := c.runChecker(check, m)
+		var r rocketmqv2.TransactionResolution
+		switch res {
+		case TransactionCommit:
+			r = rocketmqv2.TransactionResolution_COMMIT
+		case TransactionRollback:
+			r = rocketmqv2.TransactionResolution_ROLLBACK
+		default:
+			c.logger.Debug("rocketmq: orphaned transaction left open by the checker", "transaction_id", cmd.GetTransactionId(), "message_id", m.ID)
+			return
+		}
+		h := half{msgID: m.ID, txID: cmd.GetTransactionId(), topic: m.Topic, addr: cn.addr}
+		n, err := c.endTransaction(c.ctx, h, r, rocketmqv2.TransactionSource_SOURCE_SERVER_CHECK)
+		if c.cfg.watched() {
+			kind := EventCommit
+			if res == TransactionRollback {
+				kind = EventRollback
+			}
+			c.cfg.emit(c.ctx, Event{Kind: kind, MessageID: m.ID, Attempt: n, Endpoint: cn.addr, Err: err, Check: true})
+		}
+		if err != nil {
+			lvl := slog.LevelWarn
+			if c.ctx.Err() != nil {
+				lvl = slog.LevelDebug
+			}
+			c.logger.Log(c.ctx, lvl, "rocketmq: answer to the server's transaction check failed; it asks again",
+				"endpoint", cn.addr, "transaction_id", h.txID, "message_id", m.ID, "resolution", res.String(), "err", err)
+		}
+	}()
+}
+
+// runChecker calls check, a panic read as TransactionUnknown.
+func (c *rmqClient) runChecker(check TransactionChecker, m *Message) (res TransactionResolution) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.logger.Error("rocketmq: transaction checker panicked; transaction left open", "message_id", m.ID, "panic", fmt.Sprint(r))
+			res = TransactionUnknown
+		}
+	}()
+	return check(c.ctx, m)
+}
+
+// fromRMQ converts a v2 message the server sent (a half message) to a
+// Message: id, topic, tag, keys, properties and body, Transactional set.
+func fromRMQ(v *rocketmqv2.Message) *Message {
+	sp := v.GetSystemProperties()
+	m := &Message{
+		ID:            sp.GetMessageId(),
+		Topic:         v.GetTopic().GetName(),
+		Tag:           sp.GetTag(),
+		Keys:          sp.GetKeys(),
+		Properties:    v.GetUserProperties(),
+		Body:          v.GetBody(),
+		Transactional: true,
+	}
+	return m
+}
+
+// Recall removes a timed message (Message.DeliveryTime) before its
+// delivery time, named by the RecallHandle of its receipt, so that it is
+// never delivered; it returns the message's id. RocketMQ 5 only
+// (ErrNotRocketMQ5). A message due already (delivered, or about to be) is
+// ErrRecallTooLate; a handle the server refuses (malformed, of another
+// topic or broker) ErrRecallHandle; both wrap the server's
+// *RocketMQStatusError. A handle of a message recalled already is
+// answered as a success again, as the broker does. Transport failures and
+// throttling are retried as EndTransaction is (recall is safe to repeat),
+// on the access points in turn.
+func (p *Producer) Recall(ctx context.Context, topic, handle string) (string, error) {
+	if p.rmq == nil {
+		return "", fmt.Errorf("%w: Recall: rocketry.v1 has no recall", ErrNotRocketMQ5)
+	}
+	switch {
+	case strings.TrimSpace(topic) == "":
+		return "", errors.New("producer: Recall: topic is empty")
+	case strings.TrimSpace(handle) == "":
+		return "", fmt.Errorf("%w: Recall: recall handle is empty (a receipt's RecallHandle: only a timed message has one)", ErrRecallHandle)
+	}
+	select {
+	case <-p.closing:
+		return "", ErrClosed
+	default:
+	}
+	c := p.rmq
+	req := &rocketmqv2.RecallMessageRequest{Topic: &rocketmqv2.Resource{ResourceNamespace: c.set.namespace, Name: topic}, RecallHandle: handle}
+	var id, at string
+	n, err := c.retry(ctx, c.access, func(ctx context.Context, cn *rmqConn) (Outcome, error) {
+		at = cn.addr
+		resp, err := cn.stub.RecallMessage(ctx, req)
+		if err != nil {
+			return GRPCClassifier.Classify(nil, err), err
+		}
+		st := resp.GetStatus()
+		if st.GetCode() == rocketmqv2.Code_OK {
+			id = resp.GetMessageId()
+			return Outcome{Kind: Stored}, nil
+		}
+		serr := &RocketMQStatusError{Code: int32(st.GetCode()), Message: st.GetMessage()}
+		if st.GetCode() == rocketmqv2.Code_INTERNAL_SERVER_ERROR {
+			// The broker's ILLEGAL_OPERATION and the proxy's decoding error
+			// (broker/src/main/java/org/apache/rocketmq/broker/processor/RecallMessageProcessor.java,
+			// proxy/src/main/java/org/apache/rocketmq/proxy/processor/ProducerProcessor.java).
+			if strings.Contains(st.GetMessage(), "timestamp invalid") {
+				return Outcome{Kind: Permanent}, fmt.Errorf("%w: %w", ErrRecallTooLate, serr)
+			}
+			if o := serr.outcome(); o.Kind != Throttled {
+				return Outcome{Kind: Permanent}, fmt.Errorf("%w: %w", ErrRecallHandle, serr)
+			}
+		}
+		return serr.outcome(), serr
+	})
+	if err != nil {
+		err = fmt.Errorf("producer: Recall(%q): %w", topic, err)
+	}
+	if p.cfg.watched() {
+		p.cfg.emit(ctx, Event{Kind: EventRecall, MessageID: id, Attempt: n, Endpoint: at, Err: err})
+	}
+	if err != nil {
+		return "", err
+	}
+	return id, nil
+}
