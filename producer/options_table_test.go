@@ -96,6 +96,7 @@ func badOptions(t *testing.T) []badOption {
 		{"namespace with a space", one(producer.WithNamespace("a b")), `WithNamespace("a b"): must be 1 to 64`, ""},
 		{"namespace over 64", one(producer.WithNamespace(strings.Repeat("n", 65))), "must be 1 to 64", ""},
 		{"RocketMQ 5 option on rocketry.v1", one(producer.WithNamespace("ns")), "WithNamespace applies only with WithProtocol(RocketMQ5), not to New", ""},
+		{"nil transaction checker", one(producer.WithTransactionChecker(nil)), "WithTransactionChecker(nil): must not be nil", ""},
 		{"fallback and store", []producer.Option{producer.WithFallback(fallback), producer.WithDeadLetterSink(store)}, "excludes WithFallback: set at most one dead-letter sink", ""},
 		{"store and fallback", []producer.Option{producer.WithDeadLetterSink(store), producer.WithFallback(fallback)}, "excludes WithDeadLetterSink: set at most one dead-letter sink", ""},
 		{"body limit over the store's", []producer.Option{producer.WithDeadLetterSink(store), producer.WithMaxBodyBytes(deadletter.MaxBodyBytes + 1)}, "WithMaxBodyBytes(1073741825): over the dead-letter sink's limit", ""},
@@ -116,6 +117,9 @@ var anyOptions = []producer.Option{
 	producer.WithCredentials("a", "b", ""), producer.WithTLS(&tls.Config{}), producer.WithNamespace("ns"),
 	producer.WithServerRetryPolicy(), producer.WithResolvers(), producer.WithWaitForReady(true),
 	producer.WithDeadLetterSink(nil), producer.WithFallback(nil),
+	producer.WithTransactionChecker(func(context.Context, *producer.Message) producer.TransactionResolution {
+		return producer.TransactionUnknown
+	}),
 }
 
 // optionPlace is a constructor or call that takes options, named as its

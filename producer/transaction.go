@@ -64,7 +64,7 @@ type TransactionChecker func(ctx context.Context, m *Message) TransactionResolut
 // calls check and answers with EndTransaction (source SOURCE_SERVER_CHECK)
 // unless it says TransactionUnknown. Without it the server's questions are
 // logged and left unanswered: the broker rolls the transaction back after
-// its last check. check must not be nil. Applies to New with
+// its last check. check must not be nil. Applies to New only, with
 // WithProtocol(RocketMQ5).
 func WithTransactionChecker(check TransactionChecker) Option {
 	return option{"WithTransactionChecker", scopeNew, func(c *config) error {
