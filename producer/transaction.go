@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 
@@ -92,14 +91,6 @@ var ErrTransactionEnded = errors.New("producer: transaction already ended")
 // check, which rolls back an orphan after its last check), or it is not
 // the server's.
 var ErrTransactionNotFound = errors.New("producer: the server has no such open transaction")
-
-// ErrRecallTooLate is wrapped by Recall's error when the message is due
-// already (delivered, or about to be): the server refused the recall.
-var ErrRecallTooLate = errors.New("producer: too late to recall: the message is due")
-
-// ErrRecallHandle is wrapped by Recall's error when the server refused the
-// handle as invalid: malformed, of another topic, or of another broker.
-var ErrRecallHandle = errors.New("producer: invalid recall handle")
 
 // TransactionError is the error of a step of a Transaction: which step
 // (Op: "send", "commit", "rollback"), of which message and transaction,
@@ -320,10 +311,6 @@ func (a *rmqCall) entry() *rocketmqv2.SendResultEntry {
 	return nil
 }
 
-// recallHandle is the recall handle of the stored message, "" when the
-// server gave none.
-func (a *rmqCall) recallHandle() string { return a.entry().GetRecallHandle() }
-
 // endTransaction ends the transaction of h with res, retrying failures
 // with the producer's attempts and failure schedule within ctx; it returns
 // the attempts made. An answer that the transaction is not found wraps
@@ -404,143 +391,4 @@ func (c *rmqClient) retry(ctx context.Context, addrs []string, call func(context
 		case <-t.C:
 		}
 	}
-}
-
-// recoverOrphan answers the server's question about an orphaned
-// transaction, in its own goroutine: the checker's resolution, sent back
-// with EndTransaction (source SOURCE_SERVER_CHECK) on the connection that
-// asked. Without a checker, or when it says TransactionUnknown, nothing is
-// sent: the server asks again.
-func (c *rmqClient) recoverOrphan(cn *rmqConn, cmd *rocketmqv2.RecoverOrphanedTransactionCommand) {
-	m := fromRMQ(cmd.GetMessage())
-	check := c.set.txChecker
-	if check == nil {
-		c.logger.Warn("rocketmq: orphaned transaction left to the server: no transaction checker (WithTransactionChecker)",
-			"endpoint", cn.addr, "transaction_id", cmd.GetTransactionId(), "message_id", m.ID)
-		return
-	}
-	c.wg.Add(1) // the telemetry goroutine is counted: the count is not 0
-	go func() {
-		defer c.wg.Done()
-		res := c.runChecker(check, m)
-		var r rocketmqv2.TransactionResolution
-		switch res {
-		case TransactionCommit:
-			r = rocketmqv2.TransactionResolution_COMMIT
-		case TransactionRollback:
-			r = rocketmqv2.TransactionResolution_ROLLBACK
-		default:
-			c.logger.Debug("rocketmq: orphaned transaction left open by the checker", "transaction_id", cmd.GetTransactionId(), "message_id", m.ID)
-			return
-		}
-		h := half{msgID: m.ID, txID: cmd.GetTransactionId(), topic: m.Topic, addr: cn.addr}
-		n, err := c.endTransaction(c.ctx, h, r, rocketmqv2.TransactionSource_SOURCE_SERVER_CHECK)
-		if c.cfg.watched() {
-			kind := EventCommit
-			if res == TransactionRollback {
-				kind = EventRollback
-			}
-			c.cfg.emit(c.ctx, Event{Kind: kind, MessageID: m.ID, Attempt: n, Endpoint: cn.addr, Err: err, Check: true})
-		}
-		if err != nil {
-			lvl := slog.LevelWarn
-			if c.ctx.Err() != nil {
-				lvl = slog.LevelDebug
-			}
-			c.logger.Log(c.ctx, lvl, "rocketmq: answer to the server's transaction check failed; it asks again",
-				"endpoint", cn.addr, "transaction_id", h.txID, "message_id", m.ID, "resolution", res.String(), "err", err)
-		}
-	}()
-}
-
-// runChecker calls check, a panic read as TransactionUnknown.
-func (c *rmqClient) runChecker(check TransactionChecker, m *Message) (res TransactionResolution) {
-	defer func() {
-		if r := recover(); r != nil {
-			c.logger.Error("rocketmq: transaction checker panicked; transaction left open", "message_id", m.ID, "panic", fmt.Sprint(r))
-			res = TransactionUnknown
-		}
-	}()
-	return check(c.ctx, m)
-}
-
-// fromRMQ converts a v2 message the server sent (a half message) to a
-// Message: id, topic, tag, keys, properties and body, Transactional set.
-func fromRMQ(v *rocketmqv2.Message) *Message {
-	sp := v.GetSystemProperties()
-	m := &Message{
-		ID:            sp.GetMessageId(),
-		Topic:         v.GetTopic().GetName(),
-		Tag:           sp.GetTag(),
-		Keys:          sp.GetKeys(),
-		Properties:    v.GetUserProperties(),
-		Body:          v.GetBody(),
-		Transactional: true,
-	}
-	return m
-}
-
-// Recall removes a timed message (Message.DeliveryTime) before its
-// delivery time, named by the RecallHandle of its receipt, so that it is
-// never delivered; it returns the message's id. RocketMQ 5 only
-// (ErrNotRocketMQ5). A message due already (delivered, or about to be) is
-// ErrRecallTooLate; a handle the server refuses (malformed, of another
-// topic or broker) ErrRecallHandle; both wrap the server's
-// *RocketMQStatusError. A handle of a message recalled already is
-// answered as a success again, as the broker does. Transport failures and
-// throttling are retried as EndTransaction is (recall is safe to repeat),
-// on the access points in turn.
-func (p *Producer) Recall(ctx context.Context, topic, handle string) (string, error) {
-	if p.rmq == nil {
-		return "", fmt.Errorf("%w: Recall: rocketry.v1 has no recall", ErrNotRocketMQ5)
-	}
-	switch {
-	case strings.TrimSpace(topic) == "":
-		return "", errors.New("producer: Recall: topic is empty")
-	case strings.TrimSpace(handle) == "":
-		return "", fmt.Errorf("%w: Recall: recall handle is empty (a receipt's RecallHandle: only a timed message has one)", ErrRecallHandle)
-	}
-	select {
-	case <-p.closing:
-		return "", ErrClosed
-	default:
-	}
-	c := p.rmq
-	req := &rocketmqv2.RecallMessageRequest{Topic: &rocketmqv2.Resource{ResourceNamespace: c.set.namespace, Name: topic}, RecallHandle: handle}
-	var id, at string
-	n, err := c.retry(ctx, c.access, func(ctx context.Context, cn *rmqConn) (Outcome, error) {
-		at = cn.addr
-		resp, err := cn.stub.RecallMessage(ctx, req)
-		if err != nil {
-			return GRPCClassifier.Classify(nil, err), err
-		}
-		st := resp.GetStatus()
-		if st.GetCode() == rocketmqv2.Code_OK {
-			id = resp.GetMessageId()
-			return Outcome{Kind: Stored}, nil
-		}
-		serr := &RocketMQStatusError{Code: int32(st.GetCode()), Message: st.GetMessage()}
-		if st.GetCode() == rocketmqv2.Code_INTERNAL_SERVER_ERROR {
-			// The broker's ILLEGAL_OPERATION and the proxy's decoding error
-			// (broker/src/main/java/org/apache/rocketmq/broker/processor/RecallMessageProcessor.java,
-			// proxy/src/main/java/org/apache/rocketmq/proxy/processor/ProducerProcessor.java).
-			if strings.Contains(st.GetMessage(), "timestamp invalid") {
-				return Outcome{Kind: Permanent}, fmt.Errorf("%w: %w", ErrRecallTooLate, serr)
-			}
-			if o := serr.outcome(); o.Kind != Throttled {
-				return Outcome{Kind: Permanent}, fmt.Errorf("%w: %w", ErrRecallHandle, serr)
-			}
-		}
-		return serr.outcome(), serr
-	})
-	if err != nil {
-		err = fmt.Errorf("producer: Recall(%q): %w", topic, err)
-	}
-	if p.cfg.watched() {
-		p.cfg.emit(ctx, Event{Kind: EventRecall, MessageID: id, Attempt: n, Endpoint: at, Err: err})
-	}
-	if err != nil {
-		return "", err
-	}
-	return id, nil
 }

@@ -1,0 +1,163 @@
+package producer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// This file holds rocketry.v1's attempter: sendCall makes one SendMessage
+// per attempt (alone, or its message in a batch), and sendV1 runs the
+// executor over it. apache.rocketmq.v2's is in rocketmq_call.go.
+
+// sendMethod is the full name of MessagingService.SendMessage.
+const sendMethod = "/rocketry.v1.MessagingService/SendMessage"
+
+// sendCall is one rocketry.v1 send: its attempter and everything it
+// allocates, in one allocation (the receipt it returns, the request, the
+// response).
+type sendCall struct {
+	p       *Producer
+	receipt SendReceipt
+	msg     rocketryv1.Message
+	ptrs    [1]*rocketryv1.Message
+	req     rocketryv1.SendMessageRequest
+	resp    rocketryv1.SendMessageResponse
+	peer    peer.Peer // filled by gRPC when the request left the client
+	opts    [numCallOpts]grpc.CallOption
+	be      *batchEntry  // the message in a batch (async sends); nil: alone
+	set     *endpointSet // the send's endpoints; with a scheme, held from the first attempt
+}
+
+// The call options of an attempt: grpc.Peer(&peer), then wait-for-ready
+// when the attempt waits for its connection.
+const numCallOpts = 2
+
+// waitForReady makes an attempt wait for its connection within its timeout.
+var waitForReady = grpc.WaitForReady(true)
+
+// sendV1 runs the executor over rocketry.v1.
+func (p *Producer) sendV1(ctx context.Context, m *Message, bt *batcher, pn *pin) (*SendReceipt, *SendError) {
+	c := &sendCall{p: p, set: p.eps}
+	switch {
+	case pn != nil && pn.set != nil:
+		c.set = pn.set // acquired by pinFor: the set pn.ep indexes
+	case p.targets != nil:
+		c.set = p.targets.tryAcquire() // nil before the resolver's first answer: the attempt waits
+	}
+	if bt != nil {
+		c.be = &batchEntry{bt: bt}
+	}
+	c.msg.MessageId = m.ID
+	c.msg.Topic = m.Topic
+	c.msg.Tag = m.Tag
+	c.msg.Keys = m.Keys
+	c.msg.Properties = m.Properties
+	c.msg.Body = m.Body
+	c.msg.Transactional = m.Transactional
+	c.msg.MessageGroup = m.MessageGroup
+	if !m.DeliveryTime.IsZero() {
+		c.msg.DeliveryTime = timestamppb.New(m.DeliveryTime)
+	}
+	c.ptrs[0] = &c.msg
+	c.req.Messages = c.ptrs[:]
+	c.opts[0] = grpc.Peer(&c.peer)
+
+	x := executor{cfg: &p.cfg, a: c, id: m.ID, transactional: m.Transactional}
+	if p.targets != nil || len(p.eps.eps) > 1 {
+		x.ep = int(p.next.Add(1))
+	}
+	x.fifo(m)
+	x.pin(pn)
+	se := x.run(ctx)
+	if p.targets != nil && c.set != nil {
+		p.targets.release(c.set)
+	}
+	c.set = nil
+	// The receipt keeps c alive: drop the references to the caller's data.
+	c.msg.Keys, c.msg.Properties, c.msg.Body = nil, nil, nil
+	if se != nil {
+		return nil, se
+	}
+	r := c.resp.Results[0]
+	c.receipt = SendReceipt{MessageID: m.ID, QueueID: r.GetQueueId(), Offset: r.GetOffset(), Duplicate: r.GetDuplicate(), Attempts: x.attempts}
+	c.resp.Results = nil
+	return &c.receipt, nil
+}
+
+func (c *sendCall) endpoint(ep int) string {
+	if c.set == nil {
+		return c.p.targets.target // not resolved yet
+	}
+	return c.set.at(ep).name
+}
+
+func (c *sendCall) pacer(ep int) pace {
+	if !c.p.cfg.pacing || c.set == nil {
+		return pace{}
+	}
+	return c.set.at(ep).pace.of(c.msg.Topic)
+}
+
+func (c *sendCall) reach(ep int) *reach {
+	if c.set == nil {
+		return &reach{} // not resolved yet: never reached
+	}
+	return &c.set.at(ep).reach
+}
+
+// attempt makes one attempt on endpoint ep. gRPC fills c.peer only when the
+// request left on a transport: an attempt that fails with c.peer empty was
+// never sent, so its message is known not stored (and when gRPC says the
+// broker could not be reached, the outcome names why: a *ConnectError).
+func (c *sendCall) attempt(ctx context.Context, ep int, wait bool, deadline time.Time) (Outcome, bool) {
+	if c.set == nil {
+		if o, ok := c.resolve(ctx, deadline); !ok {
+			return o, true
+		}
+	}
+	e := c.set.at(ep)
+	if be := c.be; be != nil && be.bt != nil {
+		if o, unsent, ok := c.attemptBatched(ctx, e, be, deadline); ok {
+			return o, unsent
+		}
+	}
+	ctx, cancel := attemptContext(ctx, deadline)
+	defer cancel()
+	c.peer = peer.Peer{}
+	opts := c.opts[:1]
+	if wait {
+		opts = append(opts, waitForReady)
+	}
+	err := e.cc.Invoke(ctx, sendMethod, &c.req, &c.resp, opts...)
+	if err == nil {
+		if n := len(c.resp.Results); n != 1 {
+			err = fmt.Errorf("producer: broker answered %d results for one message", n)
+			return Outcome{Kind: FailedUnknown, Err: err}, false
+		}
+		return Outcome{Kind: Stored}, false
+	}
+	if c.peer.Addr == nil {
+		return unreachable(classifyError(err), e.name), true
+	}
+	return classifyError(err), false
+}
+
+// resolve takes the endpoints of a target with a scheme for the rest of
+// the send, waiting for the resolver's first answer within the attempt; ok
+// is false when there is none (the attempt's outcome, known not stored).
+func (c *sendCall) resolve(ctx context.Context, deadline time.Time) (o Outcome, ok bool) {
+	actx, cancel := attemptContext(ctx, deadline)
+	s, err := c.p.targets.acquire(actx)
+	cancel()
+	if err != nil {
+		return Outcome{Kind: FailedNotStored, Err: err}, false
+	}
+	c.set = s
+	return Outcome{}, true
+}
