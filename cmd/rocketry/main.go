@@ -1,5 +1,7 @@
 // Command rocketry runs the demo, the bundled test broker, and tools around
-// producers: schedule, produce, consume, stats, replay.
+// producers: schedule, produce, consume, stats, spool, replay. The
+// benchmarks against other retry strategies are a program of their own,
+// internal/cmd/rocketry-bench, so that their contenders stay out of this one.
 //
 // Usage:
 //
@@ -10,13 +12,14 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"regexp"
 	"strings"
+
+	"github.com/rocketry-go/rocketry/internal/cli"
 )
 
 // command is one subcommand. run gets the arguments after the command name
@@ -39,7 +42,6 @@ var commands = []command{
 	{name: "schedule", summary: "print (or plot) the retry schedule of a backoff or delivery policy", run: runSchedule},
 	{name: "spool", summary: "look inside a dead-letter store (ls, show, stats), check or salvage a damaged one, or import an old spool file", run: runSpool},
 	{name: "replay", summary: "resend a dead-letter store to a broker, removing what is stored", run: runReplay},
-	{name: "bench", summary: "measure rocketry against other retry strategies under throttling (see BENCHMARKS.md)", run: runBench},
 }
 
 // lookup returns the command called name.
@@ -72,37 +74,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return c.run(args[1:], stdout, stderr)
 }
 
-// parseFlags parses a command's args with fs. It returns the exit status
-// and false when the command must stop: 0 after -h (the usage on stdout),
-// 2 for bad usage (one line on stderr naming the problem).
+// parseFlags parses the args of command name with fs (cli.ParseFlags).
 func parseFlags(name string, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (int, bool) {
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return 0, false
-		}
-		fmt.Fprintf(stderr, "rocketry %s: %s\n", name, oneLine(err.Error()))
-		return 2, false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "rocketry %s: unexpected argument %q\n", name, fs.Arg(0))
-		return 2, false
-	}
-	return 0, true
+	return cli.ParseFlags("rocketry "+name, fs, args, stdout, stderr)
 }
 
-// newFlagSet returns a flag set for command name whose usage, written to the
-// set's output, reads "usage: rocketry NAME [flags]" and the flags.
-func newFlagSet(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: rocketry %s [flags]\n", name)
-		fs.PrintDefaults()
-	}
-	return fs
-}
+// newFlagSet returns a flag set for command name (cli.NewFlagSet).
+func newFlagSet(name string) *flag.FlagSet { return cli.NewFlagSet("rocketry " + name) }
 
 // addrEnv names the environment variable that, when set, replaces
 // 127.0.0.1:7777 as the default of --addr and of the broker's --listen.
@@ -132,13 +110,8 @@ func cleanError(err error) string {
 // grpcStatusText matches the text grpc-go gives a status error.
 var grpcStatusText = regexp.MustCompile(`rpc error: code = (\w+) desc = `)
 
-// oneLine keeps an error text to its first line, for one line on stderr.
-func oneLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
+// oneLine keeps an error text to its first line (cli.OneLine).
+func oneLine(s string) string { return cli.OneLine(s) }
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: rocketry <command> [flags]")

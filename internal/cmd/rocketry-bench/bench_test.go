@@ -115,7 +115,7 @@ func TestBenchBadFlags(t *testing.T) {
 const hintlessServerEnv = "ROCKETRY_TEST_HINTLESS_SERVER"
 
 // TestBenchHintlessServerHelper is not a test: run as a child process with
-// hintlessServerEnv set, it is "rocketry bench serve-hintless" with the
+// hintlessServerEnv set, it is "rocketry-bench serve-hintless" with the
 // arguments after "--".
 func TestBenchHintlessServerHelper(t *testing.T) {
 	if os.Getenv(hintlessServerEnv) != "1" {

@@ -1,3 +1,13 @@
+// Command rocketry-bench measures rocketry against other retry strategies
+// under throttling (BENCHMARKS.md): go-grpc-middleware's retry, grpc-go's
+// own retries, naive loops. It is a program of its own so that these
+// contenders stay out of the rocketry binary users install.
+//
+// Usage:
+//
+//	go run ./internal/cmd/rocketry-bench [flags]
+//
+// Run it with -h for the flags.
 package main
 
 import (
@@ -12,9 +22,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rocketry-go/rocketry/internal/bench"
+	"github.com/rocketry-go/rocketry/internal/cli"
 )
 
 // benchReport is what --json prints.
@@ -59,17 +71,17 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == hintlessServerArg {
 		return runHintlessServer(args[1:], stdout, stderr)
 	}
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs := flag.NewFlagSet("rocketry-bench", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: rocketry bench [--duration 10s] [--rounds N] [--contenders a,b,...] [--json] [--markdown]
-       rocketry bench --hintless [--duration 20s] [--senders 64] [--rate 2000] [--burst 200] [--rounds N] [--json]
-       rocketry bench --hintless --shape hot|oneinten|queue [--sends 3000] [--senders 32] [--rate R] ...
-       rocketry bench --scale [--scale-sizes 1000,10000,100000] [--json]
+		fmt.Fprint(fs.Output(), `usage: rocketry-bench [--duration 10s] [--rounds N] [--contenders a,b,...] [--json] [--markdown]
+       rocketry-bench --hintless [--duration 20s] [--senders 64] [--rate 2000] [--burst 200] [--rounds N] [--json]
+       rocketry-bench --hintless --shape hot|oneinten|queue [--sends 3000] [--senders 32] [--rate R] ...
+       rocketry-bench --scale [--scale-sizes 1000,10000,100000] [--json]
 
 Runs the throttling scenario of BENCHMARKS.md against each contender in turn
 (a fresh in-process broker each time) and prints one table; with --hintless,
 throttling without hints: a server in its own process (this binary, started
-as "rocketry bench `+hintlessServerArg+`") stores --rate messages/s with a
+as "rocketry-bench `+hintlessServerArg+`") stores --rate messages/s with a
 burst of --burst and refuses the rest RESOURCE_EXHAUSTED without RetryInfo,
 and every contender (rocketry, middleware, serviceconfig, raw) gets 5
 attempts on its own unscaled schedule; --shape picks another shape of
@@ -103,7 +115,7 @@ flags:
 	rounds := fs.Int("rounds", 1, "rounds over the contenders, interleaved; the table shows each figure's median")
 	scale := fs.Bool("scale", false, "measure memory and goroutines per in-flight async send instead of the scenario")
 	scaleSizes := fs.String("scale-sizes", "1000,10000,100000", "queued sends of --scale")
-	if code, ok := parseFlags("bench", fs, args, stdout, stderr); !ok {
+	if code, ok := cli.ParseFlags("rocketry-bench", fs, args, stdout, stderr); !ok {
 		return code
 	}
 	set := map[string]bool{}
@@ -117,12 +129,12 @@ flags:
 	rep := &benchReport{Machine: benchMachine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}}
 
 	if !*hintless && (set["rate"] || set["burst"] || set["shape"] || set["sends"]) {
-		fmt.Fprintln(stderr, "rocketry bench: --rate, --burst, --shape and --sends need --hintless")
+		fmt.Fprintln(stderr, "rocketry-bench: --rate, --burst, --shape and --sends need --hintless")
 		return 2
 	}
 	if *hintless {
 		if *scale {
-			fmt.Fprintln(stderr, "rocketry bench: --hintless and --scale exclude each other")
+			fmt.Fprintln(stderr, "rocketry-bench: --hintless and --scale exclude each other")
 			return 2
 		}
 		h := hdef
@@ -137,7 +149,7 @@ flags:
 		}
 		argv, env, err := hintlessServerCommand()
 		if err != nil {
-			fmt.Fprintf(stderr, "rocketry bench: --hintless: the server command: %v\n", err)
+			fmt.Fprintf(stderr, "rocketry-bench: --hintless: the server command: %v\n", err)
 			return 1
 		}
 		h.Server, h.ServerEnv = argv, env
@@ -150,20 +162,20 @@ flags:
 		}
 		names, err := bench.ParseList(list, append(slices.Clone(bench.HintlessContenders), bench.RocketryNoPacing))
 		if err != nil {
-			fmt.Fprintf(stderr, "rocketry bench: --contenders: %v\n", err)
+			fmt.Fprintf(stderr, "rocketry-bench: --contenders: %v\n", err)
 			return 2
 		}
 		if *rounds < 1 {
-			fmt.Fprintf(stderr, "rocketry bench: --rounds %d: want >= 1\n", *rounds)
+			fmt.Fprintf(stderr, "rocketry-bench: --rounds %d: want >= 1\n", *rounds)
 			return 2
 		}
 		if err := h.Validate(); err != nil {
-			fmt.Fprintf(stderr, "rocketry bench: %v\n", err)
+			fmt.Fprintf(stderr, "rocketry-bench: %v\n", err)
 			return 2
 		}
 		hr, err := bench.RunHintless(ctx, h, names, *rounds, stderr)
 		if err != nil {
-			fmt.Fprintf(stderr, "rocketry bench: --hintless: %v\n", err)
+			fmt.Fprintf(stderr, "rocketry-bench: --hintless: %v\n", err)
 			return 1
 		}
 		rep.Hintless = hr
@@ -173,14 +185,14 @@ flags:
 	if *scale {
 		sizes, err := parseSizes(*scaleSizes)
 		if err != nil {
-			fmt.Fprintf(stderr, "rocketry bench: --scale-sizes: %v\n", err)
+			fmt.Fprintf(stderr, "rocketry-bench: --scale-sizes: %v\n", err)
 			return 2
 		}
 		for _, n := range sizes {
 			for _, name := range []string{bench.Raw, bench.Rocketry} {
 				r, err := bench.MeasureScale(ctx, name, n)
 				if err != nil {
-					fmt.Fprintf(stderr, "rocketry bench: --scale %s at %d: %v\n", name, n, err)
+					fmt.Fprintf(stderr, "rocketry-bench: --scale %s at %d: %v\n", name, n, err)
 					return 1
 				}
 				rep.Scale = append(rep.Scale, r)
@@ -191,7 +203,7 @@ flags:
 
 	names, err := bench.ParseList(*contenders, append(append([]string(nil), bench.ScenarioContenders...), bench.Diagnostic...))
 	if err != nil {
-		fmt.Fprintf(stderr, "rocketry bench: --contenders: %v\n", err)
+		fmt.Fprintf(stderr, "rocketry-bench: --contenders: %v\n", err)
 		return 2
 	}
 	sc := def
@@ -205,11 +217,11 @@ flags:
 	sc.ArchiveMessages = *archive
 	sc.EpisodeReads = *episodeReads
 	if *rounds < 1 {
-		fmt.Fprintf(stderr, "rocketry bench: --rounds %d: want >= 1\n", *rounds)
+		fmt.Fprintf(stderr, "rocketry-bench: --rounds %d: want >= 1\n", *rounds)
 		return 2
 	}
 	if err := sc.Validate(); err != nil {
-		fmt.Fprintf(stderr, "rocketry bench: %v\n", err)
+		fmt.Fprintf(stderr, "rocketry-bench: %v\n", err)
 		return 2
 	}
 	rep.Scenario = &benchScenario{
@@ -223,7 +235,7 @@ flags:
 		for _, name := range names {
 			r, err := sc.Run(ctx, name)
 			if err != nil {
-				fmt.Fprintf(stderr, "rocketry bench: %s: %v\n", name, err)
+				fmt.Fprintf(stderr, "rocketry-bench: %s: %v\n", name, err)
 				return 1
 			}
 			fmt.Fprintf(stderr, "round %d/%d: %s\n", round+1, *rounds, r)
@@ -261,7 +273,7 @@ func printBench(rep *benchReport, markdown, jsonOut bool, stdout, stderr io.Writ
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintf(stderr, "rocketry bench: %v\n", err)
+			fmt.Fprintf(stderr, "rocketry-bench: %v\n", err)
 			return 1
 		}
 	}
@@ -313,7 +325,7 @@ func writeBenchMarkdown(w io.Writer, rep *benchReport) {
 }
 
 // hintlessServerArg is the hidden subcommand of bench that runs the server
-// of --hintless: "rocketry bench serve-hintless --listen ADDR --rate R
+// of --hintless: "rocketry-bench serve-hintless --listen ADDR --rate R
 // --burst B" writes "listening ADDR" on stdout, answers "stats" lines read
 // from stdin, and exits when stdin closes (bench.ServeHintless).
 const hintlessServerArg = "serve-hintless"
@@ -326,27 +338,31 @@ var hintlessServerCommand = func() (argv, env []string, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return []string{exe, "bench", hintlessServerArg}, nil, nil
+	return []string{exe, hintlessServerArg}, nil, nil
 }
 
 // benchStdin is what the hintless server reads its requests from.
 var benchStdin io.Reader = os.Stdin
 
 func runHintlessServer(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("bench " + hintlessServerArg)
+	fs := cli.NewFlagSet("rocketry-bench " + hintlessServerArg)
 	def := bench.DefaultHintless()
 	listen := fs.String("listen", "127.0.0.1:0", "`address` to listen on")
 	perSecond := fs.Float64("rate", def.Rate, "messages per second stored")
 	burst := fs.Int("burst", def.Burst, "token-bucket burst, messages")
 	shape := fs.String("shape", bench.ShapeBucket, "the throttling, one of "+strings.Join(bench.Shapes, ", "))
-	if code, ok := parseFlags("bench "+hintlessServerArg, fs, args, stdout, stderr); !ok {
+	if code, ok := cli.ParseFlags("rocketry-bench "+hintlessServerArg, fs, args, stdout, stderr); !ok {
 		return code
 	}
-	ctx, stop := signalContext()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := bench.ServeShape(ctx, *listen, *shape, *perSecond, *burst, benchStdin, stdout); err != nil {
-		fmt.Fprintf(stderr, "rocketry bench %s: %v\n", hintlessServerArg, err)
+		fmt.Fprintf(stderr, "rocketry-bench %s: %v\n", hintlessServerArg, err)
 		return 1
 	}
 	return 0
+}
+
+func main() {
+	os.Exit(runBench(os.Args[1:], os.Stdout, os.Stderr))
 }
