@@ -64,7 +64,7 @@ import (
 const (
 	pacerRing     = 16                     // the attempts that say whether refusals are sustained
 	pacerEngageOf = 8                      // refusals of pacerRing that engage
-	pacerRun      = 4                      // or this many refusals in a row
+	pacerRun      = 3                      // or this many, half the attempts since the first
 	pacerShare    = 0.3                    // share of refusals since a cut that cuts again under wmax
 	pacerClean    = 32                     // attempts without a refusal that make a climb clean
 	pacerLow      = 0.9                    // well under wmax: under this share of it
@@ -161,7 +161,8 @@ func (p *pacer) push(refused bool) uint32 {
 // sustained reports whether ring says refusals are a sustained share of
 // the attempts.
 func sustained(ring uint32) bool {
-	return bits.OnesCount32(ring) >= pacerEngageOf || ring&(1<<pacerRun-1) == 1<<pacerRun-1
+	n := bits.OnesCount32(ring)
+	return n >= pacerEngageOf || (n >= pacerRun && 2*n >= bits.Len32(ring))
 }
 
 // stored counts a stored attempt that started at now.
@@ -228,6 +229,9 @@ func (p *pacer) throttled(start, now time.Time) {
 			return // nothing stored lately: no rate gets through
 		}
 		p.changed = make(chan struct{})
+		if pacerDebug != nil {
+			pacerDebug("engage acc=%.0f k=%d", acc, k)
+		}
 		p.on.Store(true)
 		p.lastBind.Store(now.UnixNano())
 		p.cutLocked(now, acc, n)
@@ -319,6 +323,9 @@ func (p *pacer) cutLocked(now time.Time, w float64, n int64) {
 	p.lim.AllowN(now, burstFor(p.r)) // empty: the broker has just refused
 	close(p.changed)
 	p.changed = make(chan struct{})
+	if pacerDebug != nil {
+		pacerDebug("cut w=%.0f r=%.0f slow=%v", w, p.r, p.slow)
+	}
 }
 
 // cubic is the rate t after a cut to pacerBeta of wmax: back to wmax at
@@ -388,6 +395,9 @@ func (p *pacer) stepLocked(now time.Time) {
 // endLocked ends the episode, and lets the attempts waiting go. Called
 // with mu held.
 func (p *pacer) endLocked() {
+	if pacerDebug != nil {
+		pacerDebug("end r=%.0f wmax=%.0f", p.r, p.wmax)
+	}
 	p.on.Store(false)
 	p.lim = nil
 	p.ring.Store(0)
@@ -472,3 +482,5 @@ func (p *pacer) rateNow() float64 {
 	}
 	return p.r
 }
+
+var pacerDebug func(string, ...any)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -33,6 +34,10 @@ type simShape interface {
 
 // simRTT is every attempt's time.
 const simRTT = 200 * time.Microsecond
+
+// simJitter is the throttle schedule's jitter, as the executor's: each
+// delay is drawn in +/-20% of its nominal value.
+const simJitter = 0.2
 
 var (
 	simRateErr = errors.New("sim: 530 SEND_RATE")
@@ -117,6 +122,7 @@ func simulate(shape simShape, senders, count int, duration time.Duration, topicO
 	var wg sync.WaitGroup
 	for s := range senders {
 		wg.Go(func() {
+			rnd := rand.New(rand.NewPCG(uint64(s), 20))
 			topic := topicOf(s)
 			for i := 0; count == 0 || i < count; i++ {
 				if count == 0 && time.Since(start) >= duration {
@@ -124,7 +130,7 @@ func simulate(shape simShape, senders, count int, duration time.Duration, topicO
 				}
 				id := s*1_000_000 + i
 				t0 := time.Now()
-				ok, attempts := simSend(shape, &ps, topic, id, pacing)
+				ok, attempts := simSend(shape, &ps, topic, id, pacing, rnd)
 				mu.Lock()
 				run.attempts += attempts
 				if ok {
@@ -151,7 +157,7 @@ func simulate(shape simShape, senders, count int, duration time.Duration, topicO
 }
 
 // simSend is one send, as the executor makes it.
-func simSend(shape simShape, ps *pacers, topic string, id int, pacing bool) (bool, int) {
+func simSend(shape simShape, ps *pacers, topic string, id int, pacing bool, rnd *rand.Rand) (bool, int) {
 	pc := pace{}
 	if pacing {
 		pc = ps.of(topic)
@@ -183,7 +189,8 @@ func simSend(shape simShape, ps *pacers, topic string, id int, pacing bool) (boo
 		if n == 5 {
 			return false, n
 		}
-		time.Sleep(max(delay-time.Since(start), 0))
+		jittered := time.Duration(float64(delay) * (1 + simJitter*(2*rnd.Float64()-1)))
+		time.Sleep(max(jittered-time.Since(start), 0))
 		delay = time.Duration(float64(delay) * 1.6)
 	}
 	return false, 5
