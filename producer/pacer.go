@@ -7,8 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // This file holds the pacer: the throttle state of what a broker throttles
@@ -69,11 +67,11 @@ const (
 	pacerClean    = 32                     // attempts without a refusal that make a climb clean
 	pacerLow      = 0.9                    // well under wmax: under this share of it
 	pacerBeta     = 0.7                    // a cut: to this share of wmax
-	pacerRecover  = 300 * time.Millisecond // from a cut back to wmax
+	pacerRecover  = 100 * time.Millisecond // from a cut back to wmax
 	pacerProbe    = time.Second            // the convex side's time scale: +30% after it
 	pacerDouble   = 100 * time.Millisecond // past the cubic, the rate grows this often
 	pacerGrow     = 1.25                   // by this factor
-	pacerSlowStep = 50 * time.Millisecond  // in slow start, this often
+	pacerSlowStep = 25 * time.Millisecond  // in slow start, this often
 	pacerTrust    = 32                     // stores an estimate rests on, at least, or slow start
 	pacerIdle     = time.Second            // the episode ends after this with nobody held back
 	pacerStep     = 5 * time.Millisecond   // the limiter follows the cubic this often
@@ -82,6 +80,7 @@ const (
 	pacerHistory  = 10                     // samples kept: a second
 	pacerMinRate  = 1.0                    // attempts per second, at least
 	pacerIdleGap  = 20 * time.Millisecond  // a longer gap between attempts is idle, at least
+	pacerRetake   = 1.1                    // a rate this much above the turns' voids them
 )
 
 // pacer is one scope's throttle state; its zero value has no episode. It
@@ -101,7 +100,7 @@ type pacer struct {
 
 	mu      sync.Mutex
 	changed chan struct{} // closed when the turns handed out are void (a cut, the end)
-	lim     *rate.Limiter
+	lim     *turns
 	r       float64   // lim's rate
 	wmax    float64   // the rate that was getting through at the last cut
 	cutAt   time.Time // the last cut
@@ -245,6 +244,9 @@ func (p *pacer) throttled(start, now time.Time) {
 		return
 	}
 	p.refused++
+	if pacerDebug != nil {
+		pacerDebug("refusal dt=%v r=%.0f wmax=%.0f slow=%v topSet=%v noisy=%v low=%d since=%d refused=%d ring=%016b", dt, p.r, p.wmax, p.slow, p.topSet, p.noisy, p.low, p.attempts.Load()-p.cutA, p.refused, ring)
+	}
 	if n == p.cutN {
 		// Nothing stored since the cut: the broker refuses everything
 		// for a spell, which no rate would get through. Each refused
@@ -263,8 +265,10 @@ func (p *pacer) throttled(start, now time.Time) {
 	if p.slow {
 		// The rate was doubling: the average since the cut reads low, the
 		// last tenth of a second tells what got through.
+		// The refusal came within a step of the last doubling or so: what
+		// got through is at least half the rate.
 		recent, _ := p.recentRate(now, n, pacerSample+pacerSample/2)
-		p.cutLocked(now, max(got, min(recent, p.r)), n)
+		p.cutLocked(now, min(max(got, recent, p.r/2), p.r), n)
 		return
 	}
 	if dt < pacerRecover {
@@ -319,8 +323,7 @@ func (p *pacer) cutLocked(now time.Time, w float64, n int64) {
 	p.gapNs.Store(max(int64(pacerIdleGap), int64(4*float64(time.Second)/p.wmax)))
 	p.stepAt = now
 	p.r = max(pacerBeta*p.wmax, pacerMinRate)
-	p.lim = rate.NewLimiter(rate.Limit(p.r), burstFor(p.r))
-	p.lim.AllowN(now, burstFor(p.r)) // empty: the broker has just refused
+	p.lim = newTurns(now, p.r) // empty: the broker has just refused
 	close(p.changed)
 	p.changed = make(chan struct{})
 	if pacerDebug != nil {
@@ -388,8 +391,15 @@ func (p *pacer) stepLocked(now time.Time) {
 		}
 	}
 	p.r = r
-	p.lim.SetLimitAt(now, rate.Limit(r))
-	p.lim.SetBurstAt(now, burstFor(r))
+	p.lim.setRate(r)
+	if r >= pacerRetake*p.lim.dealt {
+		// The turns handed out at the lower rate would hold their
+		// attempts (up to a turn each for every sender) back at it:
+		// they are void, and taken again at r.
+		p.lim.redeal(now)
+		close(p.changed)
+		p.changed = make(chan struct{})
+	}
 }
 
 // endLocked ends the episode, and lets the attempts waiting go. Called
@@ -403,6 +413,61 @@ func (p *pacer) endLocked() {
 	p.ring.Store(0)
 	close(p.changed)
 	p.changed = nil
+}
+
+// turns hands out the attempts' turns at a rate r, in order, one every
+// 1/r: a turn keeps its time when the rate changes. (x/time/rate's Limiter
+// moves its debt of turns handed out to the new rate instead, so that
+// after a raise new turns fall among the old ones: as the rate climbed
+// after a cut, attempts left at 1.6 times the rate, and a bucket with a
+// small burst refused them at a third of its capacity.) After a pause,
+// up to burstFor(r) turns are at once. It is not safe for concurrent
+// use: the pacer's mu guards it.
+type turns struct {
+	r     float64
+	dealt float64       // the rate when the turns were handed out afresh
+	gap   time.Duration // 1/r
+	burst int
+	next  time.Time // the next turn free
+}
+
+// newTurns returns turns at rate r whose first turn is 1/r after now.
+func newTurns(now time.Time, r float64) *turns {
+	t := &turns{}
+	t.setRate(r)
+	t.next = now.Add(t.gap)
+	t.dealt = r
+	return t
+}
+
+// redeal voids the turns handed out: the next is at most 1/r after now.
+func (t *turns) redeal(now time.Time) {
+	if n := now.Add(t.gap); n.Before(t.next) {
+		t.next = n
+	}
+	t.dealt = t.r
+}
+
+func (t *turns) setRate(r float64) {
+	t.r, t.gap, t.burst = r, time.Duration(float64(time.Second)/r), burstFor(r)
+}
+
+// take hands out the next turn after now, now or earlier meaning at once.
+func (t *turns) take(now time.Time) time.Time {
+	at := t.next
+	if floor := now.Add(-time.Duration(t.burst-1) * t.gap); at.Before(floor) {
+		at = floor
+	}
+	t.next = at.Add(t.gap)
+	return at
+}
+
+// give returns turn at, when it is the last handed out (an attempt that
+// did not wait for it); a turn given back out of order stays taken.
+func (t *turns) give(at time.Time) {
+	if t.next.Sub(at) <= t.gap && !t.next.Before(at) {
+		t.next = at
+	}
 }
 
 // burstFor is the limiter's burst at rate r: 2 ms of it, at least 1, so
@@ -431,26 +496,31 @@ func (p *pacer) wait(ctx context.Context) (ok bool, deadline bool) {
 			p.mu.Unlock()
 			break
 		}
-		r := p.lim.ReserveN(now, 1)
+		lim := p.lim
+		at := lim.take(now)
 		changed := p.changed
-		p.mu.Unlock()
-		d := r.DelayFrom(now)
+		d := at.Sub(now)
 		if d <= 0 {
+			p.mu.Unlock()
 			return true, false
 		}
-		p.binding.Store(true)
-		p.lastBind.Store(now.UnixNano())
-		if dl, ok := ctx.Deadline(); ok && !now.Add(d).Before(dl) {
-			r.CancelAt(now)
+		if dl, ok := ctx.Deadline(); ok && !at.Before(dl) {
+			lim.give(at)
+			p.mu.Unlock()
 			return false, true
 		}
+		p.mu.Unlock()
+		p.binding.Store(true)
+		p.lastBind.Store(now.UnixNano())
 		t := newTimer(d)
 		select {
 		case <-t.C:
 			return true, false
 		case <-ctx.Done():
 			t.Stop()
-			r.Cancel()
+			p.mu.Lock()
+			lim.give(at)
+			p.mu.Unlock()
 			return false, false
 		case <-changed:
 			t.Stop() // the turn is void: take a new one

@@ -170,7 +170,7 @@ func TestFailureRetryNotPaced(t *testing.T) {
 		engage(t, pc, time.Now().Add(-time.Second), 100)
 		pc.mu.Lock() // one turn every 2 s: every turn shows as a wait
 		pc.r = 0.5
-		pc.lim = rate.NewLimiter(0.5, 1)
+		pc.lim = newTurns(time.Now().Add(-2*time.Second), 0.5)
 		pc.cutAt = time.Now()
 		pc.mu.Unlock()
 		_, err := p.Send(context.Background(), msg("t"))
@@ -296,7 +296,7 @@ func TestPacerCutVoidsTurns(t *testing.T) {
 		var p pacer
 		engage(t, &p, time.Now().Add(-time.Second), 100)
 		p.mu.Lock()
-		p.lim = rate.NewLimiter(1, 1) // one a second
+		p.lim = newTurns(time.Now().Add(-time.Second), 1) // one a second
 		p.r = 1
 		p.mu.Unlock()
 		start := time.Now()
@@ -329,7 +329,7 @@ func TestPacerEndLetsWaitsGo(t *testing.T) {
 		var p pacer
 		engage(t, &p, time.Now().Add(-time.Second), 100)
 		p.mu.Lock()
-		p.lim = rate.NewLimiter(1, 1)
+		p.lim = newTurns(time.Now().Add(-time.Second), 1)
 		p.mu.Unlock()
 		start := time.Now()
 		var wg sync.WaitGroup
