@@ -63,6 +63,7 @@ const (
 	pacerRing     = 16                     // the attempts that say whether refusals are sustained
 	pacerEngageOf = 8                      // refusals of pacerRing that engage
 	pacerRun      = 3                      // or this many, half the attempts since the first
+	pacerLone     = 64                     // or one after a run of this many stores
 	pacerShare    = 0.3                    // share of refusals since a cut that cuts again under wmax
 	pacerClean    = 32                     // attempts without a refusal that make a climb clean
 	pacerLow      = 0.9                    // well under wmax: under this share of it
@@ -98,26 +99,27 @@ type pacer struct {
 	idleAt     atomic.Int64  // unix ns of the end of the last idle gap
 	gapNs      atomic.Int64  // the longest gap between attempts that is not idle
 
-	mu      sync.Mutex
-	changed chan struct{} // closed when the turns handed out are void (a cut, the end)
-	lim     *turns
-	r       float64   // lim's rate
-	wmax    float64   // the rate that was getting through at the last cut
-	cutAt   time.Time // the last cut
-	cutN    int64     // stores then
-	cutA    int64     // attempts then
-	cutIdle int64     // idle then
-	refused int64     // refusals since the cut
-	stepAt  time.Time // the limiter's last update
-	noisy   bool      // refusals under wmax that were not a sustained share
-	slow    bool      // slow start: the estimate was weak
-	low     int       // refusals since the cut well under wmax
-	topSet  bool      // the rate is back at wmax since the cut, since:
-	topAt   time.Time
-	topN    int64 // stores then
-	topIdle int64 // idle then
-	hist    [pacerHistory]sample
-	nhist   int // samples in hist, hist[nhist%len] is the next slot
+	mu       sync.Mutex
+	changed  chan struct{} // closed when the turns handed out are void (a cut, the end)
+	lim      *turns
+	r        float64   // lim's rate
+	wmax     float64   // the rate that was getting through at the last cut
+	cutAt    time.Time // the last cut
+	cutN     int64     // stores then
+	cutA     int64     // attempts then
+	cutIdle  int64     // idle then
+	refused  int64     // refusals since the cut
+	refusedN int64     // stores at the last refusal
+	stepAt   time.Time // the limiter's last update
+	noisy    bool      // refusals under wmax that were not a sustained share
+	slow     bool      // slow start: the estimate was weak
+	low      int       // refusals since the cut well under wmax
+	topSet   bool      // the rate is back at wmax since the cut, since:
+	topAt    time.Time
+	topN     int64 // stores then
+	topIdle  int64 // idle then
+	hist     [pacerHistory]sample
+	nhist    int // samples in hist, hist[nhist%len] is the next slot
 }
 
 type sample struct {
@@ -232,8 +234,10 @@ func (p *pacer) throttled(start, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := p.stores.Load()
+	run := n - p.refusedN
+	p.refusedN = n
 	if !p.on.Load() {
-		if !sustained(ring) {
+		if !sustained(ring) && run < pacerLone {
 			return // a message's own refusal, as far as anyone can tell
 		}
 		acc, k := p.recentRate(now, n, time.Second)

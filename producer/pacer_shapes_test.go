@@ -33,7 +33,7 @@ type simShape interface {
 }
 
 // simRTT is every attempt's time.
-const simRTT = 200 * time.Microsecond
+var simRTT = 200 * time.Microsecond
 
 // simJitter is the throttle schedule's jitter, as the executor's: each
 // delay is drawn in +/-20% of its nominal value.
