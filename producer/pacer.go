@@ -65,8 +65,7 @@ const (
 	pacerRun      = 3                      // or this many, half the attempts since the first
 	pacerLone     = 64                     // or one after a run of this many stores
 	pacerShare    = 0.3                    // share of refusals since a cut that cuts again under wmax
-	pacerClean    = 32                     // attempts without a refusal that make a climb clean
-	pacerLow      = 0.9                    // well under wmax: under this share of it
+	pacerClean    = 64                     // attempts since a cut that make a run clean
 	pacerBeta     = 0.7                    // a cut: to this share of wmax
 	pacerRecover  = 100 * time.Millisecond // from a cut back to wmax
 	pacerProbe    = time.Second            // the convex side's time scale: +30% after it
@@ -111,7 +110,6 @@ type pacer struct {
 	refused  int64     // refusals since the cut
 	refusedN int64     // stores at the last refusal
 	stepAt   time.Time // the limiter's last update
-	noisy    bool      // refusals under wmax that were not a sustained share
 	slow     bool      // slow start: the estimate was weak
 	low      int       // refusals since the cut well under wmax
 	topSet   bool      // the rate is back at wmax since the cut, since:
@@ -262,7 +260,7 @@ func (p *pacer) throttled(start, now time.Time) {
 	}
 	p.refused++
 	if pacerDebug != nil {
-		pacerDebug("refusal dt=%v r=%.0f wmax=%.0f slow=%v topSet=%v noisy=%v low=%d since=%d refused=%d ring=%016b", dt, p.r, p.wmax, p.slow, p.topSet, p.noisy, p.low, p.attempts.Load()-p.cutA, p.refused, ring)
+		pacerDebug("refusal dt=%v r=%.0f wmax=%.0f slow=%v topSet=%v low=%d since=%d refused=%d ring=%016b", dt, p.r, p.wmax, p.slow, p.topSet, p.low, p.attempts.Load()-p.cutA, p.refused, ring)
 	}
 	if n == p.cutN {
 		// Nothing stored since the cut: the broker refuses everything
@@ -288,29 +286,25 @@ func (p *pacer) throttled(start, now time.Time) {
 		p.cutLocked(now, min(max(got, recent, p.r/2), p.r), n)
 		return
 	}
-	if dt < pacerRecover {
-		since := p.attempts.Load() - p.cutA
-		switch {
-		case sustained(ring) || (p.refused >= pacerRun && float64(p.refused) >= pacerShare*float64(since)):
-			p.cutLocked(now, got, n) // the cut was not deep enough, or the capacity fell
-		case p.r >= pacerLow*p.wmax && p.low == 0 && since >= pacerClean:
-			// The first refusal near wmax after a clean climb: wmax
-			// was too high.
-			p.cutLocked(now, got, n)
-		default:
-			// Scattered refusals under the rate that got through: the
-			// messages' own, unless they stop once the rate is back.
-			p.low++
-			p.noisy = p.low >= 2
+	since := p.attempts.Load() - p.cutA
+	switch {
+	case sustained(ring) || (p.refused >= pacerRun && float64(p.refused) >= pacerShare*float64(since)):
+		p.cutLocked(now, got, n) // the cut was not deep enough, or the capacity fell
+		return
+	case since < pacerClean:
+		// A refusal alone soon after the cut: a message's own, or the
+		// rate's. A second one says the refusals go on whatever the
+		// rate (one message in ten refused for its own reasons cut the
+		// rate at every refusal, down to 18 a second): they are not
+		// about the rate.
+		p.low++
+		if p.low >= 2 {
+			p.endLocked()
 		}
 		return
 	}
-	if p.noisy {
-		// The rate was cut and the refusals went on as before: they are
-		// not about the rate.
-		p.endLocked()
-		return
-	}
+	// A refusal after a clean run: the rate is over what the broker
+	// accepts.
 	if p.topSet {
 		// The average since the cut reads low when a bucket too small to
 		// hold the difference overflowed in the dip: the store rate
@@ -338,7 +332,7 @@ func (p *pacer) throttled(start, now time.Time) {
 // Called with mu held.
 func (p *pacer) cutLocked(now time.Time, w float64, n int64) {
 	p.wmax = max(w, pacerMinRate)
-	p.cutAt, p.cutN, p.cutA, p.cutIdle, p.refused, p.noisy, p.slow = now, n, p.attempts.Load(), p.idle.Load(), 0, false, false
+	p.cutAt, p.cutN, p.cutA, p.cutIdle, p.refused, p.slow = now, n, p.attempts.Load(), p.idle.Load(), 0, false
 	p.low, p.topSet = 0, false
 	p.gapNs.Store(max(int64(pacerIdleGap), int64(4*float64(time.Second)/p.wmax)))
 	p.stepAt = now
@@ -379,10 +373,6 @@ func (p *pacer) stepLocked(now time.Time) {
 	past := t >= pacerRecover+pacerProbe
 	if (past || p.slow) && now.UnixNano()-p.lastBind.Load() > int64(pacerIdle) && t > pacerIdle {
 		p.endLocked() // nobody held back
-		return
-	}
-	if t >= pacerRecover && p.noisy {
-		p.endLocked()
 		return
 	}
 	var r float64
