@@ -73,7 +73,7 @@ const (
 	pacerGrow     = 1.25                   // by this factor
 	pacerSlowStep = 25 * time.Millisecond  // in slow start, this often
 	pacerTrust    = 32                     // stores an estimate rests on, at least, or slow start
-	pacerIdle     = time.Second            // the episode ends after this with nobody held back
+	pacerIdle     = 2 * time.Second        // the episode ends after this with nobody held back (past a first retry)
 	pacerStep     = 5 * time.Millisecond   // the limiter follows the cubic this often
 	pacerMinGap   = 50 * time.Millisecond  // refusals closer to a cut are the same overload
 	pacerSample   = 100 * time.Millisecond // history of stores, one sample per
@@ -101,18 +101,20 @@ type pacer struct {
 	mu       sync.Mutex
 	changed  chan struct{} // closed when the turns handed out are void (a cut, the end)
 	lim      *turns
-	r        float64   // lim's rate
-	wmax     float64   // the rate that was getting through at the last cut
-	cutAt    time.Time // the last cut
-	cutN     int64     // stores then
-	cutA     int64     // attempts then
-	cutIdle  int64     // idle then
-	refused  int64     // refusals since the cut
-	refusedN int64     // stores at the last refusal
-	stepAt   time.Time // the limiter's last update
-	slow     bool      // slow start: the estimate was weak
-	low      int       // refusals since the cut well under wmax
-	topSet   bool      // the rate is back at wmax since the cut, since:
+	r        float64       // lim's rate
+	wmax     float64       // the rate that was getting through at the last cut
+	cutAt    time.Time     // the last cut
+	cutN     int64         // stores then
+	cutA     int64         // attempts then
+	cutIdle  int64         // idle then
+	refused  int64         // refusals since the cut
+	refusedN int64         // stores at the last refusal
+	stepAt   time.Time     // the limiter's last update
+	climb    time.Duration // time since the cut that attempts waited for the rate
+	climbAt  time.Time     // when climb was last counted
+	slow     bool          // slow start: the estimate was weak
+	low      int           // refusals since the cut well under wmax
+	topSet   bool          // the rate is back at wmax since the cut, since:
 	topAt    time.Time
 	topN     int64 // stores then
 	topIdle  int64 // idle then
@@ -335,7 +337,7 @@ func (p *pacer) cutLocked(now time.Time, w float64, n int64) {
 	p.cutAt, p.cutN, p.cutA, p.cutIdle, p.refused, p.slow = now, n, p.attempts.Load(), p.idle.Load(), 0, false
 	p.low, p.topSet = 0, false
 	p.gapNs.Store(max(int64(pacerIdleGap), int64(4*float64(time.Second)/p.wmax)))
-	p.stepAt = now
+	p.stepAt, p.climb, p.climbAt = now, 0, now
 	p.r = max(pacerBeta*p.wmax, pacerMinRate)
 	p.lim = newTurns(now, p.r) // empty: the broker has just refused
 	close(p.changed)
@@ -366,12 +368,23 @@ func (p *pacer) stepLocked(now time.Time) {
 	if now.Sub(p.stepAt) < pacerStep {
 		return
 	}
-	t := now.Sub(p.cutAt)
+	// The climb's clock runs while attempts wait for the rate: a pause in
+	// which nobody sends (every sender waiting out its own schedule) is
+	// not time at the rate, and the rate that meets them when they come
+	// back is the one they left. (CUBIC does not grow a window that the
+	// application does not fill either.) Without it, 4 senders all
+	// refused came back after their second to a rate 30% over wmax, and
+	// were all refused again: 22% of capacity.
+	if now.UnixNano()-p.lastBind.Load() <= int64(pacerIdleGap) {
+		p.climb += now.Sub(p.climbAt)
+	}
+	p.climbAt = now
+	t := p.climb
 	if t >= pacerRecover && !p.topSet {
 		p.topSet, p.topAt, p.topN, p.topIdle = true, now, p.stores.Load(), p.idle.Load()
 	}
 	past := t >= pacerRecover+pacerProbe
-	if (past || p.slow) && now.UnixNano()-p.lastBind.Load() > int64(pacerIdle) && t > pacerIdle {
+	if (past || p.slow || now.Sub(p.cutAt) > pacerRecover+pacerProbe) && now.UnixNano()-p.lastBind.Load() > int64(pacerIdle) && now.Sub(p.cutAt) > pacerIdle {
 		p.endLocked() // nobody held back
 		return
 	}
