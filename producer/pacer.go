@@ -24,33 +24,47 @@ import (
 //
 // Engaging. A refusal says the rate is the problem when refusals are a
 // sustained share of the scope's attempts: at least pacerEngageOf of its
-// last pacerRing attempts, or its last pacerRun attempts all refused (a few
-// senders all refused together). One message in ten refused for its own
-// reasons is neither (a run of pacerRun such refusals is one in ten
-// thousand); and an episode is opened only while the broker is storing
-// something: when it refuses everything (a backlog, a spell), no rate gets
-// through, and each refused message waits its own schedule.
+// last pacerRing attempts, or pacerRun refusals that are half the attempts
+// since the first of them (a few senders refused together, stores of the
+// bucket's trickle between them); or when it ends a run of pacerLone
+// stores (a token bucket's burst drained by a few senders, each refused
+// alone: before this rule, 4 senders never engaged the pacer, and each
+// slept out its schedule: 15% of capacity). One message in ten refused for
+// its own reasons rarely does either (3 of its refusals within 6 attempts,
+// or 64 stores in a row, are each about one in a hundred or a thousand),
+// and an episode opened by chance ends at its next refusals (below). An
+// episode is opened only while the broker is storing something: when it
+// refuses everything (a backlog, a spell), no rate gets through, and each
+// refused message waits its own schedule.
 //
 // The rate is AWS SDKs' adaptive retry mode (CUBIC), scaled to the rate:
 // each cut is to pacerBeta of wmax, the rate that was getting through (the
 // messages stored since the last cut over the time since; on the first cut,
-// the store rate of the last second), never a restart from nothing. The
-// rate then climbs back to wmax in pacerRecover along a cubic (fast at
-// first, flat near wmax), and from there probes upwards along the cubic's
-// convex side, slowly at first (+3.75% after pacerProbe/2), until the next
-// refusal cuts again. A token bucket's capacity C is measured exactly this
-// way: between two refusals its bucket is empty at both ends, so it stored
-// C times the time between them.
+// the store rate of the last second, which in a scope's first second counts
+// the broker's first burst, so the first rate is pacerFirst of it), never
+// a restart from nothing. The rate then climbs back to wmax in
+// pacerRecover along a cubic (fast at first, flat near wmax), and from
+// there probes upwards along the cubic's convex side, slowly at first
+// (+3.75% after pacerProbe/2), until the next refusal cuts again. The
+// climb's clock runs only while attempts wait for the rate. A token
+// bucket's capacity C is measured exactly this way: between two refusals
+// its bucket is empty at both ends, so it stored C times the time between
+// them (unless nobody sent for a while: then the cut is from halfway
+// between the rate refused and its cut, as CUBIC's fast convergence).
 //
-// In an episode, a refusal while the rate climbs back (under wmax) cuts
-// again only when refusals are a sustained share of the attempts since the
-// cut (the broker's capacity fell); scattered refusals then are the
-// messages' own, and they end the episode when the rate is back at wmax
-// (a rate cut that does not stop the refusals says they are not about the
-// rate). A refusal at or above wmax cuts. A rate that reaches twice wmax
-// without a refusal ends the episode: nothing is held back any more. A
+// In an episode, a refusal cuts again when refusals are a sustained share
+// of the attempts since the cut (the cut was not deep enough, or the
+// capacity fell), or when it comes after a clean run of pacerClean
+// attempts since the cut (the rate is over what the broker accepts). A
+// refusal alone sooner than that is a message's own, or the rate's; a
+// second one says the refusals go on whatever the rate, and ends the
+// episode. An episode in which nobody waited for pacerIdle ends. A
 // throttle carrying the broker's own hint (google.rpc.RetryInfo) ends it
 // too: each send already waits what the broker said.
+//
+// Turns are handed out in order at the rate (turns), and keep their times
+// when the rate changes, until it has risen by pacerRetake: then they are
+// taken again at the new rate.
 //
 // Only first attempts and retries after a throttle wait their turn: a
 // retry after a failure leaves at once, as the contract says.
@@ -64,9 +78,10 @@ const (
 	pacerEngageOf = 8                      // refusals of pacerRing that engage
 	pacerRun      = 3                      // or this many, half the attempts since the first
 	pacerLone     = 64                     // or one after a run of this many stores
-	pacerShare    = 0.3                    // share of refusals since a cut that cuts again under wmax
+	pacerShare    = 0.3                    // share of refusals since a cut that cuts again
 	pacerClean    = 64                     // attempts since a cut that make a run clean
 	pacerBeta     = 0.7                    // a cut: to this share of wmax
+	pacerFirst    = 0.5                    // the first cut in a scope's first second
 	pacerRecover  = 100 * time.Millisecond // from a cut back to wmax
 	pacerProbe    = time.Second            // the convex side's time scale: +30% after it
 	pacerDouble   = 100 * time.Millisecond // past the cubic, the rate grows this often
@@ -245,13 +260,19 @@ func (p *pacer) throttled(start, now time.Time) {
 			return // nothing stored lately: no rate gets through
 		}
 		p.changed = make(chan struct{})
-		if pacerDebug != nil {
-			pacerDebug("engage acc=%.0f k=%d", acc, k)
-		}
 		p.on.Store(true)
 		p.lastBind.Store(now.UnixNano())
 		p.cutLocked(now, acc, n)
 		p.slow = k < pacerTrust
+		if !p.slow && p.nhist < pacerHistory {
+			// The scope's first second: its store rate counts the
+			// broker's first burst (a bucket full from the start), so
+			// the rate starts deeper, and climbs back to acc as from a
+			// cut (4 senders at 0.7 of a rate that counted a 200 burst
+			// were all refused again).
+			p.r = max(pacerFirst*acc, pacerMinRate)
+			p.lim = newTurns(now, p.r)
+		}
 		return
 	}
 	dt := now.Sub(p.cutAt)
@@ -261,9 +282,6 @@ func (p *pacer) throttled(start, now time.Time) {
 		return
 	}
 	p.refused++
-	if pacerDebug != nil {
-		pacerDebug("refusal dt=%v r=%.0f wmax=%.0f slow=%v topSet=%v low=%d since=%d refused=%d ring=%016b", dt, p.r, p.wmax, p.slow, p.topSet, p.low, p.attempts.Load()-p.cutA, p.refused, ring)
-	}
 	if n == p.cutN {
 		// Nothing stored since the cut: the broker refuses everything
 		// for a spell, which no rate would get through. Each refused
@@ -318,12 +336,16 @@ func (p *pacer) throttled(start, now time.Time) {
 		// second tells what got through then.
 		recent, _ := p.recentRate(now, n, pacerSample+pacerSample/2)
 		got = max(got, min(recent, p.r))
-		if p.idleAt.Load() > p.cutAt.UnixNano() {
-			got = min(got, p.wmax)
-		}
 	}
-	if pacerDebug != nil {
-		pacerDebug("got=%.0f stores=%d idle=%v top=%v", got, n-p.cutN, time.Duration(p.idle.Load()-p.cutIdle), p.topAt.Sub(p.cutAt))
+	if p.idleAt.Load() > p.cutAt.UnixNano() {
+		// Nobody sent for a while since the cut: the broker's bucket
+		// filled, and what it stored since counts that burst, so the
+		// store rate tells nothing. The refusal came at p.r: as CUBIC
+		// does when a loss comes before the window is past wmax, cut
+		// from halfway between p.r and its cut (4 senders all refused,
+		// back after their second, were refused at the same wmax, too
+		// high, every time: 25% of capacity).
+		got = min(got, p.wmax, (1+pacerBeta)/2*p.r)
 	}
 	p.cutLocked(now, got, n)
 }
@@ -342,9 +364,6 @@ func (p *pacer) cutLocked(now time.Time, w float64, n int64) {
 	p.lim = newTurns(now, p.r) // empty: the broker has just refused
 	close(p.changed)
 	p.changed = make(chan struct{})
-	if pacerDebug != nil {
-		pacerDebug("cut w=%.0f r=%.0f slow=%v", w, p.r, p.slow)
-	}
 }
 
 // cubic is the rate t after a cut to pacerBeta of wmax: back to wmax at
@@ -428,9 +447,6 @@ func (p *pacer) stepLocked(now time.Time) {
 // endLocked ends the episode, and lets the attempts waiting go. Called
 // with mu held.
 func (p *pacer) endLocked() {
-	if pacerDebug != nil {
-		pacerDebug("end r=%.0f wmax=%.0f", p.r, p.wmax)
-	}
 	p.on.Store(false)
 	p.lim = nil
 	p.ring.Store(0)
@@ -575,5 +591,3 @@ func (p *pacer) rateNow() float64 {
 	}
 	return p.r
 }
-
-var pacerDebug func(string, ...any)

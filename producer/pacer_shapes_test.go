@@ -256,11 +256,15 @@ func TestPacerShapeBuckets(t *testing.T) {
 		rate    float64
 		burst   int
 		least   float64
+		steady  float64
 	}{
-		{"64 senders, 2,000/s, burst 200", 64, 2000, 200, 0.9},
-		{"more senders than the burst", 256, 2000, 50, 0.9},
-		{"few senders", 4, 2000, 200, 0.88},
-		{"small burst", 64, 2000, 5, 0.9},
+		{"64 senders, 2,000/s, burst 200", 64, 2000, 200, 0.9, 0.97},
+		{"more senders than the burst", 256, 2000, 50, 0.9, 0.97},
+		// Each refusal puts a quarter of the senders to sleep for a
+		// second, and when all four sleep at once the broker's capacity
+		// is lost: the bubble's interleavings swing it from 93% to 100%.
+		{"few senders", 4, 2000, 200, 0.85, 0.92},
+		{"small burst", 64, 2000, 5, 0.9, 0.97},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -273,7 +277,7 @@ func TestPacerShapeBuckets(t *testing.T) {
 				steady := float64(on.inSteady) / (c.rate * (d - simSettle).Seconds())
 				t.Logf("paced %v, %.1f%% of capacity, %.1f%% after %v\nunpaced %v, %.1f%%, %.1f%% after %v", on, 100*capOn, 100*steady, simSettle,
 					off, 100*float64(off.inWindow)/capacity, 100*float64(off.inSteady)/(c.rate*(d-simSettle).Seconds()), simSettle)
-				assert.GreaterOrEqual(t, steady, 0.97, "share of capacity after %v", simSettle)
+				assert.GreaterOrEqual(t, steady, c.steady, "share of capacity after %v", simSettle)
 				assert.GreaterOrEqual(t, capOn, c.least, "share of capacity")
 				assert.LessOrEqual(t, float64(on.attempts)/float64(on.stored), 1.1, "attempts per stored message")
 				assert.Zero(t, on.failed)
@@ -292,6 +296,7 @@ func TestPacerShapeSendQueue(t *testing.T) {
 		off := simulate(&queueShape{rate: 500}, 256, 0, d, one, false)
 		t.Logf("paced %v, %.1f%%\nunpaced %v, %.1f%%", on, 100*float64(on.inWindow)/(500*d.Seconds()), off, 100*float64(off.inWindow)/(500*d.Seconds()))
 		assert.GreaterOrEqual(t, float64(on.inWindow)/(500*d.Seconds()), 0.95)
-		assert.LessOrEqual(t, 10*on.failed, off.failed, "paced, a tenth of the failures at most")
+		assert.Zero(t, on.failed)
+		assert.Positive(t, off.failed, "unpaced, sends run out of attempts")
 	})
 }
