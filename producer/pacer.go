@@ -87,7 +87,8 @@ const (
 	pacerDouble   = 100 * time.Millisecond // past the cubic, the rate grows this often
 	pacerGrow     = 1.25                   // by this factor
 	pacerSlowStep = 25 * time.Millisecond  // in slow start, this often
-	pacerTrust    = 32                     // stores an estimate rests on, at least, or slow start
+	pacerSlowGrow = 1.5                    // by this factor
+	pacerTrust    = 128                    // stores an estimate rests on, at least, or slow start
 	pacerIdle     = 2 * time.Second        // the episode ends after this with nobody held back (past a first retry)
 	pacerStep     = 5 * time.Millisecond   // the limiter follows the cubic this often
 	pacerMinGap   = 50 * time.Millisecond  // refusals closer to a cut are the same overload
@@ -298,12 +299,11 @@ func (p *pacer) throttled(start, now time.Time) {
 		got = min(got, p.wmax)
 	}
 	if p.slow {
-		// The rate was doubling: the average since the cut reads low, the
-		// last tenth of a second tells what got through.
-		// The refusal came within a step of the last doubling or so: what
-		// got through is at least half the rate.
-		recent, _ := p.recentRate(now, n, pacerSample+pacerSample/2)
-		p.cutLocked(now, min(max(got, recent, p.r/2), p.r), n)
+		// The rate was growing by pacerSlowGrow: the average since the
+		// cut reads low, and the rate before the last raise is what got
+		// through, or about (the broker's bucket, filled while the rate
+		// was under its capacity, refuses only a step or two late).
+		p.cutLocked(now, min(max(got, p.r/pacerSlowGrow), p.r), n)
 		return
 	}
 	since := p.attempts.Load() - p.cutA
@@ -377,9 +377,9 @@ func cubic(wmax float64, t time.Duration) float64 {
 	return wmax * (1 + (1-pacerBeta)*x*x*x)
 }
 
-// stepLocked moves the limiter along the cubic, then doubles the rate
-// every pacerDouble in which an attempt waited; in slow start, it doubles
-// every pacerSlowStep in which one waited. A rate that holds nobody back
+// stepLocked moves the limiter along the cubic, then raises the rate by
+// pacerGrow every pacerDouble in which an attempt waited; in slow start,
+// by pacerSlowGrow every pacerSlowStep in which one waited. A rate that holds nobody back
 // is not raised, and a pause (all senders waiting out their own schedules)
 // is not made up for with a run of raises. The episode ends when nobody
 // waited for pacerIdle past the cubic. Called with mu held.
@@ -423,7 +423,7 @@ func (p *pacer) stepLocked(now time.Time) {
 		}
 		r = pacerGrow * p.r
 		if p.slow {
-			r = 2 * p.r
+			r = pacerSlowGrow * p.r
 		}
 	default:
 		p.stepAt = now
