@@ -10,7 +10,7 @@ import (
 )
 
 // This file holds the pacer: the throttle state of what a broker throttles
-// (pace_scope.go says which scope a throttle belongs to).
+// (pace.go says which scope a throttle belongs to).
 //
 // Without it, each send waits out its own throttle schedule: every sender
 // refused in the same instant waits the same unjittered first second, and
@@ -458,8 +458,9 @@ func (p *pacer) endLocked() {
 // 1/r: a turn keeps its time when the rate changes. (x/time/rate's Limiter
 // moves its debt of turns handed out to the new rate instead, so that
 // after a raise new turns fall among the old ones: as the rate climbed
-// after a cut, attempts left at 1.6 times the rate, and a bucket with a
-// small burst refused them at a third of its capacity.) After a pause,
+// after a cut, attempts left at up to twice the rate, and a bucket with a
+// burst of 5 refused them at a quarter of its capacity, in
+// pacer_shapes_test.go's simulation.) After a pause,
 // up to burstFor(r) turns are at once. It is not safe for concurrent
 // use: the pacer's mu guards it.
 type turns struct {
