@@ -443,7 +443,7 @@ func WithClassifier(c Classifier) Option {
 // refused for its own reasons), the first attempts and the retries after a
 // throttle of that topic there wait their turn at a rate that follows what
 // the broker accepts: cut to 0.7 of the rate that was getting through, back
-// to it in 300 ms, then probing upwards, so that senders queue in the
+// to it within 100 ms of sending, then probing upwards, so that senders queue in the
 // client instead of being refused together and coming back together. A
 // refusal that names the broker's own state (STORAGE_LOAD, RocketMQ's
 // "[TIMEOUT_CLEAN_QUEUE]" send queue) paces every topic of the endpoint.

@@ -7,12 +7,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // This file holds the pacer: the throttle state of what a broker throttles
-// (pace_scope.go says which scope a throttle belongs to).
+// (pace.go says which scope a throttle belongs to).
 //
 // Without it, each send waits out its own throttle schedule: every sender
 // refused in the same instant waits the same unjittered first second, and
@@ -26,33 +24,47 @@ import (
 //
 // Engaging. A refusal says the rate is the problem when refusals are a
 // sustained share of the scope's attempts: at least pacerEngageOf of its
-// last pacerRing attempts, or its last pacerRun attempts all refused (a few
-// senders all refused together). One message in ten refused for its own
-// reasons is neither (a run of pacerRun such refusals is one in ten
-// thousand); and an episode is opened only while the broker is storing
-// something: when it refuses everything (a backlog, a spell), no rate gets
-// through, and each refused message waits its own schedule.
+// last pacerRing attempts, or pacerRun refusals that are half the attempts
+// since the first of them (a few senders refused together, stores of the
+// bucket's trickle between them); or when it ends a run of pacerLone
+// stores (a token bucket's burst drained by a few senders, each refused
+// alone: before this rule, 4 senders never engaged the pacer, and each
+// slept out its schedule: 15% of capacity). One message in ten refused for
+// its own reasons rarely does either (3 of its refusals within 6 attempts,
+// or 64 stores in a row, are each about one in a hundred or a thousand),
+// and an episode opened by chance ends at its next refusals (below). An
+// episode is opened only while the broker is storing something: when it
+// refuses everything (a backlog, a spell), no rate gets through, and each
+// refused message waits its own schedule.
 //
 // The rate is AWS SDKs' adaptive retry mode (CUBIC), scaled to the rate:
 // each cut is to pacerBeta of wmax, the rate that was getting through (the
 // messages stored since the last cut over the time since; on the first cut,
-// the store rate of the last second), never a restart from nothing. The
-// rate then climbs back to wmax in pacerRecover along a cubic (fast at
-// first, flat near wmax), and from there probes upwards along the cubic's
-// convex side, slowly at first (+3.75% after pacerProbe/2), until the next
-// refusal cuts again. A token bucket's capacity C is measured exactly this
-// way: between two refusals its bucket is empty at both ends, so it stored
-// C times the time between them.
+// the store rate of the last second, which in a scope's first second counts
+// the broker's first burst, so the first rate is pacerFirst of it), never
+// a restart from nothing. The rate then climbs back to wmax in
+// pacerRecover along a cubic (fast at first, flat near wmax), and from
+// there probes upwards along the cubic's convex side, slowly at first
+// (+3.75% after pacerProbe/2), until the next refusal cuts again. The
+// climb's clock runs only while attempts wait for the rate. A token
+// bucket's capacity C is measured exactly this way: between two refusals
+// its bucket is empty at both ends, so it stored C times the time between
+// them (unless nobody sent for a while: then the cut is from halfway
+// between the rate refused and its cut, as CUBIC's fast convergence).
 //
-// In an episode, a refusal while the rate climbs back (under wmax) cuts
-// again only when refusals are a sustained share of the attempts since the
-// cut (the broker's capacity fell); scattered refusals then are the
-// messages' own, and they end the episode when the rate is back at wmax
-// (a rate cut that does not stop the refusals says they are not about the
-// rate). A refusal at or above wmax cuts. A rate that reaches twice wmax
-// without a refusal ends the episode: nothing is held back any more. A
+// In an episode, a refusal cuts again when refusals are a sustained share
+// of the attempts since the cut (the cut was not deep enough, or the
+// capacity fell), or when it comes after a clean run of pacerClean
+// attempts since the cut (the rate is over what the broker accepts). A
+// refusal alone sooner than that is a message's own, or the rate's; a
+// second one says the refusals go on whatever the rate, and ends the
+// episode. An episode in which nobody waited for pacerIdle ends. A
 // throttle carrying the broker's own hint (google.rpc.RetryInfo) ends it
 // too: each send already waits what the broker said.
+//
+// Turns are handed out in order at the rate (turns), and keep their times
+// when the rate changes, until it has risen by pacerRetake: then they are
+// taken again at the new rate.
 //
 // Only first attempts and retries after a throttle wait their turn: a
 // retry after a failure leaves at once, as the contract says.
@@ -64,24 +76,27 @@ import (
 const (
 	pacerRing     = 16                     // the attempts that say whether refusals are sustained
 	pacerEngageOf = 8                      // refusals of pacerRing that engage
-	pacerRun      = 4                      // or this many refusals in a row
-	pacerShare    = 0.3                    // share of refusals since a cut that cuts again under wmax
-	pacerClean    = 32                     // attempts without a refusal that make a climb clean
-	pacerLow      = 0.9                    // well under wmax: under this share of it
+	pacerRun      = 3                      // or this many, half the attempts since the first
+	pacerLone     = 64                     // or one after a run of this many stores
+	pacerShare    = 0.3                    // share of refusals since a cut that cuts again
+	pacerClean    = 64                     // attempts since a cut that make a run clean
 	pacerBeta     = 0.7                    // a cut: to this share of wmax
-	pacerRecover  = 300 * time.Millisecond // from a cut back to wmax
+	pacerFirst    = 0.5                    // the first cut in a scope's first second
+	pacerRecover  = 100 * time.Millisecond // from a cut back to wmax
 	pacerProbe    = time.Second            // the convex side's time scale: +30% after it
 	pacerDouble   = 100 * time.Millisecond // past the cubic, the rate grows this often
 	pacerGrow     = 1.25                   // by this factor
-	pacerSlowStep = 50 * time.Millisecond  // in slow start, this often
-	pacerTrust    = 32                     // stores an estimate rests on, at least, or slow start
-	pacerIdle     = time.Second            // the episode ends after this with nobody held back
+	pacerSlowStep = 25 * time.Millisecond  // in slow start, this often
+	pacerSlowGrow = 1.5                    // by this factor
+	pacerTrust    = 128                    // stores an estimate rests on, at least, or slow start
+	pacerIdle     = 2 * time.Second        // the episode ends after this with nobody held back (past a first retry)
 	pacerStep     = 5 * time.Millisecond   // the limiter follows the cubic this often
 	pacerMinGap   = 50 * time.Millisecond  // refusals closer to a cut are the same overload
 	pacerSample   = 100 * time.Millisecond // history of stores, one sample per
 	pacerHistory  = 10                     // samples kept: a second
 	pacerMinRate  = 1.0                    // attempts per second, at least
 	pacerIdleGap  = 20 * time.Millisecond  // a longer gap between attempts is idle, at least
+	pacerRetake   = 1.1                    // a rate this much above the turns' voids them
 )
 
 // pacer is one scope's throttle state; its zero value has no episode. It
@@ -99,26 +114,28 @@ type pacer struct {
 	idleAt     atomic.Int64  // unix ns of the end of the last idle gap
 	gapNs      atomic.Int64  // the longest gap between attempts that is not idle
 
-	mu      sync.Mutex
-	changed chan struct{} // closed when the turns handed out are void (a cut, the end)
-	lim     *rate.Limiter
-	r       float64   // lim's rate
-	wmax    float64   // the rate that was getting through at the last cut
-	cutAt   time.Time // the last cut
-	cutN    int64     // stores then
-	cutA    int64     // attempts then
-	cutIdle int64     // idle then
-	refused int64     // refusals since the cut
-	stepAt  time.Time // the limiter's last update
-	noisy   bool      // refusals under wmax that were not a sustained share
-	slow    bool      // slow start: the estimate was weak
-	low     int       // refusals since the cut well under wmax
-	topSet  bool      // the rate is back at wmax since the cut, since:
-	topAt   time.Time
-	topN    int64 // stores then
-	topIdle int64 // idle then
-	hist    [pacerHistory]sample
-	nhist   int // samples in hist, hist[nhist%len] is the next slot
+	mu       sync.Mutex
+	changed  chan struct{} // closed when the turns handed out are void (a cut, the end)
+	lim      *turns
+	r        float64       // lim's rate
+	wmax     float64       // the rate that was getting through at the last cut
+	cutAt    time.Time     // the last cut
+	cutN     int64         // stores then
+	cutA     int64         // attempts then
+	cutIdle  int64         // idle then
+	refused  int64         // refusals since the cut
+	refusedN int64         // stores at the last refusal
+	stepAt   time.Time     // the limiter's last update
+	climb    time.Duration // time since the cut that attempts waited for the rate
+	climbAt  time.Time     // when climb was last counted
+	slow     bool          // slow start: the estimate was weak
+	low      int           // refusals since the cut well under wmax
+	topSet   bool          // the rate is back at wmax since the cut, since:
+	topAt    time.Time
+	topN     int64 // stores then
+	topIdle  int64 // idle then
+	hist     [pacerHistory]sample
+	nhist    int // samples in hist, hist[nhist%len] is the next slot
 }
 
 type sample struct {
@@ -132,7 +149,20 @@ type sample struct {
 // schedule), which the rates that were getting through leave out.
 func (p *pacer) note(now time.Time) {
 	ns := now.UnixNano()
-	prev := p.lastNs.Swap(ns)
+	prev := p.lastNs.Load()
+	for {
+		if ns <= prev {
+			// Attempts are recorded out of order (a store by its
+			// start, a refusal by its end): only time past the latest
+			// one recorded can be a gap. (Counting gaps back and forth
+			// made a queue's 200 ms waits 11 s of idle in 0.24 s.)
+			return
+		}
+		if p.lastNs.CompareAndSwap(prev, ns) {
+			break
+		}
+		prev = p.lastNs.Load()
+	}
 	gap := p.gapNs.Load()
 	if gap == 0 {
 		gap = int64(pacerIdleGap)
@@ -161,7 +191,8 @@ func (p *pacer) push(refused bool) uint32 {
 // sustained reports whether ring says refusals are a sustained share of
 // the attempts.
 func sustained(ring uint32) bool {
-	return bits.OnesCount32(ring) >= pacerEngageOf || ring&(1<<pacerRun-1) == 1<<pacerRun-1
+	n := bits.OnesCount32(ring)
+	return n >= pacerEngageOf || (n >= pacerRun && 2*n >= bits.Len32(ring))
 }
 
 // stored counts a stored attempt that started at now.
@@ -219,8 +250,10 @@ func (p *pacer) throttled(start, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := p.stores.Load()
+	run := n - p.refusedN
+	p.refusedN = n
 	if !p.on.Load() {
-		if !sustained(ring) {
+		if !sustained(ring) && run < pacerLone {
 			return // a message's own refusal, as far as anyone can tell
 		}
 		acc, k := p.recentRate(now, n, time.Second)
@@ -232,6 +265,15 @@ func (p *pacer) throttled(start, now time.Time) {
 		p.lastBind.Store(now.UnixNano())
 		p.cutLocked(now, acc, n)
 		p.slow = k < pacerTrust
+		if !p.slow && p.nhist < pacerHistory {
+			// The scope's first second: its store rate counts the
+			// broker's first burst (a bucket full from the start), so
+			// the rate starts deeper, and climbs back to acc as from a
+			// cut (4 senders at 0.7 of a rate that counted a 200 burst
+			// were all refused again).
+			p.r = max(pacerFirst*acc, pacerMinRate)
+			p.lim = newTurns(now, p.r)
+		}
 		return
 	}
 	dt := now.Sub(p.cutAt)
@@ -257,35 +299,32 @@ func (p *pacer) throttled(start, now time.Time) {
 		got = min(got, p.wmax)
 	}
 	if p.slow {
-		// The rate was doubling: the average since the cut reads low, the
-		// last tenth of a second tells what got through.
-		recent, _ := p.recentRate(now, n, pacerSample+pacerSample/2)
-		p.cutLocked(now, max(got, min(recent, p.r)), n)
+		// The rate was growing by pacerSlowGrow: the average since the
+		// cut reads low, and the rate before the last raise is what got
+		// through, or about (the broker's bucket, filled while the rate
+		// was under its capacity, refuses only a step or two late).
+		p.cutLocked(now, min(max(got, p.r/pacerSlowGrow), p.r), n)
 		return
 	}
-	if dt < pacerRecover {
-		since := p.attempts.Load() - p.cutA
-		switch {
-		case sustained(ring) || (p.refused >= pacerRun && float64(p.refused) >= pacerShare*float64(since)):
-			p.cutLocked(now, got, n) // the cut was not deep enough, or the capacity fell
-		case p.r >= pacerLow*p.wmax && p.low == 0 && since >= pacerClean:
-			// The first refusal near wmax after a clean climb: wmax
-			// was too high.
-			p.cutLocked(now, got, n)
-		default:
-			// Scattered refusals under the rate that got through: the
-			// messages' own, unless they stop once the rate is back.
-			p.low++
-			p.noisy = p.low >= 2
+	since := p.attempts.Load() - p.cutA
+	switch {
+	case sustained(ring) || (p.refused >= pacerRun && float64(p.refused) >= pacerShare*float64(since)):
+		p.cutLocked(now, got, n) // the cut was not deep enough, or the capacity fell
+		return
+	case since < pacerClean:
+		// A refusal alone soon after the cut: a message's own, or the
+		// rate's. A second one says the refusals go on whatever the
+		// rate (one message in ten refused for its own reasons cut the
+		// rate at every refusal, down to 18 a second): they are not
+		// about the rate.
+		p.low++
+		if p.low >= 2 {
+			p.endLocked()
 		}
 		return
 	}
-	if p.noisy {
-		// The rate was cut and the refusals went on as before: they are
-		// not about the rate.
-		p.endLocked()
-		return
-	}
+	// A refusal after a clean run: the rate is over what the broker
+	// accepts.
 	if p.topSet {
 		// The average since the cut reads low when a bucket too small to
 		// hold the difference overflowed in the dip: the store rate
@@ -297,9 +336,16 @@ func (p *pacer) throttled(start, now time.Time) {
 		// second tells what got through then.
 		recent, _ := p.recentRate(now, n, pacerSample+pacerSample/2)
 		got = max(got, min(recent, p.r))
-		if p.idleAt.Load() > p.cutAt.UnixNano() {
-			got = min(got, p.wmax)
-		}
+	}
+	if p.idleAt.Load() > p.cutAt.UnixNano() {
+		// Nobody sent for a while since the cut: the broker's bucket
+		// filled, and what it stored since counts that burst, so the
+		// store rate tells nothing. The refusal came at p.r: as CUBIC
+		// does when a loss comes before the window is past wmax, cut
+		// from halfway between p.r and its cut (4 senders all refused,
+		// back after their second, were refused at the same wmax, too
+		// high, every time: 25% of capacity).
+		got = min(got, p.wmax, (1+pacerBeta)/2*p.r)
 	}
 	p.cutLocked(now, got, n)
 }
@@ -310,13 +356,12 @@ func (p *pacer) throttled(start, now time.Time) {
 // Called with mu held.
 func (p *pacer) cutLocked(now time.Time, w float64, n int64) {
 	p.wmax = max(w, pacerMinRate)
-	p.cutAt, p.cutN, p.cutA, p.cutIdle, p.refused, p.noisy, p.slow = now, n, p.attempts.Load(), p.idle.Load(), 0, false, false
+	p.cutAt, p.cutN, p.cutA, p.cutIdle, p.refused, p.slow = now, n, p.attempts.Load(), p.idle.Load(), 0, false
 	p.low, p.topSet = 0, false
 	p.gapNs.Store(max(int64(pacerIdleGap), int64(4*float64(time.Second)/p.wmax)))
-	p.stepAt = now
+	p.stepAt, p.climb, p.climbAt = now, 0, now
 	p.r = max(pacerBeta*p.wmax, pacerMinRate)
-	p.lim = rate.NewLimiter(rate.Limit(p.r), burstFor(p.r))
-	p.lim.AllowN(now, burstFor(p.r)) // empty: the broker has just refused
+	p.lim = newTurns(now, p.r) // empty: the broker has just refused
 	close(p.changed)
 	p.changed = make(chan struct{})
 }
@@ -332,9 +377,9 @@ func cubic(wmax float64, t time.Duration) float64 {
 	return wmax * (1 + (1-pacerBeta)*x*x*x)
 }
 
-// stepLocked moves the limiter along the cubic, then doubles the rate
-// every pacerDouble in which an attempt waited; in slow start, it doubles
-// every pacerSlowStep in which one waited. A rate that holds nobody back
+// stepLocked moves the limiter along the cubic, then raises the rate by
+// pacerGrow every pacerDouble in which an attempt waited; in slow start,
+// by pacerSlowGrow every pacerSlowStep in which one waited. A rate that holds nobody back
 // is not raised, and a pause (all senders waiting out their own schedules)
 // is not made up for with a run of raises. The episode ends when nobody
 // waited for pacerIdle past the cubic. Called with mu held.
@@ -342,17 +387,24 @@ func (p *pacer) stepLocked(now time.Time) {
 	if now.Sub(p.stepAt) < pacerStep {
 		return
 	}
-	t := now.Sub(p.cutAt)
+	// The climb's clock runs while attempts wait for the rate: a pause in
+	// which nobody sends (every sender waiting out its own schedule) is
+	// not time at the rate, and the rate that meets them when they come
+	// back is the one they left. (CUBIC does not grow a window that the
+	// application does not fill either.) Without it, 4 senders all
+	// refused came back after their second to a rate 30% over wmax, and
+	// were all refused again: 22% of capacity.
+	if now.UnixNano()-p.lastBind.Load() <= int64(pacerIdleGap) {
+		p.climb += now.Sub(p.climbAt)
+	}
+	p.climbAt = now
+	t := p.climb
 	if t >= pacerRecover && !p.topSet {
 		p.topSet, p.topAt, p.topN, p.topIdle = true, now, p.stores.Load(), p.idle.Load()
 	}
 	past := t >= pacerRecover+pacerProbe
-	if (past || p.slow) && now.UnixNano()-p.lastBind.Load() > int64(pacerIdle) && t > pacerIdle {
+	if (past || p.slow || now.Sub(p.cutAt) > pacerRecover+pacerProbe) && now.UnixNano()-p.lastBind.Load() > int64(pacerIdle) && now.Sub(p.cutAt) > pacerIdle {
 		p.endLocked() // nobody held back
-		return
-	}
-	if t >= pacerRecover && p.noisy {
-		p.endLocked()
 		return
 	}
 	var r float64
@@ -371,7 +423,7 @@ func (p *pacer) stepLocked(now time.Time) {
 		}
 		r = pacerGrow * p.r
 		if p.slow {
-			r = 2 * p.r
+			r = pacerSlowGrow * p.r
 		}
 	default:
 		p.stepAt = now
@@ -381,8 +433,15 @@ func (p *pacer) stepLocked(now time.Time) {
 		}
 	}
 	p.r = r
-	p.lim.SetLimitAt(now, rate.Limit(r))
-	p.lim.SetBurstAt(now, burstFor(r))
+	p.lim.setRate(r)
+	if r >= pacerRetake*p.lim.dealt {
+		// The turns handed out at the lower rate would hold their
+		// attempts (up to a turn each for every sender) back at it:
+		// they are void, and taken again at r.
+		p.lim.redeal(now)
+		close(p.changed)
+		p.changed = make(chan struct{})
+	}
 }
 
 // endLocked ends the episode, and lets the attempts waiting go. Called
@@ -393,6 +452,62 @@ func (p *pacer) endLocked() {
 	p.ring.Store(0)
 	close(p.changed)
 	p.changed = nil
+}
+
+// turns hands out the attempts' turns at a rate r, in order, one every
+// 1/r: a turn keeps its time when the rate changes. (x/time/rate's Limiter
+// moves its debt of turns handed out to the new rate instead, so that
+// after a raise new turns fall among the old ones: as the rate climbed
+// after a cut, attempts left at up to twice the rate, and a bucket with a
+// burst of 5 refused them at a quarter of its capacity, in
+// pacer_shapes_test.go's simulation.) After a pause,
+// up to burstFor(r) turns are at once. It is not safe for concurrent
+// use: the pacer's mu guards it.
+type turns struct {
+	r     float64
+	dealt float64       // the rate when the turns were handed out afresh
+	gap   time.Duration // 1/r
+	burst int
+	next  time.Time // the next turn free
+}
+
+// newTurns returns turns at rate r whose first turn is 1/r after now.
+func newTurns(now time.Time, r float64) *turns {
+	t := &turns{}
+	t.setRate(r)
+	t.next = now.Add(t.gap)
+	t.dealt = r
+	return t
+}
+
+// redeal voids the turns handed out: the next is at most 1/r after now.
+func (t *turns) redeal(now time.Time) {
+	if n := now.Add(t.gap); n.Before(t.next) {
+		t.next = n
+	}
+	t.dealt = t.r
+}
+
+func (t *turns) setRate(r float64) {
+	t.r, t.gap, t.burst = r, time.Duration(float64(time.Second)/r), burstFor(r)
+}
+
+// take hands out the next turn after now, now or earlier meaning at once.
+func (t *turns) take(now time.Time) time.Time {
+	at := t.next
+	if floor := now.Add(-time.Duration(t.burst-1) * t.gap); at.Before(floor) {
+		at = floor
+	}
+	t.next = at.Add(t.gap)
+	return at
+}
+
+// give returns turn at, when it is the last handed out (an attempt that
+// did not wait for it); a turn given back out of order stays taken.
+func (t *turns) give(at time.Time) {
+	if t.next.Sub(at) <= t.gap && !t.next.Before(at) {
+		t.next = at
+	}
 }
 
 // burstFor is the limiter's burst at rate r: 2 ms of it, at least 1, so
@@ -421,26 +536,31 @@ func (p *pacer) wait(ctx context.Context) (ok bool, deadline bool) {
 			p.mu.Unlock()
 			break
 		}
-		r := p.lim.ReserveN(now, 1)
+		lim := p.lim
+		at := lim.take(now)
 		changed := p.changed
-		p.mu.Unlock()
-		d := r.DelayFrom(now)
+		d := at.Sub(now)
 		if d <= 0 {
+			p.mu.Unlock()
 			return true, false
 		}
-		p.binding.Store(true)
-		p.lastBind.Store(now.UnixNano())
-		if dl, ok := ctx.Deadline(); ok && !now.Add(d).Before(dl) {
-			r.CancelAt(now)
+		if dl, ok := ctx.Deadline(); ok && !at.Before(dl) {
+			lim.give(at)
+			p.mu.Unlock()
 			return false, true
 		}
+		p.mu.Unlock()
+		p.binding.Store(true)
+		p.lastBind.Store(now.UnixNano())
 		t := newTimer(d)
 		select {
 		case <-t.C:
 			return true, false
 		case <-ctx.Done():
 			t.Stop()
-			r.Cancel()
+			p.mu.Lock()
+			lim.give(at)
+			p.mu.Unlock()
 			return false, false
 		case <-changed:
 			t.Stop() // the turn is void: take a new one

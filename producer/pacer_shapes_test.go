@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -32,7 +33,16 @@ type simShape interface {
 }
 
 // simRTT is every attempt's time.
-const simRTT = 200 * time.Microsecond
+var simRTT = 200 * time.Microsecond
+
+// simSettle is when the refusals of the first instant are behind: every
+// sender in flight when the bucket first runs dry is refused, whatever
+// the pacer does, and waits out its schedule (1 s +/-20%).
+const simSettle = 2 * time.Second
+
+// simJitter is the throttle schedule's jitter, as the executor's: each
+// delay is drawn in +/-20% of its nominal value.
+const simJitter = 0.2
 
 var (
 	errSimRate = errors.New("sim: 530 SEND_RATE")
@@ -99,6 +109,7 @@ func (q *queueShape) refuse(string, int, int, time.Time) error { return nil }
 type simRun struct {
 	stored, attempts, failed int
 	inWindow                 int // stored by the end of the duration
+	inSteady                 int // of which after simSettle
 	elapsed                  time.Duration
 	p99                      time.Duration
 	byTopic                  map[string]time.Duration // last send's end, per topic
@@ -117,6 +128,7 @@ func simulate(shape simShape, senders, count int, duration time.Duration, topicO
 	var wg sync.WaitGroup
 	for s := range senders {
 		wg.Go(func() {
+			rnd := rand.New(rand.NewPCG(uint64(s), 20))
 			topic := topicOf(s)
 			for i := 0; count == 0 || i < count; i++ {
 				if count == 0 && time.Since(start) >= duration {
@@ -124,13 +136,16 @@ func simulate(shape simShape, senders, count int, duration time.Duration, topicO
 				}
 				id := s*1_000_000 + i
 				t0 := time.Now()
-				ok, attempts := simSend(shape, &ps, topic, id, pacing)
+				ok, attempts := simSend(shape, &ps, topic, id, pacing, rnd)
 				mu.Lock()
 				run.attempts += attempts
 				if ok {
 					run.stored++
-					if count == 0 && time.Since(start) <= duration {
+					if at := time.Since(start); count == 0 && at <= duration {
 						run.inWindow++
+						if at > simSettle {
+							run.inSteady++
+						}
 					}
 				} else {
 					run.failed++
@@ -151,7 +166,7 @@ func simulate(shape simShape, senders, count int, duration time.Duration, topicO
 }
 
 // simSend is one send, as the executor makes it.
-func simSend(shape simShape, ps *pacers, topic string, id int, pacing bool) (bool, int) {
+func simSend(shape simShape, ps *pacers, topic string, id int, pacing bool, rnd *rand.Rand) (bool, int) {
 	pc := pace{}
 	if pacing {
 		pc = ps.of(topic)
@@ -183,7 +198,8 @@ func simSend(shape simShape, ps *pacers, topic string, id int, pacing bool) (boo
 		if n == 5 {
 			return false, n
 		}
-		time.Sleep(max(delay-time.Since(start), 0))
+		jittered := time.Duration(float64(delay) * (1 + simJitter*(2*rnd.Float64()-1)))
+		time.Sleep(max(jittered-time.Since(start), 0))
 		delay = time.Duration(float64(delay) * 1.6)
 	}
 	return false, 5
@@ -225,12 +241,14 @@ func TestPacerShapeOneInTen(t *testing.T) {
 }
 
 // TestPacerShapeBuckets: token buckets without hints, of every shape, for
-// 10 s. In the bubble every sender refused at one instant comes back at
-// one instant (the first retry is not jittered), and the first second's
-// refusals cost a whole second of every sender refused then: least is what
-// this simulation reaches, below issue 20's 97% where the lockstep costs
-// (`rocketry bench --hintless --shape` measures each against a real
-// server); pacing off reaches 0.6-11%.
+// 10 s: issue 20's targets (97% of capacity, 1.1 attempts per stored
+// message, 0 failed) once the first instant's refusals are behind (from
+// simSettle on). Over the whole 10 s, least: in the bubble every sender
+// is in flight at once when the bucket first runs dry, all of those are
+// refused and wait out their first second, a loss no pacer can avoid
+// (`rocketry bench --hintless` measures each shape against a real
+// server over 20 s). Pacing off reaches 15-90% with the schedule's
+// jitter, 0.6-11% without.
 func TestPacerShapeBuckets(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -238,11 +256,15 @@ func TestPacerShapeBuckets(t *testing.T) {
 		rate    float64
 		burst   int
 		least   float64
+		steady  float64
 	}{
-		{"64 senders, 2,000/s, burst 200", 64, 2000, 200, 0.97},
-		{"more senders than the burst", 256, 2000, 50, 0.8},
-		{"few senders", 4, 2000, 200, 0.8},
-		{"small burst", 64, 2000, 5, 0.8},
+		{"64 senders, 2,000/s, burst 200", 64, 2000, 200, 0.9, 0.97},
+		{"more senders than the burst", 256, 2000, 50, 0.9, 0.97},
+		// Each refusal puts a quarter of the senders to sleep for a
+		// second, and when all four sleep at once the broker's capacity
+		// is lost: the bubble's interleavings swing it from 93% to 100%.
+		{"few senders", 4, 2000, 200, 0.85, 0.92},
+		{"small burst", 64, 2000, 5, 0.9, 0.97},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -252,7 +274,10 @@ func TestPacerShapeBuckets(t *testing.T) {
 				off := simulate(&bucketShape{lim: rate.NewLimiter(rate.Limit(c.rate), c.burst)}, c.senders, 0, d, one, false)
 				capacity := c.rate*d.Seconds() + float64(c.burst)
 				capOn := float64(on.inWindow) / capacity
-				t.Logf("paced %v, %.1f%% of capacity\nunpaced %v, %.1f%%", on, 100*capOn, off, 100*float64(off.inWindow)/capacity)
+				steady := float64(on.inSteady) / (c.rate * (d - simSettle).Seconds())
+				t.Logf("paced %v, %.1f%% of capacity, %.1f%% after %v\nunpaced %v, %.1f%%, %.1f%% after %v", on, 100*capOn, 100*steady, simSettle,
+					off, 100*float64(off.inWindow)/capacity, 100*float64(off.inSteady)/(c.rate*(d-simSettle).Seconds()), simSettle)
+				assert.GreaterOrEqual(t, steady, c.steady, "share of capacity after %v", simSettle)
 				assert.GreaterOrEqual(t, capOn, c.least, "share of capacity")
 				assert.LessOrEqual(t, float64(on.attempts)/float64(on.stored), 1.1, "attempts per stored message")
 				assert.Zero(t, on.failed)
@@ -271,6 +296,7 @@ func TestPacerShapeSendQueue(t *testing.T) {
 		off := simulate(&queueShape{rate: 500}, 256, 0, d, one, false)
 		t.Logf("paced %v, %.1f%%\nunpaced %v, %.1f%%", on, 100*float64(on.inWindow)/(500*d.Seconds()), off, 100*float64(off.inWindow)/(500*d.Seconds()))
 		assert.GreaterOrEqual(t, float64(on.inWindow)/(500*d.Seconds()), 0.95)
-		assert.LessOrEqual(t, 10*on.failed, off.failed, "paced, a tenth of the failures at most")
+		assert.Zero(t, on.failed)
+		assert.Positive(t, off.failed, "unpaced, sends run out of attempts")
 	})
 }

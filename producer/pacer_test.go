@@ -35,15 +35,16 @@ func engage(t *testing.T, p *pacer, now time.Time, r float64) {
 	require.True(t, p.on.Load(), "a run of %d refusals opens an episode", pacerRun)
 }
 
-// TestPacerCutsFromAcceptedRate: an episode opens at pacerBeta of the rate
-// that was getting through, not from nothing, and climbs back to it in
+// TestPacerCutsFromAcceptedRate: an episode opens at pacerFirst of the rate
+// that was getting through (the scope's first second: its rate counts the
+// broker's first burst), not from nothing, and climbs back to it in
 // pacerRecover along the cubic, then probes past it.
 func TestPacerCutsFromAcceptedRate(t *testing.T) {
 	var p pacer
 	t0 := time.Unix(1000, 0)
 	engage(t, &p, t0, 1000)
 	cut := t0.Add(200 * time.Millisecond)
-	assert.InDelta(t, pacerBeta*p.wmax, p.rateNow(), 1)
+	assert.InDelta(t, pacerFirst*p.wmax, p.rateNow(), 1, "in the scope's first second, deeper than a cut")
 	assert.InDelta(t, 1000, p.wmax, 60, "the store rate of the last second, idle time left out")
 	assert.False(t, p.slow, "200 stores: a trusted estimate")
 
@@ -171,7 +172,7 @@ func TestFailureRetryNotPaced(t *testing.T) {
 		engage(t, pc, time.Now().Add(-time.Second), 100)
 		pc.mu.Lock() // one turn every 2 s: every turn shows as a wait
 		pc.r = 0.5
-		pc.lim = rate.NewLimiter(0.5, 1)
+		pc.lim = newTurns(time.Now().Add(-2*time.Second), 0.5)
 		pc.cutAt = time.Now()
 		pc.mu.Unlock()
 		_, err := p.Send(context.Background(), msg("t"))
@@ -297,7 +298,7 @@ func TestPacerCutVoidsTurns(t *testing.T) {
 		var p pacer
 		engage(t, &p, time.Now().Add(-time.Second), 100)
 		p.mu.Lock()
-		p.lim = rate.NewLimiter(1, 1) // one a second
+		p.lim = newTurns(time.Now().Add(-time.Second), 1) // one a second
 		p.r = 1
 		p.mu.Unlock()
 		start := time.Now()
@@ -330,7 +331,7 @@ func TestPacerEndLetsWaitsGo(t *testing.T) {
 		var p pacer
 		engage(t, &p, time.Now().Add(-time.Second), 100)
 		p.mu.Lock()
-		p.lim = rate.NewLimiter(1, 1)
+		p.lim = newTurns(time.Now().Add(-time.Second), 1)
 		p.mu.Unlock()
 		start := time.Now()
 		var wg sync.WaitGroup
