@@ -246,7 +246,7 @@ func TestPacerShapeOneInTen(t *testing.T) {
 // simSettle on). Over the whole 10 s, least: in the bubble every sender
 // is in flight at once when the bucket first runs dry, all of those are
 // refused and wait out their first second, a loss no pacer can avoid
-// (`rocketry bench --hintless` measures each shape against a real
+// (`rocketry-bench --hintless` measures each shape against a real
 // server over 20 s). Pacing off reaches 15-90% with the schedule's
 // jitter, 0.6-11% without.
 func TestPacerShapeBuckets(t *testing.T) {

@@ -227,7 +227,7 @@ func (s *bucketStub) SendMessage(_ context.Context, req *rocketryv1.SendMessageR
 // together. The schedule is the connection backoff scaled down 100 times
 // (10 ms, x1.6, no jitter on the first retry, as the algorithm says); the
 // test reports both and asserts the ratio of attempts, which does not
-// depend on the machine's speed. `rocketry bench --hintless` measures the
+// depend on the machine's speed. `rocketry-bench --hintless` measures the
 // unscaled case, with the server in its own process.
 func TestPacingKeepsSendersApart(t *testing.T) {
 	if testing.Short() {

@@ -1,7 +1,7 @@
 // Package bench holds the contenders that rocketry is measured against and
 // the measurements themselves: the fast-path Go benchmarks (bench_test.go),
 // the throttling scenario, the scale run and the retry-timing run that
-// `rocketry bench` prints. BENCHMARKS.md at the repository root has the
+// `rocketry-bench` prints. BENCHMARKS.md at the repository root has the
 // figures and the commands.
 //
 // Every contender sends to the bundled test broker on loopback in the same
@@ -24,7 +24,7 @@
 //     that retry every error at once, or after a fixed sleep, until the
 //     send's deadline.
 //
-// The hintless mode (hintless.go, `rocketry bench --hintless`) is
+// The hintless mode (hintless.go, `rocketry-bench --hintless`) is
 // throttling without RetryInfo hints: a server in a child process
 // (hintless_server.go) with a token bucket and no hint in its refusals, and
 // rocketry, middleware, serviceconfig and raw, each allowed 5 attempts on

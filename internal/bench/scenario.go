@@ -67,7 +67,7 @@ type Scenario struct {
 	Trace time.Duration
 }
 
-// DefaultScenario returns the scenario `rocketry bench` runs by default.
+// DefaultScenario returns the scenario `rocketry-bench` runs by default.
 func DefaultScenario() Scenario {
 	return Scenario{
 		Duration:        10 * time.Second,
