@@ -309,7 +309,18 @@ func (p *pacer) throttled(start, now time.Time) {
 	since := p.attempts.Load() - p.cutA
 	switch {
 	case sustained(ring) || (p.refused >= pacerRun && float64(p.refused) >= pacerShare*float64(since)):
-		p.cutLocked(now, got, n) // the cut was not deep enough, or the capacity fell
+		// The cut was not deep enough, or the capacity fell. Soon after
+		// the cut, the few stores since tell no rate (one store in the
+		// 67 ms after a cut read as 20 a second, and a broker that had
+		// stored 1,000 a second, in bursts between its BACKLOG spells,
+		// was then paced at 14 a second: 5,000 sends took 124 s instead
+		// of 8): what it stored over the last second, up to wmax, is
+		// the floor.
+		if dt < time.Second {
+			acc, _ := p.recentRate(now, n, time.Second)
+			got = max(got, min(acc, p.wmax))
+		}
+		p.cutLocked(now, got, n)
 		return
 	case since < pacerClean:
 		// A refusal alone soon after the cut: a message's own, or the

@@ -300,3 +300,53 @@ func TestPacerShapeSendQueue(t *testing.T) {
 		assert.Positive(t, off.failed, "unpaced, sends run out of attempts")
 	})
 }
+
+// backlogShape is a topic's BACKLOG throttling: a consumer drains the
+// stored messages at rate; once the backlog reaches hi, every send is
+// refused until the consumer brings it down to lo. Stores come in bursts
+// between spells in which nothing is stored.
+type backlogShape struct {
+	mu             sync.Mutex
+	rate, hi, lo   float64
+	backlog        float64
+	last           time.Time
+	refusing, init bool
+}
+
+func (b *backlogShape) refuse(_ string, _, _ int, now time.Time) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.init {
+		b.backlog = max(b.backlog-now.Sub(b.last).Seconds()*b.rate, 0)
+	}
+	b.init, b.last = true, now
+	switch {
+	case b.refusing && b.backlog <= b.lo:
+		b.refusing = false
+	case !b.refusing && b.backlog >= b.hi:
+		b.refusing = true
+	}
+	if b.refusing {
+		return errSimRate
+	}
+	b.backlog++
+	return nil
+}
+
+// TestPacerShapeBacklogSpells: a BACKLOG throttle (16 senders, 5,000
+// messages, a consumer at 1,000/s, refusals from a backlog of 500 down to
+// 400) takes about as long paced as not: the spells refuse everything, and
+// the bursts between them are the broker's to take. (The interop
+// comparison met a cut from one store soon after a cut in this shape,
+// with faults beside it; TestPacerCutSoonAfterACutKeepsTheRate pins that.)
+func TestPacerShapeBacklogSpells(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		one := func(int) string { return "t" }
+		shape := func() *backlogShape { return &backlogShape{rate: 1000, hi: 500, lo: 400} }
+		on := simulate(shape(), 16, 5000/16, 0, one, true)
+		off := simulate(shape(), 16, 5000/16, 0, one, false)
+		t.Logf("paced %v\nunpaced %v", on, off)
+		assert.LessOrEqual(t, float64(on.elapsed), 1.3*float64(off.elapsed), "paced within 1.3x of pacing off")
+		assert.LessOrEqual(t, on.failed, off.failed)
+	})
+}

@@ -72,6 +72,30 @@ func TestPacerCutsFromAcceptedRate(t *testing.T) {
 	assert.LessOrEqual(t, p.rateNow(), pacerBeta*w*1.2)
 }
 
+// TestPacerCutSoonAfterACutKeepsTheRate: refusals that go on right after a
+// cut, with a store or two since, cut again from what the broker stored
+// over the last second, not from the rate of that one store. Regression:
+// one store in the 67 ms after a cut read as 15 a second, and a broker
+// that stored 1,000 a second between its BACKLOG spells was paced at 14 a
+// second for the rest of the run (the interop comparison's 5,000 sends
+// took 124 s instead of 8 s).
+func TestPacerCutSoonAfterACutKeepsTheRate(t *testing.T) {
+	var p pacer
+	t0 := time.Unix(1000, 0)
+	engage(t, &p, t0, 1000)
+	cut := p.cutAt
+	w := p.wmax
+	p.stored(cut.Add(60 * time.Millisecond))
+	at := cut.Add(67 * time.Millisecond)
+	for range 2 * pacerEngageOf {
+		p.throttled(at.Add(-time.Millisecond), at)
+	}
+	require.True(t, p.on.Load())
+	assert.Greater(t, p.cutAt, cut, "the refusals cut again")
+	assert.GreaterOrEqual(t, p.wmax, 0.5*w, "the new cut is from the last second's store rate, not from one store")
+	assert.LessOrEqual(t, p.wmax, w, "and never above the rate cut before")
+}
+
 // TestPacerIgnoresOwnRefusals: one message in ten refused, once, for its
 // own reasons, never opens an episode.
 func TestPacerIgnoresOwnRefusals(t *testing.T) {
