@@ -90,7 +90,8 @@
 //     transactions): a committed message reaches its SimpleConsumer, a
 //     rolled back one never does, and the two left open are resolved by its
 //     TransactionChecker as it answered (COMMIT received, ROLLBACK never),
-//     through EndTransaction calls that carry no source.
+//     through EndTransaction calls that carry no source; one transaction
+//     takes two messages, not one, and refuses a third.
 //
 // Run them with:
 //
@@ -429,7 +430,9 @@
 // otherwise), so the test declares its topic TRANSACTION. The transaction
 // is meant to hold one message, but transaction.go, tryAddMessage, refuses
 // a message only when len(messages) > MAX_MESSAGE_NUM (1), so it takes
-// two. A half message is never re-sent after a failure of any kind, a
+// two and refuses the third ("message in transaction has exceeded the
+// threshold: 1"); the test sends three in one transaction and finds the
+// two committed, each by its own EndTransaction. A half message is never re-sent after a failure of any kind, a
 // 42900 throttle included (producer.go, send1: the "No need more attempts
 // for transactional message" branch).
 //

@@ -28,6 +28,9 @@ type goTxSummary struct {
 		Error         *clientError `json:"error"`
 	} `json:"ends"`
 	EmptyReceives int `json:"emptyReceives"`
+	Pair          *struct {
+		ThirdError *clientError `json:"thirdError"`
+	} `json:"pair"`
 }
 
 // TestOfficialGoTransactions is TestOfficialNodeTransactionsAndRecall with
@@ -36,7 +39,9 @@ type goTxSummary struct {
 // does, and the two transactions left open are resolved through its
 // TransactionChecker, which the broker's check (every 500 ms) calls over
 // the Telemetry stream: one answers COMMIT (received), the other ROLLBACK
-// (never received). Every EndTransaction the client sends, the checker's
+// (never received). One transaction takes two messages (both committed
+// and received), not the one the client means, and refuses the third.
+// Every EndTransaction the client sends, the checker's
 // answers included, carries no source (SOURCE_UNSPECIFIED): the broker
 // applies it all the same, as the proxy does (see doc.go, Go client:
 // transactions).
@@ -89,26 +94,34 @@ func TestOfficialGoTransactions(t *testing.T) {
 	}
 	assert.Equal(t, map[string]string{
 		"commit": "COMMIT", "rollback": "ROLLBACK", "orphan-commit": "COMMIT", "orphan-rollback": "ROLLBACK",
+		"pair-1": "COMMIT", "pair-2": "COMMIT",
 	}, ends, "EndTransaction calls, by message key")
+	// One transaction takes two messages, not one, and refuses the third.
+	assert.NotEmpty(t, sent["pair-1"].TransactionID, "transaction id of pair-1")
+	assert.NotEmpty(t, sent["pair-2"].TransactionID, "transaction id of pair-2")
+	assert.NotContains(t, sent, "pair-3", "the third message of one transaction sent")
+	if assert.NotNil(t, s.Pair, "the pair's result") && assert.NotNil(t, s.Pair.ThirdError, "the third message of one transaction: want an error") {
+		assert.Contains(t, s.Pair.ThirdError.Message, "exceeded the threshold: 1", "the third message's error")
+	}
 
 	acks := map[string]int{}
 	for _, e := range s.Events {
 		switch e.Kind {
 		case "receive":
-			assert.Contains(t, []string{"commit", "orphan-commit"}, e.Key, "received %s (%s)", e.Key, e.MessageID)
+			assert.Contains(t, []string{"commit", "orphan-commit", "pair-1", "pair-2"}, e.Key, "received %s (%s)", e.Key, e.MessageID)
 		case "ack":
 			acks[e.Key]++
 		default:
 			t.Errorf("%s of %s: %v", e.Kind, e.Key, e.Error)
 		}
 	}
-	assert.Equal(t, map[string]int{"commit": 1, "orphan-commit": 1}, acks, "acknowledged messages")
+	assert.Equal(t, map[string]int{"commit": 1, "orphan-commit": 1, "pair-1": 1, "pair-2": 1}, acks, "acknowledged messages")
 	assert.Empty(t, b.HalfMessages(topic), "open transactions at the end")
 	var visible []string
 	for _, m := range b.Messages(topic) {
 		visible = append(visible, m.GetMessage().GetKeys()...)
 	}
-	assert.ElementsMatch(t, []string{"commit", "orphan-commit"}, visible, "the topic's stored messages (keys)")
+	assert.ElementsMatch(t, []string{"commit", "orphan-commit", "pair-1", "pair-2"}, visible, "the topic's stored messages (keys)")
 	if t.Failed() {
 		t.Logf("tx stderr (last 4 KiB):\n%s", tail(stderr, 4096))
 	}

@@ -18,10 +18,12 @@
 // ends neither: the broker's check sends a RecoverOrphanedTransactionCommand
 // on the producer's Telemetry stream, and the producer's TransactionChecker
 // answers COMMIT or ROLLBACK from the message's key (UNKNOWN for any other
-// key). The consumer receives and acknowledges until "commit" and
-// "orphan-commit" are acknowledged and both open transactions were
-// answered, then receives once more; the test checks that nothing else
-// came.
+// key). Then "pair-1", "pair-2" and "pair-3" in one transaction, which
+// it commits: the client takes two messages in a transaction, not one,
+// and refuses the third (see sendPair). The consumer receives and
+// acknowledges until "commit", "orphan-commit", "pair-1" and "pair-2" are
+// acknowledged and both open transactions were answered, then receives
+// once more; the test checks that nothing else came.
 //
 // The client's Commit and RollBack return nil whatever happens
 // (transaction.go: they only log a failed EndTransaction), and its checker
@@ -108,6 +110,7 @@ type summary struct {
 	Errors        []stepError    `json:"errors"`
 	Checks        []checkCall    `json:"checks"`
 	Ends          []endCall      `json:"ends"`
+	Pair          *pairResult    `json:"pair"`
 	ReceiveErrors []*clientError `json:"receiveErrors"`
 	// EmptyReceives counts the Receive calls answered 40401
 	// MESSAGE_NOT_FOUND, which the client returns as an error.
@@ -364,8 +367,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	s.Pair = sendPair(p, cfg.topic, &s)
+
 	s.Events, s.ReceiveErrors = []event{}, []*clientError{}
-	want := map[string]bool{"commit": true, "orphan-commit": true}
+	want := map[string]bool{"commit": true, "orphan-commit": true, "pair-1": true, "pair-2": true}
 	acked := map[string]bool{}
 	deadline := time.Now().Add(cfg.timeout)
 	extra := 1
@@ -411,7 +416,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	msg := ""
 	switch {
 	case len(acked) < len(want):
-		msg = fmt.Sprintf("acknowledged %d of the 2 committed messages in %v", len(acked), cfg.timeout)
+		msg = fmt.Sprintf("acknowledged %d of the %d committed messages in %v", len(acked), len(want), cfg.timeout)
 	case !rec.resolved(s.Sent):
 		msg = fmt.Sprintf("the open transactions were not both resolved through the checker in %v", cfg.timeout)
 	}
@@ -421,6 +426,43 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return emit(0, msg)
+}
+
+// sendPair sends "pair-1", "pair-2" and "pair-3" in one transaction and
+// commits it. The client means a transaction to hold one message
+// (MAX_MESSAGE_NUM) but refuses one only when it holds more than that
+// (transaction.go, tryAddMessage), so it takes two and refuses the third;
+// Commit then ends each of the two (each its own transaction on the
+// broker). The third's refusal is recorded in the result, not as a
+// failed step.
+func sendPair(p rmq.Producer, topic string, s *summary) *pairResult {
+	r := &pairResult{}
+	tx := p.BeginTransaction()
+	for _, key := range []string{"pair-1", "pair-2", "pair-3"} {
+		msg := &rmq.Message{Topic: topic, Body: []byte(key)}
+		msg.SetTag("tx")
+		msg.SetKeys(key)
+		rs, err := p.SendWithTransaction(context.Background(), msg, tx)
+		switch {
+		case err != nil && key == "pair-3":
+			r.ThirdError = describe(err)
+		case err != nil:
+			s.Errors = append(s.Errors, stepError{Step: key, Error: describe(err)})
+		case len(rs) != 1:
+			s.Errors = append(s.Errors, stepError{Step: key, Error: &clientError{Name: "Error", Message: fmt.Sprintf("%d receipts; want 1", len(rs))}})
+		default:
+			s.Sent = append(s.Sent, sent{Key: key, MessageID: rs[0].MessageID, TransactionID: rs[0].TransactionId})
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		s.Errors = append(s.Errors, stepError{Step: "commit pair", Error: describe(err)})
+	}
+	return r
+}
+
+// pairResult is what sendPair saw of the third message.
+type pairResult struct {
+	ThirdError *clientError `json:"thirdError"`
 }
 
 // logToStderr points the client's logger at stderr, as cmd/produce does:
