@@ -85,6 +85,13 @@
 //   - TestOfficialGoProducerDoesNotFailOver: with two brokers in the route,
 //     a message whose queue is on a failing broker spends every attempt
 //     there.
+//   - TestOfficialGoTransactions runs goclient/cmd/tx, node/tx.js's
+//     transactions with the Go client (no recall: see Go client:
+//     transactions): a committed message reaches its SimpleConsumer, a
+//     rolled back one never does, and the two left open are resolved by its
+//     TransactionChecker as it answered (COMMIT received, ROLLBACK never),
+//     through EndTransaction calls that carry no source; one transaction
+//     takes two messages, not one, and refuses a third.
 //
 // Run them with:
 //
@@ -408,4 +415,60 @@
 // error and puts the answer's receipt handle in the view, the one a later
 // Ack sends; after a refusal that is the answer's empty handle
 // (changeInvisibleDuration), so the view can no longer be acknowledged.
+//
+// # Go client: transactions
+//
+// TestOfficialGoTransactions shows commit, rollback and the check working
+// with the bundled broker; what 5.1.2 does on the way, from its source:
+//
+// BeginTransaction() makes a transaction value; SendWithTransaction(ctx,
+// msg, tx) sends msg as message_type TRANSACTION (publishing_message.go,
+// NewPublishingMessage, which refuses one with a message group or a
+// delivery timestamp), one message per SendMessage, so the broker gives
+// each message a transaction id of its own. The queue chosen must accept
+// TRANSACTION (validate_message_type is on until the broker's Settings say
+// otherwise), so the test declares its topic TRANSACTION. The transaction
+// is meant to hold one message, but transaction.go, tryAddMessage, refuses
+// a message only when len(messages) > MAX_MESSAGE_NUM (1), so it takes
+// two and refuses the third ("message in transaction has exceeded the
+// threshold: 1"); the test sends three in one transaction and finds the
+// two committed, each by its own EndTransaction. A half message is never re-sent after a failure of any kind, a
+// 42900 throttle included (producer.go, send1: the "No need more attempts
+// for transactional message" branch).
+//
+// Commit() and RollBack() (transaction.go) send one EndTransaction per
+// message to the endpoints of its receipt, once, and return nil whatever
+// happens: a failed EndTransaction is only logged, so the caller never
+// learns that its commit did not land; the broker's check resolves it.
+// goclient/cmd/tx reads each EndTransaction answer with an interceptor
+// instead.
+//
+// The checker (WithTransactionChecker(&TransactionChecker{Check})) is
+// called when a RecoverOrphanedTransactionCommand comes on a Telemetry
+// stream (client.go, handleTelemetryCommand; producer.go,
+// onRecoverOrphanedTransactionCommand): on a goroutine of its own, with the
+// command's message as a MessageView, and its answer goes to the stream's
+// endpoints as an EndTransaction whose error is only logged; UNKNOWN is
+// sent as TRANSACTION_RESOLUTION_UNSPECIFIED, which the broker answers OK
+// and leaves the transaction open for the next check. A producer without a
+// checker logs the command and ignores it.
+//
+// Every EndTransaction the client sends, the checker's included, has
+// topic, message_id, transaction_id and resolution but no source
+// (producer.go, endTransaction): SOURCE_UNSPECIFIED, never
+// SOURCE_SERVER_CHECK. The broker applies it all the same, and so would
+// the real one: the proxy passes fromTransactionCheck = (source ==
+// SOURCE_SERVER_CHECK) on (apache/rocketmq,
+// proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/transaction/EndTransactionActivity.java),
+// and the broker's EndTransactionProcessor
+// (broker/src/main/java/org/apache/rocketmq/broker/processor/EndTransactionProcessor.java)
+// uses that flag only to pick its log line before it commits or rolls
+// back. The test checks that all four EndTransaction calls (two by Commit
+// and RollBack, two by the checker) are SOURCE_UNSPECIFIED and answered
+// 20000, and that both open transactions ended as the checker said.
+//
+// Recall cannot be tried: 5.1.2's SendReceipt (message.go) has MessageID,
+// TransactionId, Offset and Endpoints but no recall handle, its Producer
+// has no recall method, and its copy of apache.rocketmq.v2 (protocol/v2)
+// has no RecallMessage call.
 package interop
