@@ -1,18 +1,11 @@
 package interop_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
@@ -103,26 +96,7 @@ type event struct {
 // summary.
 func runConsume(t *testing.T, nodeModules string, args ...string) (consumeSummary, string) {
 	t.Helper()
-	node, _ := exec.LookPath("node")
-	script, err := filepath.Abs(filepath.Join("node", "consume.js"))
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), nodeTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, append([]string{script}, args...)...)
-	cmd.Env = append(os.Environ(), "NODE_PATH="+nodeModules)
-	cmd.Dir = t.TempDir()
-	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
+	argv, env := nodeArgv(t, nodeModules, "consume.js", args...)
 	var s consumeSummary
-	if err := json.Unmarshal(stdout.Bytes(), &s); err != nil {
-		t.Fatalf("node consume.js %s: %v, summary %v; want exit 0 with a JSON summary\nstdout:\n%s\nstderr:\n%s",
-			strings.Join(args, " "), runErr, err, tail(stdout.String(), 2048), tail(stderr.String(), 4096))
-	}
-	if runErr != nil {
-		t.Fatalf("node consume.js %s: %v, error %q (startup: %v); want exit 0\nstderr:\n%s",
-			strings.Join(args, " "), runErr, s.Error, s.StartupError, tail(stderr.String(), 4096))
-	}
-	return s, stderr.String()
+	return s, runProgram(t, "node consume.js", nodeTimeout, argv, env, &s)
 }

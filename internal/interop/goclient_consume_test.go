@@ -1,9 +1,7 @@
 package interop_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -188,22 +186,6 @@ func buildGoProgram(t *testing.T, name string) string {
 // summary.
 func runGoConsume(t *testing.T, prog string, args ...string) (goConsumeSummary, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), goProduceTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, prog, args...)
-	cmd.Dir = t.TempDir()
-	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
 	var s goConsumeSummary
-	if err := json.Unmarshal(stdout.Bytes(), &s); err != nil {
-		t.Fatalf("consume %s: %v, summary %v; want exit 0 with a JSON summary\nstdout:\n%s\nstderr:\n%s",
-			strings.Join(args, " "), runErr, err, tail(stdout.String(), 2048), tail(stderr.String(), 4096))
-	}
-	if runErr != nil {
-		t.Fatalf("consume %s: %v, error %q (startup: %v); want exit 0\nstderr:\n%s",
-			strings.Join(args, " "), runErr, s.Error, s.StartupError, tail(stderr.String(), 4096))
-	}
-	return s, stderr.String()
+	return s, runProgram(t, "consume", goProduceTimeout, append([]string{prog}, args...), nil, &s)
 }

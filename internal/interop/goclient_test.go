@@ -1,9 +1,7 @@
 package interop_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -297,22 +295,10 @@ func TestOfficialGoProducerDoesNotFailOver(t *testing.T) {
 // not exit 0 with a summary.
 func runGoProduce(t *testing.T, prog string, args ...string) (summary, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), goProduceTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, prog, args...)
-	cmd.Dir = t.TempDir()
-	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
 	var s summary
-	if err := json.Unmarshal(stdout.Bytes(), &s); err != nil {
-		t.Fatalf("produce %s: %v, summary %v; want exit 0 with a JSON summary\nstdout:\n%s\nstderr:\n%s",
-			strings.Join(args, " "), runErr, err, tail(stdout.String(), 2048), tail(stderr.String(), 4096))
+	stderr := runProgram(t, "produce", goProduceTimeout, append([]string{prog}, args...), nil, &s)
+	if s.Error != "" {
+		t.Fatalf("produce %s: error %q (startup: %v); want none\nstderr:\n%s", strings.Join(args, " "), s.Error, s.StartupError, tail(stderr, 4096))
 	}
-	if runErr != nil || s.Error != "" {
-		t.Fatalf("produce %s: %v, error %q (startup: %v); want exit 0\nstderr:\n%s",
-			strings.Join(args, " "), runErr, s.Error, s.StartupError, tail(stderr.String(), 4096))
-	}
-	return s, stderr.String()
+	return s, stderr
 }

@@ -1,10 +1,6 @@
 package interop_test
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -132,22 +128,6 @@ func TestOfficialGoTransactions(t *testing.T) {
 // summary.
 func runGoTx(t *testing.T, prog string, args ...string) (goTxSummary, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), goProduceTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, prog, args...)
-	cmd.Dir = t.TempDir()
-	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
 	var s goTxSummary
-	if err := json.Unmarshal(stdout.Bytes(), &s); err != nil {
-		t.Fatalf("tx %s: %v, summary %v; want exit 0 with a JSON summary\nstdout:\n%s\nstderr:\n%s",
-			strings.Join(args, " "), runErr, err, tail(stdout.String(), 2048), tail(stderr.String(), 4096))
-	}
-	if runErr != nil {
-		t.Fatalf("tx %s: %v, error %q (startup: %v); want exit 0\nstderr:\n%s",
-			strings.Join(args, " "), runErr, s.Error, s.StartupError, tail(stderr.String(), 4096))
-	}
-	return s, stderr.String()
+	return s, runProgram(t, "tx", goProduceTimeout, append([]string{prog}, args...), nil, &s)
 }

@@ -117,28 +117,9 @@ func (e *clientError) String() string {
 // It fails the test when the script does not exit 0 with a summary.
 func runProduce(t *testing.T, nodeModules string, args ...string) (summary, string) {
 	t.Helper()
-	node, _ := exec.LookPath("node")
-	script, err := filepath.Abs(filepath.Join("node", "produce.js"))
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), nodeTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, append([]string{script}, args...)...)
-	cmd.Env = append(os.Environ(), "NODE_PATH="+nodeModules)
-	cmd.Dir = t.TempDir()
-	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
+	argv, env := nodeArgv(t, nodeModules, "produce.js", args...)
 	var s summary
-	if err := json.Unmarshal(stdout.Bytes(), &s); err != nil {
-		t.Fatalf("node produce.js %s: %v, summary %v; want exit 0 with a JSON summary\nstdout:\n%s\nstderr:\n%s",
-			strings.Join(args, " "), runErr, err, tail(stdout.String(), 2048), tail(stderr.String(), 4096))
-	}
-	if runErr != nil || s.Error != "" {
-		t.Fatalf("node produce.js %s: %v, error %q (startup: %v); want exit 0\nstderr:\n%s",
-			strings.Join(args, " "), runErr, s.Error, s.StartupError, tail(stderr.String(), 4096))
-	}
-	return s, stderr.String()
+	return s, runProgram(t, "node produce.js", nodeTimeout, argv, env, &s)
 }
 
 // installClient returns a node_modules directory holding the client as
@@ -284,4 +265,53 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// programFailure is what every client program's JSON summary says of a
+// failure.
+type programFailure struct {
+	Error        json.RawMessage `json:"error"`
+	StartupError json.RawMessage `json:"startupError"`
+}
+
+// runProgram runs argv (node with one of node/'s scripts, or a built Go
+// client program) in a temporary directory within timeout, with env added
+// to the environment, and decodes its stdout, one JSON summary, into s. It
+// returns stderr (the client's log). It fails the test unless the program
+// exits 0 with a summary, naming it as name.
+func runProgram(t *testing.T, name string, timeout time.Duration, argv, env []string, s any) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	cmd.Dir = t.TempDir()
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	args := strings.Join(argv[1:], " ")
+	if err := json.Unmarshal(stdout.Bytes(), s); err != nil {
+		t.Fatalf("%s %s: %v, summary %v; want exit 0 with a JSON summary\nstdout:\n%s\nstderr:\n%s",
+			name, args, runErr, err, tail(stdout.String(), 2048), tail(stderr.String(), 4096))
+	}
+	if runErr != nil {
+		var f programFailure
+		_ = json.Unmarshal(stdout.Bytes(), &f)
+		t.Fatalf("%s %s: %v, error %s (startup: %s); want exit 0\nstderr:\n%s",
+			name, args, runErr, f.Error, f.StartupError, tail(stderr.String(), 4096))
+	}
+	return stderr.String()
+}
+
+// nodeArgv is the command line that runs node/script with args, and the
+// environment that finds the client in nodeModules.
+func nodeArgv(t *testing.T, nodeModules, script string, args ...string) (argv, env []string) {
+	t.Helper()
+	node, _ := exec.LookPath("node")
+	path, err := filepath.Abs(filepath.Join("node", script))
+	require.NoError(t, err)
+	return append([]string{node, path}, args...), []string{"NODE_PATH=" + nodeModules}
 }

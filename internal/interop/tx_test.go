@@ -1,12 +1,6 @@
 package interop_test
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -139,26 +133,7 @@ type txEvent struct {
 // the test when the script does not exit 0 with a summary.
 func runTx(t *testing.T, nodeModules string, args ...string) (txSummary, string) {
 	t.Helper()
-	node, _ := exec.LookPath("node")
-	script, err := filepath.Abs(filepath.Join("node", "tx.js"))
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), nodeTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, append([]string{script}, args...)...)
-	cmd.Env = append(os.Environ(), "NODE_PATH="+nodeModules)
-	cmd.Dir = t.TempDir()
-	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
+	argv, env := nodeArgv(t, nodeModules, "tx.js", args...)
 	var s txSummary
-	if err := json.Unmarshal(stdout.Bytes(), &s); err != nil {
-		t.Fatalf("node tx.js %s: %v, summary %v; want exit 0 with a JSON summary\nstdout:\n%s\nstderr:\n%s",
-			strings.Join(args, " "), runErr, err, tail(stdout.String(), 2048), tail(stderr.String(), 4096))
-	}
-	if runErr != nil {
-		t.Fatalf("node tx.js %s: %v, error %q (startup: %v); want exit 0\nstderr:\n%s",
-			strings.Join(args, " "), runErr, s.Error, s.StartupError, tail(stderr.String(), 4096))
-	}
-	return s, stderr.String()
+	return s, runProgram(t, "node tx.js", nodeTimeout, argv, env, &s)
 }
