@@ -48,20 +48,17 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/rocketry-go/rocketry/internal/interop/goclient/kit"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 )
-
-// clientModule is the official client's module path.
-const clientModule = "github.com/apache/rocketmq-clients/golang/v5"
 
 // receiveBatch is the max_message_num of each Receive.
 const receiveBatch = 16
@@ -123,16 +120,16 @@ func parse(args []string, stderr io.Writer) (config, error) {
 // summary is the JSON the program prints; its fields are those of
 // consume.js's summary, so that one Go type reads both.
 type summary struct {
-	Client        clientInfo     `json:"client"`
-	Error         string         `json:"error,omitempty"`
-	StartupError  *clientError   `json:"startupError,omitempty"`
-	ShutdownError *clientError   `json:"shutdownError,omitempty"`
-	Groups        int            `json:"groups"`
-	PerGroup      int            `json:"perGroup"`
-	Timed         int            `json:"timed"`
-	Sent          []sent         `json:"sent"`
-	SendErrors    []sendError    `json:"sendErrors"`
-	ReceiveErrors []*clientError `json:"receiveErrors"`
+	Client        clientInfo         `json:"client"`
+	Error         string             `json:"error,omitempty"`
+	StartupError  *kit.ClientError   `json:"startupError,omitempty"`
+	ShutdownError *kit.ClientError   `json:"shutdownError,omitempty"`
+	Groups        int                `json:"groups"`
+	PerGroup      int                `json:"perGroup"`
+	Timed         int                `json:"timed"`
+	Sent          []sent             `json:"sent"`
+	SendErrors    []sendError        `json:"sendErrors"`
+	ReceiveErrors []*kit.ClientError `json:"receiveErrors"`
 	// EmptyReceives counts the Receive calls that returned 40401
 	// MESSAGE_NOT_FOUND, which the client returns as an error.
 	EmptyReceives int `json:"emptyReceives"`
@@ -159,52 +156,31 @@ type sent struct {
 }
 
 type sendError struct {
-	Kind  string       `json:"kind"`
-	Group string       `json:"group,omitempty"`
-	Seq   int          `json:"seq"`
-	Error *clientError `json:"error"`
+	Kind  string           `json:"kind"`
+	Group string           `json:"group,omitempty"`
+	Seq   int              `json:"seq"`
+	Error *kit.ClientError `json:"error"`
 }
 
 // event is a delivery ("receive"), an acknowledgement the broker answered
 // 20000 ("ack") or one that failed ("ackError"), numbered in the order the
 // program saw them. Times are Unix milliseconds.
 type event struct {
-	Seq                 int          `json:"seq"`
-	Kind                string       `json:"kind"`
-	AtMs                int64        `json:"atMs"`
-	Topic               string       `json:"topic,omitempty"`
-	MessageID           string       `json:"messageId"`
-	Group               *string      `json:"group"`
-	Attempt             int32        `json:"attempt,omitempty"`
-	DeliveryTimestampMs *int64       `json:"deliveryTimestampMs,omitempty"`
-	SkippedAck          bool         `json:"skippedAck,omitempty"`
-	ChangedInvisible    bool         `json:"changedInvisible,omitempty"`
-	Error               *clientError `json:"error,omitempty"`
-}
-
-// clientError is an error the client returned: a RocketMQ status (Code,
-// from *ErrRpcStatus), a gRPC error (GRPCCode) or another error.
-type clientError struct {
-	Name     string `json:"name"`
-	Code     int    `json:"code,omitempty"`
-	GRPCCode *int   `json:"grpcCode,omitempty"`
-	Message  string `json:"message"`
-}
-
-func describe(err error) *clientError {
-	var rs *rmq.ErrRpcStatus
-	if errors.As(err, &rs) {
-		return &clientError{Name: "ErrRpcStatus", Code: int(rs.Code), Message: rs.Message}
-	}
-	if st, ok := status.FromError(err); ok && st.Code() != 0 {
-		c := int(st.Code())
-		return &clientError{Name: "grpc", GRPCCode: &c, Message: st.Message()}
-	}
-	return &clientError{Name: "Error", Message: err.Error()}
+	Seq                 int              `json:"seq"`
+	Kind                string           `json:"kind"`
+	AtMs                int64            `json:"atMs"`
+	Topic               string           `json:"topic,omitempty"`
+	MessageID           string           `json:"messageId"`
+	Group               *string          `json:"group"`
+	Attempt             int32            `json:"attempt,omitempty"`
+	DeliveryTimestampMs *int64           `json:"deliveryTimestampMs,omitempty"`
+	SkippedAck          bool             `json:"skippedAck,omitempty"`
+	ChangedInvisible    bool             `json:"changedInvisible,omitempty"`
+	Error               *kit.ClientError `json:"error,omitempty"`
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	s := summary{Client: clientInfo{Package: clientModule, Version: clientVersion()}}
+	s := summary{Client: clientInfo{Package: kit.ClientModule, Version: kit.ClientVersion()}}
 	emit := func(code int, msg string) int {
 		if msg != "" {
 			s.Error = msg
@@ -220,7 +196,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return emit(2, err.Error())
 	}
 	s.Groups, s.PerGroup, s.Timed = cfg.groups, cfg.perGroup, cfg.timed
-	logToStderr(cfg.verbose)
+	kit.LogToStderr(cfg.verbose)
 	acks := &ackRecorder{codes: map[string]*v2.Status{}}
 	acks.install()
 
@@ -230,7 +206,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return emit(3, "NewProducer: "+err.Error())
 	}
 	if err := p.Start(); err != nil {
-		s.StartupError = describe(err)
+		s.StartupError = kit.Describe(err)
 		return emit(3, "producer startup: "+err.Error())
 	}
 	c, err := rmq.NewSimpleConsumer(&rmq.Config{
@@ -243,7 +219,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return emit(3, "NewSimpleConsumer: "+err.Error())
 	}
 	if err := c.Start(); err != nil {
-		s.StartupError = describe(err)
+		s.StartupError = kit.Describe(err)
 		p.GracefulStop()
 		return emit(3, "consumer startup: "+err.Error())
 	}
@@ -254,7 +230,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	for _, stop := range []func() error{c.GracefulStop, p.GracefulStop} {
 		if err := stop(); err != nil {
-			s.ShutdownError = describe(err)
+			s.ShutdownError = kit.Describe(err)
 		}
 	}
 	return emit(0, "")
@@ -281,7 +257,7 @@ func sendAll(p rmq.Producer, cfg config) ([]sent, []sendError) {
 				r, err := p.Send(context.Background(), msg)
 				mu.Lock()
 				if err != nil {
-					failed = append(failed, sendError{Kind: "fifo", Group: group, Seq: i, Error: describe(err)})
+					failed = append(failed, sendError{Kind: "fifo", Group: group, Seq: i, Error: kit.Describe(err)})
 					mu.Unlock()
 					return
 				}
@@ -303,7 +279,7 @@ func sendAll(p rmq.Producer, cfg config) ([]sent, []sendError) {
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				failed = append(failed, sendError{Kind: "timed", Seq: i, Error: describe(err)})
+				failed = append(failed, sendError{Kind: "timed", Seq: i, Error: kit.Describe(err)})
 				return
 			}
 			out = append(out, sent{Kind: "timed", Seq: i, MessageID: receiptID(r), DeliverAtMs: at.UnixMilli(), SentAtMs: time.Now().UnixMilli()})
@@ -323,7 +299,7 @@ func receiptID(r []*rmq.SendReceipt) string {
 // received is what receiveAll saw.
 type received struct {
 	events        []event
-	receiveErrors []*clientError
+	receiveErrors []*kit.ClientError
 	empty         int // Receive calls answered 40401
 	changes       int // ChangeInvisibleDuration calls answered 20000
 	errText       string
@@ -332,7 +308,7 @@ type received struct {
 // receiveAll receives until want distinct messages are acknowledged, or
 // the time is up.
 func receiveAll(c rmq.SimpleConsumer, cfg config, acks *ackRecorder, want int) received {
-	r := received{events: []event{}, receiveErrors: []*clientError{}}
+	r := received{events: []event{}, receiveErrors: []*kit.ClientError{}}
 	acked := map[string]bool{}
 	n, toAck := 0, 0
 	deadline := time.Now().Add(cfg.timeout)
@@ -344,7 +320,7 @@ func receiveAll(c rmq.SimpleConsumer, cfg config, acks *ackRecorder, want int) r
 				r.empty++
 				continue
 			}
-			r.receiveErrors = append(r.receiveErrors, describe(err))
+			r.receiveErrors = append(r.receiveErrors, kit.Describe(err))
 			if len(r.receiveErrors) >= 20 {
 				r.errText = fmt.Sprintf("Receive failed %d times; the last: %v", len(r.receiveErrors), err)
 				return r
@@ -388,7 +364,7 @@ func receiveAll(c rmq.SimpleConsumer, cfg config, acks *ackRecorder, want int) r
 			}
 			a := event{Seq: len(r.events), Kind: "ack", AtMs: time.Now().UnixMilli(), MessageID: v.GetMessageId(), Group: v.GetMessageGroup()}
 			if err != nil {
-				a.Kind, a.Error = "ackError", describe(err)
+				a.Kind, a.Error = "ackError", kit.Describe(err)
 			} else {
 				acked[v.GetMessageId()] = true
 			}
@@ -449,33 +425,4 @@ func (r *ackRecorder) install() {
 			rmq.WithDialOptions(grpc.WithChainUnaryInterceptor(r.unary)),
 		))...)
 	}
-}
-
-// logToStderr points the client's logger at stderr, as cmd/produce does:
-// its console appender writes to os.Stdout as it is when the logger is
-// made. Warnings and errors only, unless verbose.
-func logToStderr(verbose bool) {
-	level := "warn"
-	if verbose {
-		level = "info"
-	}
-	os.Setenv(rmq.ENABLE_CONSOLE_APPENDER, "true")
-	os.Setenv(rmq.CLIENT_LOG_LEVEL, level)
-	stdout := os.Stdout
-	os.Stdout = os.Stderr
-	rmq.ResetLogger()
-	os.Stdout = stdout
-}
-
-// clientVersion is the client module's version this program was built
-// with.
-func clientVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range bi.Deps {
-			if d.Path == clientModule {
-				return d.Version
-			}
-		}
-	}
-	return "unknown"
 }

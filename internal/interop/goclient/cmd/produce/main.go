@@ -38,19 +38,17 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rocketry-go/rocketry/internal/interop/goclient/kit"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 )
-
-// clientModule is the official client's module path.
-const clientModule = "github.com/apache/rocketmq-clients/golang/v5"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -110,7 +108,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 func run(args []string, stdout, stderr io.Writer) int {
 	start := time.Now()
 	ms := func(t time.Time) float64 { return float64(t.Sub(start).Microseconds()) / 1000 }
-	s := summary{Client: clientInfo{Package: clientModule, Version: clientVersion()}}
+	s := summary{Client: clientInfo{Package: kit.ClientModule, Version: kit.ClientVersion()}}
 	emit := func(status int, msg string) int {
 		s.Error = msg
 		s.TotalMs = ms(time.Now())
@@ -124,7 +122,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return emit(2, err.Error())
 	}
-	logToStderr(cfg.verbose)
+	kit.LogToStderr(cfg.verbose)
 	rec := newRecorder(start)
 	rec.install()
 
@@ -137,7 +135,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := p.Start(); err != nil {
 		s.StartupMs = ms(time.Now())
-		s.StartupError = describe(err)
+		s.StartupError = kit.Describe(err)
 		return emit(3, "startup: "+err.Error())
 	}
 	if cfg.awaitSettings > 0 {
@@ -194,7 +192,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	s.Messages = messages
 	s.Settings = settings
 	if err := p.GracefulStop(); err != nil {
-		s.ShutdownError = describe(err)
+		s.ShutdownError = kit.Describe(err)
 	}
 	return emit(0, "")
 }
@@ -213,7 +211,7 @@ func send(p rmq.Producer, cfg config, i int, start time.Time) message {
 	receipts, err := p.Send(context.Background(), msg)
 	m.ElapsedMs = float64(time.Since(begin).Microseconds()) / 1000
 	if err != nil {
-		m.Error = describe(err)
+		m.Error = kit.Describe(err)
 		return m
 	}
 	m.OK = true
@@ -221,37 +219,6 @@ func send(p rmq.Producer, cfg config, i int, start time.Time) message {
 		m.Receipt = &receipt{MessageID: receipts[0].MessageID, Offset: receipts[0].Offset}
 	}
 	return m
-}
-
-// logToStderr points the client's logger, which writes to
-// $user.home/logs/rocketmqlogs by default, at stderr: its console appender
-// writes to os.Stdout as it is when the logger is made, so stdout is
-// stderr for that moment. Warnings (each failed attempt) and errors only,
-// unless verbose.
-func logToStderr(verbose bool) {
-	level := "warn"
-	if verbose {
-		level = "info"
-	}
-	os.Setenv(rmq.ENABLE_CONSOLE_APPENDER, "true")
-	os.Setenv(rmq.CLIENT_LOG_LEVEL, level)
-	stdout := os.Stdout
-	os.Stdout = os.Stderr
-	rmq.ResetLogger()
-	os.Stdout = stdout
-}
-
-// clientVersion is the client module's version this program was built
-// with.
-func clientVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range bi.Deps {
-			if d.Path == clientModule {
-				return d.Version
-			}
-		}
-	}
-	return "unknown"
 }
 
 // silentLogger replaces the client's per-call gRPC log file.

@@ -3,32 +3,31 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"sync"
 	"time"
 
-	rmq "github.com/apache/rocketmq-clients/golang/v5"
+	"github.com/rocketry-go/rocketry/internal/interop/goclient/kit"
+
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // summary is the JSON the program prints; its fields are those of
 // produce.js's summary, so that one Go type reads both.
 type summary struct {
-	Client        clientInfo     `json:"client"`
-	Error         string         `json:"error,omitempty"`
-	StartupMs     float64        `json:"startupMs"`
-	SendMs        float64        `json:"sendMs"`
-	TotalMs       float64        `json:"totalMs"`
-	Settings      []settingsSeen `json:"settings"`
-	StartupError  *clientError   `json:"startupError,omitempty"`
-	ShutdownError *clientError   `json:"shutdownError,omitempty"`
-	Sent          int            `json:"sent"`
-	Failed        int            `json:"failed"`
-	SendRequests  int            `json:"sendRequests"`
-	Messages      []message      `json:"messages"`
+	Client        clientInfo       `json:"client"`
+	Error         string           `json:"error,omitempty"`
+	StartupMs     float64          `json:"startupMs"`
+	SendMs        float64          `json:"sendMs"`
+	TotalMs       float64          `json:"totalMs"`
+	Settings      []settingsSeen   `json:"settings"`
+	StartupError  *kit.ClientError `json:"startupError,omitempty"`
+	ShutdownError *kit.ClientError `json:"shutdownError,omitempty"`
+	Sent          int              `json:"sent"`
+	Failed        int              `json:"failed"`
+	SendRequests  int              `json:"sendRequests"`
+	Messages      []message        `json:"messages"`
 }
 
 type clientInfo struct {
@@ -47,14 +46,14 @@ type settingsSeen struct {
 // message is one message: sent with a receipt, or failed with the error
 // Send returned, and each SendMessage call that carried it.
 type message struct {
-	Index     int          `json:"index"`
-	Key       string       `json:"key"`
-	MessageID string       `json:"messageId"`
-	OK        bool         `json:"ok"`
-	Receipt   *receipt     `json:"receipt,omitempty"`
-	Error     *clientError `json:"error,omitempty"`
-	ElapsedMs float64      `json:"elapsedMs"`
-	Attempts  []*attempt   `json:"attempts"`
+	Index     int              `json:"index"`
+	Key       string           `json:"key"`
+	MessageID string           `json:"messageId"`
+	OK        bool             `json:"ok"`
+	Receipt   *receipt         `json:"receipt,omitempty"`
+	Error     *kit.ClientError `json:"error,omitempty"`
+	ElapsedMs float64          `json:"elapsedMs"`
+	Attempts  []*attempt       `json:"attempts"`
 }
 
 type receipt struct {
@@ -65,34 +64,13 @@ type receipt struct {
 // attempt is one SendMessage call: answered with the response's top-level
 // status code (the only one the client reads) or failed with an error.
 type attempt struct {
-	AtMs       float64      `json:"atMs"`
-	DurationMs float64      `json:"durationMs"`
-	Endpoints  string       `json:"endpoints"`
-	Batch      int          `json:"batch"`
-	Code       int          `json:"code,omitempty"`
-	Entries    []int        `json:"entryCodes,omitempty"`
-	Error      *clientError `json:"error,omitempty"`
-}
-
-// clientError is an error the client returned: a RocketMQ status it raised
-// (Code, from *ErrRpcStatus), a gRPC error (GRPCCode) or another error.
-type clientError struct {
-	Name     string `json:"name"`
-	Code     int    `json:"code,omitempty"`
-	GRPCCode *int   `json:"grpcCode,omitempty"`
-	Message  string `json:"message"`
-}
-
-func describe(err error) *clientError {
-	var rs *rmq.ErrRpcStatus
-	if errors.As(err, &rs) {
-		return &clientError{Name: "ErrRpcStatus", Code: int(rs.Code), Message: rs.Message}
-	}
-	if st, ok := status.FromError(err); ok && st.Code() != 0 {
-		c := int(st.Code())
-		return &clientError{Name: "grpc", GRPCCode: &c, Message: st.Message()}
-	}
-	return &clientError{Name: "Error", Message: err.Error()}
+	AtMs       float64          `json:"atMs"`
+	DurationMs float64          `json:"durationMs"`
+	Endpoints  string           `json:"endpoints"`
+	Batch      int              `json:"batch"`
+	Code       int              `json:"code,omitempty"`
+	Entries    []int            `json:"entryCodes,omitempty"`
+	Error      *kit.ClientError `json:"error,omitempty"`
 }
 
 // recorder records what the client's connections carry: every SendMessage
@@ -130,7 +108,7 @@ func (r *recorder) unary(ctx context.Context, method string, req, reply any, cc 
 		Batch:      len(sreq.GetMessages()),
 	}
 	if err != nil {
-		a.Error = describe(err)
+		a.Error = kit.Describe(err)
 	} else if resp, ok := reply.(*v2.SendMessageResponse); ok {
 		a.Code = int(resp.GetStatus().GetCode())
 		for _, e := range resp.GetEntries() {

@@ -45,21 +45,18 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/rocketry-go/rocketry/internal/interop/goclient/kit"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 )
-
-// clientModule is the official client's module path.
-const clientModule = "github.com/apache/rocketmq-clients/golang/v5"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -102,16 +99,16 @@ func parse(args []string, stderr io.Writer) (config, error) {
 // summary is the JSON the program prints: tx.js's fields (no recall), plus
 // the EndTransaction calls ("ends").
 type summary struct {
-	Client        clientInfo     `json:"client"`
-	Error         string         `json:"error,omitempty"`
-	StartupError  *clientError   `json:"startupError,omitempty"`
-	ShutdownError *clientError   `json:"shutdownError,omitempty"`
-	Sent          []sent         `json:"sent"`
-	Errors        []stepError    `json:"errors"`
-	Checks        []checkCall    `json:"checks"`
-	Ends          []endCall      `json:"ends"`
-	Pair          *pairResult    `json:"pair"`
-	ReceiveErrors []*clientError `json:"receiveErrors"`
+	Client        clientInfo         `json:"client"`
+	Error         string             `json:"error,omitempty"`
+	StartupError  *kit.ClientError   `json:"startupError,omitempty"`
+	ShutdownError *kit.ClientError   `json:"shutdownError,omitempty"`
+	Sent          []sent             `json:"sent"`
+	Errors        []stepError        `json:"errors"`
+	Checks        []checkCall        `json:"checks"`
+	Ends          []endCall          `json:"ends"`
+	Pair          *pairResult        `json:"pair"`
+	ReceiveErrors []*kit.ClientError `json:"receiveErrors"`
 	// EmptyReceives counts the Receive calls answered 40401
 	// MESSAGE_NOT_FOUND, which the client returns as an error.
 	EmptyReceives int     `json:"emptyReceives"`
@@ -130,8 +127,8 @@ type sent struct {
 }
 
 type stepError struct {
-	Step  string       `json:"step"`
-	Error *clientError `json:"error"`
+	Step  string           `json:"step"`
+	Error *kit.ClientError `json:"error"`
 }
 
 // checkCall is a call of the producer's TransactionChecker.
@@ -145,44 +142,23 @@ type checkCall struct {
 // endCall is an EndTransaction request the client sent and the broker's
 // answer: Code is the status code, 0 with Error for a gRPC failure.
 type endCall struct {
-	MessageID     string       `json:"messageId"`
-	TransactionID string       `json:"transactionId"`
-	Resolution    string       `json:"resolution"`
-	Source        string       `json:"source"`
-	Code          int          `json:"code"`
-	Error         *clientError `json:"error,omitempty"`
-	AtMs          int64        `json:"atMs"`
+	MessageID     string           `json:"messageId"`
+	TransactionID string           `json:"transactionId"`
+	Resolution    string           `json:"resolution"`
+	Source        string           `json:"source"`
+	Code          int              `json:"code"`
+	Error         *kit.ClientError `json:"error,omitempty"`
+	AtMs          int64            `json:"atMs"`
 }
 
 // event is a delivery ("receive"), an acknowledgement the broker answered
 // 20000 ("ack") or one that failed ("ackError").
 type event struct {
-	Kind      string       `json:"kind"`
-	Key       string       `json:"key"`
-	MessageID string       `json:"messageId"`
-	AtMs      int64        `json:"atMs"`
-	Error     *clientError `json:"error,omitempty"`
-}
-
-// clientError is an error the client returned: a RocketMQ status (Code,
-// from *ErrRpcStatus), a gRPC error (GRPCCode) or another error.
-type clientError struct {
-	Name     string `json:"name"`
-	Code     int    `json:"code,omitempty"`
-	GRPCCode *int   `json:"grpcCode,omitempty"`
-	Message  string `json:"message"`
-}
-
-func describe(err error) *clientError {
-	var rs *rmq.ErrRpcStatus
-	if errors.As(err, &rs) {
-		return &clientError{Name: "ErrRpcStatus", Code: int(rs.Code), Message: rs.Message}
-	}
-	if st, ok := status.FromError(err); ok && st.Code() != 0 {
-		c := int(st.Code())
-		return &clientError{Name: "grpc", GRPCCode: &c, Message: st.Message()}
-	}
-	return &clientError{Name: "Error", Message: err.Error()}
+	Kind      string           `json:"kind"`
+	Key       string           `json:"key"`
+	MessageID string           `json:"messageId"`
+	AtMs      int64            `json:"atMs"`
+	Error     *kit.ClientError `json:"error,omitempty"`
 }
 
 // recorder keeps what the client does not return: the checker's calls,
@@ -223,7 +199,7 @@ func (r *recorder) unary(ctx context.Context, method string, req, reply any, cc 
 			Resolution: q.GetResolution().String(), Source: q.GetSource().String(), AtMs: time.Now().UnixMilli(),
 		}
 		if err != nil {
-			e.Error = describe(err)
+			e.Error = kit.Describe(err)
 		} else if resp, ok := reply.(*v2.EndTransactionResponse); ok {
 			e.Code = int(resp.GetStatus().GetCode())
 		}
@@ -291,7 +267,7 @@ func (r *recorder) install() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	s := summary{Client: clientInfo{Package: clientModule, Version: clientVersion()}}
+	s := summary{Client: clientInfo{Package: kit.ClientModule, Version: kit.ClientVersion()}}
 	rec := &recorder{acks: map[string]*v2.Status{}}
 	emit := func(code int, msg string) int {
 		if msg != "" {
@@ -310,7 +286,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return emit(2, err.Error())
 	}
-	logToStderr(cfg.verbose)
+	kit.LogToStderr(cfg.verbose)
 	rec.install()
 
 	p, err := rmq.NewProducer(&rmq.Config{Endpoint: cfg.endpoint, Credentials: &credentials.SessionCredentials{}},
@@ -319,7 +295,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return emit(3, "NewProducer: "+err.Error())
 	}
 	if err := p.Start(); err != nil {
-		s.StartupError = describe(err)
+		s.StartupError = kit.Describe(err)
 		return emit(3, "producer startup: "+err.Error())
 	}
 	c, err := rmq.NewSimpleConsumer(&rmq.Config{
@@ -332,7 +308,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return emit(3, "NewSimpleConsumer: "+err.Error())
 	}
 	if err := c.Start(); err != nil {
-		s.StartupError = describe(err)
+		s.StartupError = kit.Describe(err)
 		p.GracefulStop()
 		return emit(3, "consumer startup: "+err.Error())
 	}
@@ -350,7 +326,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			err = fmt.Errorf("SendWithTransaction returned %d receipts; want 1", len(r))
 		}
 		if err != nil {
-			s.Errors = append(s.Errors, stepError{Step: k.key, Error: describe(err)})
+			s.Errors = append(s.Errors, stepError{Step: k.key, Error: kit.Describe(err)})
 			continue
 		}
 		s.Sent = append(s.Sent, sent{Key: k.key, MessageID: r[0].MessageID, TransactionID: r[0].TransactionId})
@@ -363,13 +339,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 			err = tx.RollBack()
 		}
 		if err != nil {
-			s.Errors = append(s.Errors, stepError{Step: k.end + " " + k.key, Error: describe(err)})
+			s.Errors = append(s.Errors, stepError{Step: k.end + " " + k.key, Error: kit.Describe(err)})
 		}
 	}
 
 	s.Pair = sendPair(p, cfg.topic, &s)
 
-	s.Events, s.ReceiveErrors = []event{}, []*clientError{}
+	s.Events, s.ReceiveErrors = []event{}, []*kit.ClientError{}
 	want := map[string]bool{"commit": true, "orphan-commit": true, "pair-1": true, "pair-2": true}
 	acked := map[string]bool{}
 	deadline := time.Now().Add(cfg.timeout)
@@ -388,7 +364,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 				s.EmptyReceives++
 				continue
 			}
-			s.ReceiveErrors = append(s.ReceiveErrors, describe(err))
+			s.ReceiveErrors = append(s.ReceiveErrors, kit.Describe(err))
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
@@ -406,7 +382,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			a := event{Kind: "ack", Key: key, MessageID: v.GetMessageId(), AtMs: time.Now().UnixMilli()}
 			if err != nil {
-				a.Kind, a.Error = "ackError", describe(err)
+				a.Kind, a.Error = "ackError", kit.Describe(err)
 			} else {
 				acked[key] = true
 			}
@@ -422,7 +398,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, stop := range []func() error{c.GracefulStop, p.GracefulStop} {
 		if err := stop(); err != nil {
-			s.ShutdownError = describe(err)
+			s.ShutdownError = kit.Describe(err)
 		}
 	}
 	return emit(0, msg)
@@ -445,51 +421,22 @@ func sendPair(p rmq.Producer, topic string, s *summary) *pairResult {
 		rs, err := p.SendWithTransaction(context.Background(), msg, tx)
 		switch {
 		case err != nil && key == "pair-3":
-			r.ThirdError = describe(err)
+			r.ThirdError = kit.Describe(err)
 		case err != nil:
-			s.Errors = append(s.Errors, stepError{Step: key, Error: describe(err)})
+			s.Errors = append(s.Errors, stepError{Step: key, Error: kit.Describe(err)})
 		case len(rs) != 1:
-			s.Errors = append(s.Errors, stepError{Step: key, Error: &clientError{Name: "Error", Message: fmt.Sprintf("%d receipts; want 1", len(rs))}})
+			s.Errors = append(s.Errors, stepError{Step: key, Error: &kit.ClientError{Name: "Error", Message: fmt.Sprintf("%d receipts; want 1", len(rs))}})
 		default:
 			s.Sent = append(s.Sent, sent{Key: key, MessageID: rs[0].MessageID, TransactionID: rs[0].TransactionId})
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		s.Errors = append(s.Errors, stepError{Step: "commit pair", Error: describe(err)})
+		s.Errors = append(s.Errors, stepError{Step: "commit pair", Error: kit.Describe(err)})
 	}
 	return r
 }
 
 // pairResult is what sendPair saw of the third message.
 type pairResult struct {
-	ThirdError *clientError `json:"thirdError"`
-}
-
-// logToStderr points the client's logger at stderr, as cmd/produce does:
-// its console appender writes to os.Stdout as it is when the logger is
-// made. Warnings and errors only, unless verbose.
-func logToStderr(verbose bool) {
-	level := "warn"
-	if verbose {
-		level = "info"
-	}
-	os.Setenv(rmq.ENABLE_CONSOLE_APPENDER, "true")
-	os.Setenv(rmq.CLIENT_LOG_LEVEL, level)
-	stdout := os.Stdout
-	os.Stdout = os.Stderr
-	rmq.ResetLogger()
-	os.Stdout = stdout
-}
-
-// clientVersion is the client module's version this program was built
-// with.
-func clientVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range bi.Deps {
-			if d.Path == clientModule {
-				return d.Version
-			}
-		}
-	}
-	return "unknown"
+	ThirdError *kit.ClientError `json:"thirdError"`
 }
