@@ -197,7 +197,7 @@ func TestWaitsForABrokerReachedLately(t *testing.T) {
 	assert.Contains(t, err.Error(), "unreachable until the attempt's deadline: connection refused")
 
 	// The last request to reach the broker is now older than reachWindow.
-	p.eps.eps[0].reach.last.Store(time.Now().Add(-reachWindow - time.Second).UnixNano())
+	p.tr.(*v1Transport).eps.eps[0].reach.last.Store(time.Now().Add(-reachWindow - time.Second).UnixNano())
 	_, err = p.Send(ctx, msg("t"))
 	require.ErrorAs(t, err, &se)
 	assert.ErrorIs(t, err, ErrConnectionRefused, "a broker not reached lately is not waited for")

@@ -191,8 +191,8 @@ func TestFailureRetryNotPaced(t *testing.T) {
 		waits := fakeWaits(t)
 		s := &stub{script: []error{err530, err500, err530}}
 		p := newTestProducer(t, startStub(t, s), WithRand(nil), WithMaxAttempts(4), WithThrottleSchedule(sched))
-		require.NotNil(t, p.eps, "a host:port target has fixed endpoints")
-		pc := p.eps.at(0).pace.of("t").topic
+		require.NotNil(t, p.tr.(*v1Transport).eps, "a host:port target has fixed endpoints")
+		pc := p.tr.(*v1Transport).eps.at(0).pace.of("t").topic
 		engage(t, pc, time.Now().Add(-time.Second), 100)
 		pc.mu.Lock() // one turn every 2 s: every turn shows as a wait
 		pc.r = 0.5

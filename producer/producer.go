@@ -7,7 +7,6 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"google.golang.org/grpc"
 )
@@ -16,12 +15,8 @@ import (
 // retry table of docs/retries.md; ARCHITECTURE.md draws the executor). It is safe for
 // concurrent use.
 type Producer struct {
-	cfg     config
-	eps     *endpointSet    // rocketry.v1 to host:port endpoints: fixed (targets.go)
-	targets *targetResolver // rocketry.v1 to a target with a scheme: resolved
-	next    atomic.Uint32   // round robin over the endpoints for first attempts
-	ids     *idGen
-	rmq     *rmqClient // RocketMQ5: the client, which makes the IDs
+	cfg config
+	tr  transport // the wire protocol (transport.go); set before New or NewFromConn returns, never changed
 
 	// sends counts the sends in flight, their fallbacks and callbacks
 	// included; core counts the same sends up to their dead-letter
@@ -90,7 +85,7 @@ func New(target string, opts ...Option) (*Producer, error) {
 		}
 		set.eps = append(set.eps, &endpoint{name: a, cc: cc, owned: cc})
 	}
-	p, err := newProducer(cfg, set)
+	p, err := newProducer(cfg, newV1Transport(set, nil))
 	if err != nil {
 		_ = set.close()
 		return nil, err
@@ -104,12 +99,11 @@ func newResolved(target string, cfg config) (*Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := newProducer(cfg, nil)
+	p, err := newProducer(cfg, newV1Transport(nil, t))
 	if err != nil {
 		_ = t.close()
 		return nil, err
 	}
-	p.targets = t
 	return p, nil
 }
 
@@ -128,16 +122,15 @@ func NewFromConn(cc grpc.ClientConnInterface, opts ...Option) (*Producer, error)
 	if c, ok := cc.(interface{ Target() string }); ok {
 		name = c.Target()
 	}
-	return newProducer(cfg, &endpointSet{eps: []*endpoint{{name: name, cc: cc}}})
+	return newProducer(cfg, newV1Transport(&endpointSet{eps: []*endpoint{{name: name, cc: cc}}}, nil))
 }
 
-// newProducer makes a Producer of eps: the endpoints of a host:port list or
-// of NewFromConn; nil for RocketMQ 5 and for a target with a scheme.
-func newProducer(cfg config, eps *endpointSet) (*Producer, error) {
+// newProducer makes a Producer that sends over tr (nil for RocketMQ 5,
+// whose transport is set once its client has started).
+func newProducer(cfg config, tr transport) (*Producer, error) {
 	p := &Producer{
 		cfg:       cfg,
-		eps:       eps,
-		ids:       newIDGen(),
+		tr:        tr,
 		closing:   make(chan struct{}),
 		closeDone: make(chan struct{}),
 	}
@@ -282,31 +275,10 @@ func (p *Producer) prepare(m *Message) error {
 	if err := m.validate(p.cfg.maxBody); err != nil {
 		return err
 	}
-	if p.rmq != nil && m.Transactional {
-		return fmt.Errorf("%w: over %v a transactional message is a half message of a transaction: send it with Producer.BeginTransaction and Transaction.Send", ErrInvalidMessage, RocketMQ5)
+	if err := p.tr.refuse(m); err != nil {
+		return err
 	}
-	return p.prepareValid(m)
-}
-
-// prepareValid is prepare after the message's own checks: the server's
-// body limit, and an ID.
-func (p *Producer) prepareValid(m *Message) error {
-	if p.rmq != nil {
-		// The server's max_body_size (its Settings): refused here, before
-		// any attempt, as every invalid message is; the attempt's own check
-		// stays for Settings that shrink while a send is under way.
-		if n := p.rmq.maxBodySize(); n > 0 && len(m.Body) > n {
-			return fmt.Errorf("%w: body is %d bytes, over the server's max_body_size of %d", ErrInvalidMessage, len(m.Body), n)
-		}
-	}
-	if m.ID == "" {
-		if p.rmq != nil {
-			m.ID = p.rmq.ids.next()
-		} else {
-			m.ID = p.ids.next()
-		}
-	}
-	return nil
+	return p.tr.prepare(m)
 }
 
 // send runs one prepared send through the executor; wm is what goes on the
@@ -331,38 +303,12 @@ func (p *Producer) send(ctx context.Context, m, wm *Message, bt *batcher, pn *pi
 		sctx = c
 	}
 
-	var r *SendReceipt
-	var se *SendError
-	if p.rmq != nil {
-		r, se = p.sendRocketMQ(sctx, wm, bt, pn)
-	} else {
-		r, se = p.sendV1(sctx, wm, bt, pn)
-	}
+	r, se := p.tr.send(sctx, p, wm, bt, pn)
 	if se == nil {
 		return r, nil
 	}
 	p.putDeadLetter(m, se)
 	return nil, se
-}
-
-// sendRocketMQ runs the executor over apache.rocketmq.v2: first attempts go
-// round robin over the queues of the topic's route.
-func (p *Producer) sendRocketMQ(ctx context.Context, m *Message, bt *batcher, pn *pin) (*SendReceipt, *SendError) {
-	c := p.rmq.newCall(m)
-	if bt != nil {
-		c.be = &batchEntry{bt: bt}
-	}
-	x := executor{cfg: &p.cfg, a: c, id: m.ID, ep: int(p.next.Add(1))}
-	if pn != nil && pn.route != nil {
-		c.route = pn.route // the route pn.ep indexes, for the whole send
-	}
-	x.fifo(m)
-	x.pin(pn)
-	if se := x.run(ctx); se != nil {
-		return nil, se
-	}
-	q, off, _, _ := c.result()
-	return &SendReceipt{MessageID: m.ID, QueueID: q, Offset: off, Attempts: x.attempts, RecallHandle: c.recallHandle()}, nil
 }
 
 // Close stops accepting sends (they fail with ErrClosed), waits for the
@@ -404,29 +350,10 @@ func (p *Producer) Close(ctx context.Context) error {
 		p.async.stop(false)
 	}
 	p.hardStop(ErrClosed)
-	if p.rmq != nil {
-		nctx, cancel := context.WithTimeout(context.Background(), p.cfg.attemptTimeout)
-		if ctx.Err() == nil {
-			nctx, cancel = context.WithTimeout(ctx, p.cfg.attemptTimeout)
-		}
-		p.rmq.close(nctx) // NotifyClientTermination, then every goroutine ends
-		cancel()
-	}
-	if cerr := p.closeConns(); cerr != nil && err == nil {
+	// RocketMQ 5's NotifyClientTermination, then every goroutine and
+	// connection of the transport ends.
+	if cerr := p.tr.close(ctx, p.cfg.attemptTimeout); cerr != nil && err == nil {
 		err = cerr
 	}
 	return err
-}
-
-// closeConns closes the connections New made (and a target's resolver),
-// once.
-func (p *Producer) closeConns() error {
-	var errs []error
-	if p.eps != nil {
-		errs = append(errs, p.eps.close())
-	}
-	if p.targets != nil {
-		errs = append(errs, p.targets.close())
-	}
-	return errors.Join(errs...)
 }

@@ -99,7 +99,7 @@ func newRocketMQ(target string, cfg config, addrs []string) (*Producer, error) {
 		p.async.stop(true)
 		return nil, fmt.Errorf("producer: New(%q): %w", target, err)
 	}
-	p.rmq = c
+	p.tr = &rmqTransport{c: c}
 	return p, nil
 }
 

@@ -32,7 +32,8 @@ func (a *rmqCall) recallHandle() string { return a.entry().GetRecallHandle() }
 // throttling are retried as EndTransaction is (recall is safe to repeat),
 // on the access points in turn.
 func (p *Producer) Recall(ctx context.Context, topic, handle string) (string, error) {
-	if p.rmq == nil {
+	rt, ok := rmqOf(p) // RocketMQ 5 only: the client by a type assertion on the transport
+	if !ok {
 		return "", fmt.Errorf("%w: Recall: rocketry.v1 has no recall", ErrNotRocketMQ5)
 	}
 	switch {
@@ -46,7 +47,7 @@ func (p *Producer) Recall(ctx context.Context, topic, handle string) (string, er
 		return "", ErrClosed
 	default:
 	}
-	c := p.rmq
+	c := rt.c
 	req := &rocketmqv2.RecallMessageRequest{Topic: &rocketmqv2.Resource{ResourceNamespace: c.set.namespace, Name: topic}, RecallHandle: handle}
 	var id, at string
 	n, err := c.retry(ctx, c.access, func(ctx context.Context, cn *rmqConn) (Outcome, error) {

@@ -68,57 +68,15 @@ func (p *Producer) Resend(ctx context.Context, d *DeadLetter) (*SendReceipt, err
 // (WithFailoverOnUnknownOutcome), an error wrapping ErrEndpointUnknown when
 // it may not.
 func (p *Producer) pinFor(ctx context.Context, m *Message, at string) (*pin, error) {
-	pn, err := p.findPin(ctx, m.Topic, at)
+	pn, err := p.tr.findPin(ctx, p, m.Topic, at)
 	switch {
 	case err != nil:
 		return nil, err
 	case pn == nil && !p.cfg.failoverAlways:
 		return nil, fmt.Errorf("%w: message %q, endpoint %q (this producer has %v; WithFailoverOnUnknownOutcome sends it elsewhere)",
-			ErrEndpointUnknown, m.ID, at, p.endpointNames())
+			ErrEndpointUnknown, m.ID, at, p.tr.endpointNames())
 	}
 	return pn, nil
-}
-
-// findPin returns the endpoint named name (nil when there is none): one of the
-// rocketry.v1 connections, or for RocketMQ 5 a queue of the broker of that
-// name and endpoints in topic's route (read, from the cache or the server,
-// for it; see findRMQPin).
-func (p *Producer) findPin(ctx context.Context, topic, name string) (*pin, error) {
-	if p.rmq == nil {
-		set := p.eps
-		if p.targets != nil {
-			// The resolver's endpoints now, held for the send (sendV1
-			// releases them); a resolver that has not answered is waited
-			// for as an attempt waits for it, not beyond Close.
-			actx, cancel := context.WithTimeout(ctx, p.cfg.attemptTimeout)
-			stop := context.AfterFunc(p.hardCtx, cancel)
-			s, err := p.targets.acquire(actx)
-			stop()
-			cancel()
-			if err != nil {
-				return nil, fmt.Errorf("producer: Resend: %w", err)
-			}
-			set = s
-		}
-		for i, e := range set.eps {
-			if e.name == name {
-				pn := &pin{ep: i, at: name}
-				if p.targets != nil {
-					pn.set = set
-				}
-				return pn, nil
-			}
-		}
-		if p.targets != nil {
-			p.targets.release(set)
-		}
-		return nil, nil
-	}
-	r, err := p.rmq.route(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("producer: Resend: route of topic %q: %w", topic, err)
-	}
-	return findRMQPin(r, name), nil
 }
 
 // findRMQPin returns the pin of a RocketMQ 5 resend to at in route r, nil
@@ -189,35 +147,4 @@ func pinName(a attempter, ep int) string {
 		return pn.pinName(ep)
 	}
 	return a.endpoint(ep)
-}
-
-// endpointNames lists where this Producer sends, for an error.
-func (p *Producer) endpointNames() []string {
-	if p.rmq == nil {
-		set := p.eps
-		if p.targets != nil {
-			if set = p.targets.tryAcquire(); set == nil {
-				return nil
-			}
-			defer p.targets.release(set)
-		}
-		names := make([]string, len(set.eps))
-		for i, e := range set.eps {
-			names[i] = e.name
-		}
-		return names
-	}
-	p.rmq.mu.Lock()
-	defer p.rmq.mu.Unlock()
-	seen := map[string]bool{}
-	var names []string
-	for _, r := range p.rmq.routes {
-		for _, q := range r.queues {
-			if n := q.broker + "@" + q.addr; !seen[n] {
-				seen[n] = true
-				names = append(names, n)
-			}
-		}
-	}
-	return names
 }

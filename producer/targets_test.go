@@ -245,10 +245,10 @@ func TestSchemeTargetFollowsTheResolver(t *testing.T) {
 		held <- err
 	}()
 	<-g.reached
-	old := p.targets.tryAcquire()
+	old := p.tr.(*v1Transport).targets.tryAcquire()
 	require.NotNil(t, old)
 	ccA := old.eps[0].owned
-	p.targets.release(old)
+	p.tr.(*v1Transport).targets.release(old)
 	require.NotNil(t, ccA)
 
 	r.UpdateState(stateOf(b.Addr()))
@@ -262,9 +262,9 @@ func TestSchemeTargetFollowsTheResolver(t *testing.T) {
 	g.release()
 	require.NoError(t, <-held)
 	assert.Equal(t, connectivity.Shutdown, ccA.GetState(), "A's connection once no send holds it")
-	p.targets.mu.Lock()
-	_, live := p.targets.live[a.Addr()]
-	p.targets.mu.Unlock()
+	p.tr.(*v1Transport).targets.mu.Lock()
+	_, live := p.tr.(*v1Transport).targets.live[a.Addr()]
+	p.tr.(*v1Transport).targets.mu.Unlock()
 	assert.False(t, live, "A is still among the live endpoints")
 
 	r.UpdateState(stateOf(a.Addr(), b.Addr()))

@@ -144,7 +144,8 @@ func (e *TransactionError) Unwrap() error { return e.Err }
 // and Rollback wait for the sends in flight. A Transaction ends with its
 // first Commit or Rollback, whatever the outcome.
 type Transaction struct {
-	p *Producer
+	p  *Producer
+	rt *rmqTransport // p's transport
 
 	mu      sync.Mutex
 	ended   bool
@@ -162,7 +163,9 @@ type half struct {
 // BeginTransaction starts a transaction (RocketMQ 5 only: ErrNotRocketMQ5
 // over rocketry.v1). It makes no call; ctx is checked only.
 func (p *Producer) BeginTransaction(ctx context.Context) (*Transaction, error) {
-	if p.rmq == nil {
+	// RocketMQ 5 only: the client by a type assertion on the transport.
+	rt, ok := rmqOf(p)
+	if !ok {
 		return nil, fmt.Errorf("%w: BeginTransaction: over %v a transactional message is a Message with Transactional set, sent by Send", ErrNotRocketMQ5, RocketryV1)
 	}
 	if err := ctx.Err(); err != nil {
@@ -173,7 +176,7 @@ func (p *Producer) BeginTransaction(ctx context.Context) (*Transaction, error) {
 		return nil, ErrClosed
 	default:
 	}
-	return &Transaction{p: p}, nil
+	return &Transaction{p: p, rt: rt}, nil
 }
 
 // Send sends m as a half message of the transaction; m.Transactional is
@@ -203,10 +206,10 @@ func (tx *Transaction) Send(ctx context.Context, m *Message) (*SendReceipt, erro
 	if err := m.validate(tx.p.cfg.maxBody); err != nil {
 		return nil, err
 	}
-	if err := tx.p.prepareValid(m); err != nil {
+	if err := tx.rt.prepare(m); err != nil {
 		return nil, err
 	}
-	r, addr, se := tx.p.sendHalf(ctx, m)
+	r, addr, se := tx.p.sendHalf(ctx, tx.rt, m)
 	if se != nil {
 		unresolved := se.Last == FailedUnknown || se.MaybeStoredAt != ""
 		if unresolved {
@@ -253,7 +256,7 @@ func (tx *Transaction) end(ctx context.Context, op string, res rocketmqv2.Transa
 	}
 	var errs []error
 	for _, h := range tx.halves {
-		n, err := tx.p.rmq.endTransaction(ctx, h, res, rocketmqv2.TransactionSource_SOURCE_CLIENT)
+		n, err := tx.rt.c.endTransaction(ctx, h, res, rocketmqv2.TransactionSource_SOURCE_CLIENT)
 		if tx.p.cfg.watched() {
 			tx.p.cfg.emit(ctx, Event{Kind: kind, MessageID: h.msgID, Attempt: n, Endpoint: h.addr, Err: err})
 		}
@@ -272,7 +275,7 @@ func (tx *Transaction) end(ctx context.Context, op string, res rocketmqv2.Transa
 // sendHalf sends a prepared half message: Send's steps (hook, executor,
 // cancellation by Close), without the dead-letter sink. It returns the
 // connection that stored it, for EndTransaction.
-func (p *Producer) sendHalf(ctx context.Context, m *Message) (*SendReceipt, string, *SendError) {
+func (p *Producer) sendHalf(ctx context.Context, rt *rmqTransport, m *Message) (*SendReceipt, string, *SendError) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", &SendError{MessageID: m.ID, Cause: err, kind: err, ctxErr: err}
 	}
@@ -282,8 +285,8 @@ func (p *Producer) sendHalf(ctx context.Context, m *Message) (*SendReceipt, stri
 	ctx, wm := p.startSend(ctx, m, false)
 	sctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(p.hardCtx, func() { cancel(ErrClosed) })
-	c := p.rmq.newCall(wm)
-	x := executor{cfg: &p.cfg, a: c, id: m.ID, ep: int(p.next.Add(1)), transactional: true, half: true}
+	c := rt.c.newCall(wm)
+	x := executor{cfg: &p.cfg, a: c, id: m.ID, ep: int(rt.next.Add(1)), transactional: true, half: true}
 	se := x.run(sctx)
 	stop()
 	cancel(nil)

@@ -12,8 +12,8 @@ import (
 )
 
 // This file holds rocketry.v1's attempter: sendCall makes one SendMessage
-// per attempt (alone, or its message in a batch), and sendV1 runs the
-// executor over it. apache.rocketmq.v2's is in rocketmq_call.go.
+// per attempt (alone, or its message in a batch), and v1Transport.send
+// runs the executor over it. apache.rocketmq.v2's is in rocketmq_call.go.
 
 // sendMethod is the full name of MessagingService.SendMessage.
 const sendMethod = "/rocketry.v1.MessagingService/SendMessage"
@@ -22,7 +22,8 @@ const sendMethod = "/rocketry.v1.MessagingService/SendMessage"
 // allocates, in one allocation (the receipt it returns, the request, the
 // response).
 type sendCall struct {
-	p       *Producer
+	t       *v1Transport
+	cfg     *config
 	receipt SendReceipt
 	msg     rocketryv1.Message
 	ptrs    [1]*rocketryv1.Message
@@ -41,14 +42,15 @@ const numCallOpts = 2
 // waitForReady makes an attempt wait for its connection within its timeout.
 var waitForReady = grpc.WaitForReady(true)
 
-// sendV1 runs the executor over rocketry.v1.
-func (p *Producer) sendV1(ctx context.Context, m *Message, bt *batcher, pn *pin) (*SendReceipt, *SendError) {
-	c := &sendCall{p: p, set: p.eps}
+// send runs the executor over rocketry.v1.
+func (t *v1Transport) send(ctx context.Context, p *Producer, m *Message, bt *batcher, pn *pin) (*SendReceipt, *SendError) {
+	cfg := &p.cfg
+	c := &sendCall{t: t, cfg: cfg, set: t.eps}
 	switch {
 	case pn != nil && pn.set != nil:
 		c.set = pn.set // acquired by pinFor: the set pn.ep indexes
-	case p.targets != nil:
-		c.set = p.targets.tryAcquire() // nil before the resolver's first answer: the attempt waits
+	case t.targets != nil:
+		c.set = t.targets.tryAcquire() // nil before the resolver's first answer: the attempt waits
 	}
 	if bt != nil {
 		c.be = &batchEntry{bt: bt}
@@ -68,15 +70,15 @@ func (p *Producer) sendV1(ctx context.Context, m *Message, bt *batcher, pn *pin)
 	c.req.Messages = c.ptrs[:]
 	c.opts[0] = grpc.Peer(&c.peer)
 
-	x := executor{cfg: &p.cfg, a: c, id: m.ID, transactional: m.Transactional}
-	if p.targets != nil || len(p.eps.eps) > 1 {
-		x.ep = int(p.next.Add(1))
+	x := executor{cfg: cfg, a: c, id: m.ID, transactional: m.Transactional}
+	if t.targets != nil || len(t.eps.eps) > 1 {
+		x.ep = int(t.next.Add(1))
 	}
 	x.fifo(m)
 	x.pin(pn)
 	se := x.run(ctx)
-	if p.targets != nil && c.set != nil {
-		p.targets.release(c.set)
+	if t.targets != nil && c.set != nil {
+		t.targets.release(c.set)
 	}
 	c.set = nil
 	// The receipt keeps c alive: drop the references to the caller's data.
@@ -92,13 +94,13 @@ func (p *Producer) sendV1(ctx context.Context, m *Message, bt *batcher, pn *pin)
 
 func (c *sendCall) endpoint(ep int) string {
 	if c.set == nil {
-		return c.p.targets.target // not resolved yet
+		return c.t.targets.target // not resolved yet
 	}
 	return c.set.at(ep).name
 }
 
 func (c *sendCall) pacer(ep int) pace {
-	if !c.p.cfg.pacing || c.set == nil {
+	if !c.cfg.pacing || c.set == nil {
 		return pace{}
 	}
 	return c.set.at(ep).pace.of(c.msg.Topic)
@@ -153,7 +155,7 @@ func (c *sendCall) attempt(ctx context.Context, ep int, wait bool, deadline time
 // is false when there is none (the attempt's outcome, known not stored).
 func (c *sendCall) resolve(ctx context.Context, deadline time.Time) (o Outcome, ok bool) {
 	actx, cancel := attemptContext(ctx, deadline)
-	s, err := c.p.targets.acquire(actx)
+	s, err := c.t.targets.acquire(actx)
 	cancel()
 	if err != nil {
 		return Outcome{Kind: FailedNotStored, Err: err}, false
