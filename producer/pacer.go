@@ -3,7 +3,6 @@ package producer
 import (
 	"context"
 	"math"
-	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -138,63 +137,6 @@ type pacer struct {
 	nhist    int // samples in hist, hist[nhist%len] is the next slot
 }
 
-type sample struct {
-	at   time.Time
-	n    int64
-	idle int64
-}
-
-// note records an attempt at now: a gap since the last one longer than
-// gapNs is idle time, when nobody sent (every sender waiting out its own
-// schedule), which the rates that were getting through leave out.
-func (p *pacer) note(now time.Time) {
-	ns := now.UnixNano()
-	prev := p.lastNs.Load()
-	for {
-		if ns <= prev {
-			// Attempts are recorded out of order (a store by its
-			// start, a refusal by its end): only time past the latest
-			// one recorded can be a gap. (Counting gaps back and forth
-			// made a queue's 200 ms waits 11 s of idle in 0.24 s.)
-			return
-		}
-		if p.lastNs.CompareAndSwap(prev, ns) {
-			break
-		}
-		prev = p.lastNs.Load()
-	}
-	gap := p.gapNs.Load()
-	if gap == 0 {
-		gap = int64(pacerIdleGap)
-	}
-	if prev > 0 && ns-prev > gap {
-		p.idle.Add(ns - prev - gap)
-		p.idleAt.Store(ns)
-	}
-}
-
-// push records an attempt's outcome in the ring and returns the ring.
-func (p *pacer) push(refused bool) uint32 {
-	var b uint32
-	if refused {
-		b = 1
-	}
-	for {
-		o := p.ring.Load()
-		n := (o<<1 | b) & (1<<pacerRing - 1)
-		if p.ring.CompareAndSwap(o, n) {
-			return n
-		}
-	}
-}
-
-// sustained reports whether ring says refusals are a sustained share of
-// the attempts.
-func sustained(ring uint32) bool {
-	n := bits.OnesCount32(ring)
-	return n >= pacerEngageOf || (n >= pacerRun && 2*n >= bits.Len32(ring))
-}
-
 // stored counts a stored attempt that started at now.
 func (p *pacer) stored(now time.Time) {
 	if p == nil {
@@ -209,33 +151,6 @@ func (p *pacer) stored(now time.Time) {
 	if ns := now.UnixNano(); ns >= p.nextSample.Load() {
 		p.sample(now)
 	}
-}
-
-func (p *pacer) sample(now time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if now.UnixNano() < p.nextSample.Load() {
-		return
-	}
-	p.hist[p.nhist%pacerHistory] = sample{at: now, n: p.stores.Load(), idle: p.idle.Load()}
-	p.nhist++
-	p.nextSample.Store(now.Add(pacerSample).UnixNano())
-}
-
-// recentRate is the store rate over the last window of history, idle time
-// left out, counting at least pacerSample of time (so a first burst does
-// not read as a rate). Called with mu held.
-func (p *pacer) recentRate(now time.Time, n int64, window time.Duration) (float64, int64) {
-	idle := p.idle.Load()
-	oldest := sample{at: now, n: n, idle: idle}
-	for i := 0; i < min(p.nhist, pacerHistory); i++ {
-		s := p.hist[i]
-		if now.Sub(s.at) <= window && s.at.Before(oldest.at) {
-			oldest = s
-		}
-	}
-	dt := max(now.Sub(oldest.at)-time.Duration(idle-oldest.idle), pacerSample)
-	return float64(n-oldest.n) / dt.Seconds(), n - oldest.n
 }
 
 // throttled records a refusal without a hint of an attempt that started
@@ -463,68 +378,6 @@ func (p *pacer) endLocked() {
 	p.ring.Store(0)
 	close(p.changed)
 	p.changed = nil
-}
-
-// turns hands out the attempts' turns at a rate r, in order, one every
-// 1/r: a turn keeps its time when the rate changes. (x/time/rate's Limiter
-// moves its debt of turns handed out to the new rate instead, so that
-// after a raise new turns fall among the old ones: as the rate climbed
-// after a cut, attempts left at up to twice the rate, and a bucket with a
-// burst of 5 refused them at a quarter of its capacity, in
-// pacer_shapes_test.go's simulation.) After a pause,
-// up to burstFor(r) turns are at once. It is not safe for concurrent
-// use: the pacer's mu guards it.
-type turns struct {
-	r     float64
-	dealt float64       // the rate when the turns were handed out afresh
-	gap   time.Duration // 1/r
-	burst int
-	next  time.Time // the next turn free
-}
-
-// newTurns returns turns at rate r whose first turn is 1/r after now.
-func newTurns(now time.Time, r float64) *turns {
-	t := &turns{}
-	t.setRate(r)
-	t.next = now.Add(t.gap)
-	t.dealt = r
-	return t
-}
-
-// redeal voids the turns handed out: the next is at most 1/r after now.
-func (t *turns) redeal(now time.Time) {
-	if n := now.Add(t.gap); n.Before(t.next) {
-		t.next = n
-	}
-	t.dealt = t.r
-}
-
-func (t *turns) setRate(r float64) {
-	t.r, t.gap, t.burst = r, time.Duration(float64(time.Second)/r), burstFor(r)
-}
-
-// take hands out the next turn after now, now or earlier meaning at once.
-func (t *turns) take(now time.Time) time.Time {
-	at := t.next
-	if floor := now.Add(-time.Duration(t.burst-1) * t.gap); at.Before(floor) {
-		at = floor
-	}
-	t.next = at.Add(t.gap)
-	return at
-}
-
-// give returns turn at, when it is the last handed out (an attempt that
-// did not wait for it); a turn given back out of order stays taken.
-func (t *turns) give(at time.Time) {
-	if t.next.Sub(at) <= t.gap && !t.next.Before(at) {
-		t.next = at
-	}
-}
-
-// burstFor is the limiter's burst at rate r: 2 ms of it, at least 1, so
-// that the attempts waiting are released a few at a time.
-func burstFor(r float64) int {
-	return max(1, int(r/500))
 }
 
 // wait makes an attempt that is about to start wait its turn while an
