@@ -96,6 +96,8 @@ const (
 	pacerMinRate  = 1.0                    // attempts per second, at least
 	pacerIdleGap  = 20 * time.Millisecond  // a longer gap between attempts is idle, at least
 	pacerRetake   = 1.1                    // a rate this much above the turns' voids them
+	pacerQueued   = 50 * time.Millisecond  // a refusal after longer in flight was queued by the broker
+	pacerCeil     = 2.0                    // after a queued refusal, the rate grows to this many times the store rate, at most
 )
 
 // pacer is one scope's throttle state; its zero value has no episode. It
@@ -128,6 +130,7 @@ type pacer struct {
 	climb    time.Duration // time since the cut that attempts waited for the rate
 	climbAt  time.Time     // when climb was last counted
 	slow     bool          // slow start: the estimate was weak
+	drain    time.Duration // from the cut, the time the broker's queue needs to drain
 	low      int           // refusals since the cut well under wmax
 	topSet   bool          // the rate is back at wmax since the cut, since:
 	topAt    time.Time
@@ -178,7 +181,7 @@ func (p *pacer) throttled(start, now time.Time) {
 		p.changed = make(chan struct{})
 		p.on.Store(true)
 		p.lastBind.Store(now.UnixNano())
-		p.cutLocked(now, acc, n)
+		p.cutLocked(now, acc, n, now.Sub(start))
 		p.slow = k < pacerTrust
 		if !p.slow && p.nhist < pacerHistory {
 			// The scope's first second: its store rate counts the
@@ -192,7 +195,7 @@ func (p *pacer) throttled(start, now time.Time) {
 		return
 	}
 	dt := now.Sub(p.cutAt)
-	if start.Before(p.cutAt) || dt < pacerMinGap {
+	if start.Before(p.cutAt) || dt < max(pacerMinGap, p.drain) {
 		// The same overload: every attempt in flight then is refused,
 		// and a broker that refuses has nothing left at the cut.
 		return
@@ -218,7 +221,7 @@ func (p *pacer) throttled(start, now time.Time) {
 		// cut reads low, and the rate before the last raise is what got
 		// through, or about (the broker's bucket, filled while the rate
 		// was under its capacity, refuses only a step or two late).
-		p.cutLocked(now, min(max(got, p.r/pacerSlowGrow), p.r), n)
+		p.cutLocked(now, min(max(got, p.r/pacerSlowGrow), p.r), n, now.Sub(start))
 		return
 	}
 	since := p.attempts.Load() - p.cutA
@@ -235,7 +238,7 @@ func (p *pacer) throttled(start, now time.Time) {
 			acc, _ := p.recentRate(now, n, time.Second)
 			got = max(got, min(acc, p.wmax))
 		}
-		p.cutLocked(now, got, n)
+		p.cutLocked(now, got, n, now.Sub(start))
 		return
 	case since < pacerClean:
 		// A refusal alone soon after the cut: a message's own, or the
@@ -273,15 +276,25 @@ func (p *pacer) throttled(start, now time.Time) {
 		// high, every time: 25% of capacity).
 		got = min(got, p.wmax, (1+pacerBeta)/2*p.r)
 	}
-	p.cutLocked(now, got, n)
+	p.cutLocked(now, got, n, now.Sub(start))
 }
 
 // cutLocked cuts the rate to pacerBeta of w, the rate that was getting
 // through, and voids the turns handed out: turns handed out at the rate
 // that was just refused would all go to a broker that has just refused.
 // Called with mu held.
-func (p *pacer) cutLocked(now time.Time, w float64, n int64) {
+func (p *pacer) cutLocked(now time.Time, w float64, n int64, flight time.Duration) {
 	p.wmax = max(w, pacerMinRate)
+	// A refusal that came after a long time in flight was queued by the
+	// broker first (RocketMQ refuses what waited over 200 ms in its send
+	// queue, [TIMEOUT_CLEAN_QUEUE]): at pacerBeta of the rate, its queue
+	// drains in about flight/(1-pacerBeta). Until then the rate stays at
+	// the cut, and its refusals are the same overload. A refusal that
+	// came at once (a token bucket's) leaves nothing queued.
+	p.drain = 0
+	if flight > pacerQueued {
+		p.drain = time.Duration(float64(flight) / (1 - pacerBeta))
+	}
 	p.cutAt, p.cutN, p.cutA, p.cutIdle, p.refused, p.slow = now, n, p.attempts.Load(), p.idle.Load(), 0, false
 	p.low, p.topSet = 0, false
 	p.gapNs.Store(max(int64(pacerIdleGap), int64(4*float64(time.Second)/p.wmax)))
@@ -320,7 +333,7 @@ func (p *pacer) stepLocked(now time.Time) {
 	// application does not fill either.) Without it, 4 senders all
 	// refused came back after their second to a rate 30% over wmax, and
 	// were all refused again: 22% of capacity.
-	if now.UnixNano()-p.lastBind.Load() <= int64(pacerIdleGap) {
+	if now.UnixNano()-p.lastBind.Load() <= int64(pacerIdleGap) && now.Sub(p.cutAt) >= p.drain {
 		p.climb += now.Sub(p.climbAt)
 	}
 	p.climbAt = now
@@ -344,12 +357,22 @@ func (p *pacer) stepLocked(now time.Time) {
 			return
 		}
 		p.stepAt = now
-		if !p.binding.Swap(false) {
+		if !p.binding.Swap(false) || now.Sub(p.cutAt) < p.drain {
 			return
 		}
 		r = pacerGrow * p.r
 		if p.slow {
 			r = pacerSlowGrow * p.r
+		}
+		if p.drain > 0 {
+			// A broker that queues answers slower, not "no", while the
+			// rate is over what it takes: past pacerCeil times what it
+			// stored in the last second the senders, not the rate, set
+			// the pace, and a rate grown further would let them all go
+			// at once when the refused ones come back.
+			if acc, k := p.recentRate(now, p.stores.Load(), time.Second); k > 0 {
+				r = max(p.r, min(r, pacerCeil*acc))
+			}
 		}
 	default:
 		p.stepAt = now

@@ -96,6 +96,40 @@ func TestPacerCutSoonAfterACutKeepsTheRate(t *testing.T) {
 	assert.LessOrEqual(t, p.wmax, w, "and never above the rate cut before")
 }
 
+// TestPacerHoldsWhileTheQueueDrains: refusals that came 200 ms after their
+// attempts left were queued by the broker first (RocketMQ's send queue,
+// [TIMEOUT_CLEAN_QUEUE]). After the cut, its queue still refuses what was
+// sent into it for a while: those refusals neither end the episode (as a
+// message's own lone refusals do) nor cut again, and the rate stays at the
+// cut until the queue has drained. Regression: against a broker process
+// with a send queue, the episode ended at every cut, and 16-27 of 2,000
+// sends spent their attempts (TestFlowControlBench).
+func TestPacerHoldsWhileTheQueueDrains(t *testing.T) {
+	var p pacer
+	t0 := time.Unix(1000, 0)
+	for i := range 100 {
+		p.stored(t0.Add(time.Duration(i) * 10 * time.Millisecond))
+	}
+	at := t0.Add(time.Second)
+	for range pacerRun {
+		p.throttled(at.Add(-200*time.Millisecond), at)
+	}
+	require.True(t, p.on.Load(), "sustained refusals engage")
+	cut, r := p.cutAt, p.rateNow()
+	for i := range 3 {
+		left := cut.Add(time.Duration(50+100*i) * time.Millisecond)
+		p.throttled(left, left.Add(200*time.Millisecond))
+	}
+	assert.True(t, p.on.Load(), "lone refusals from the draining queue do not end the episode")
+	assert.Equal(t, cut, p.cutAt, "nor cut again")
+	p.binding.Store(true)
+	p.lastBind.Store(cut.Add(400 * time.Millisecond).UnixNano())
+	p.mu.Lock()
+	p.stepLocked(cut.Add(400 * time.Millisecond))
+	p.mu.Unlock()
+	assert.InDelta(t, r, p.rateNow(), 0.001, "the rate stays at the cut while the queue drains")
+}
+
 // TestPacerIgnoresOwnRefusals: one message in ten refused, once, for its
 // own reasons, never opens an episode.
 func TestPacerIgnoresOwnRefusals(t *testing.T) {
@@ -347,7 +381,7 @@ func TestPacerCutVoidsTurns(t *testing.T) {
 		synctest.Wait() // all ten hold a turn, up to 9 s out
 		time.Sleep(10 * time.Millisecond)
 		p.mu.Lock()
-		p.cutLocked(time.Now(), 1000/pacerBeta, p.stores.Load())
+		p.cutLocked(time.Now(), 1000/pacerBeta, p.stores.Load(), 0)
 		p.mu.Unlock()
 		wg.Wait()
 		for _, w := range waited {
