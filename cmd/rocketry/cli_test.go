@@ -479,7 +479,12 @@ func TestDocsWalkthrough(t *testing.T) {
 	require.NoError(t, err)
 	var names []string
 	for _, e := range entries {
-		names = append(names, e.Name())
+		// A replay that stored something keeps its delivered ledger beside
+		// the store (producer/deadletter): there is one when the run
+		// dead-lettered a message, none when it did not.
+		if e.Name() != "dead.db.delivered" {
+			names = append(names, e.Name())
+		}
 	}
 	assert.ElementsMatch(t, []string{"rocketry", "dead.db"}, names, "the walk-through writes only under /tmp")
 }
