@@ -32,8 +32,10 @@ const (
 	clientPackage = "rocketmq-client-nodejs"
 	// npmTimeout bounds `npm ci` on a cold cache.
 	npmTimeout = 150 * time.Second
-	// nodeTimeout bounds one run of produce.js.
-	nodeTimeout = 60 * time.Second
+	// nodeTimeout bounds one run of a node script (produce.js, consume.js,
+	// tx.js). The scripts take 1-12 s alone; with every package's tests
+	// running beside them on 2 loaded CPUs, consume.js once took over 60 s.
+	nodeTimeout = 120 * time.Second
 	// illegalMessagePropertyKey is apache.rocketmq.v2's 40007
 	// ILLEGAL_MESSAGE_PROPERTY_KEY.
 	illegalMessagePropertyKey = 40007
