@@ -31,18 +31,34 @@ func TestOfficialNodeSimpleConsumer(t *testing.T) {
 		timed      = 5
 	)
 	nodeModules := installClient(t)
-	b := brokertest.Start(t,
-		broker.WithTopicType(fifoTopic, broker.TopicFIFO),
-		broker.WithTopicType(timedTopic, broker.TopicDelay),
-		broker.WithLongPolling(100*time.Millisecond, 2*time.Second),
-		broker.WithMinInvisibleDuration(500*time.Millisecond),
-	)
-	s, stderr := runConsume(t, nodeModules,
-		"--endpoint", b.Addr(), "--fifo-topic", fifoTopic, "--timed-topic", timedTopic,
-		"--groups", strconv.Itoa(groups), "--per-group", strconv.Itoa(perGroup), "--timed", strconv.Itoa(timed),
-		"--timed-delay-ms", "1500", "--invisible-ms", "1000", "--await-ms", "200", "--skip-ack-every", "7")
-	t.Logf("client %s %s: sent %d, %d events, %d lines on stderr", s.Client.Package, s.Client.Version, len(s.Sent), len(s.Events), strings.Count(stderr, "\n"))
-	checkConsumed(t, b, s, groups, perGroup, timed)
+	for run := 1; ; run++ {
+		b := brokertest.Start(t,
+			broker.WithTopicType(fifoTopic, broker.TopicFIFO),
+			broker.WithTopicType(timedTopic, broker.TopicDelay),
+			broker.WithLongPolling(100*time.Millisecond, 2*time.Second),
+			broker.WithMinInvisibleDuration(500*time.Millisecond),
+		)
+		argv, env := nodeArgv(t, nodeModules, "consume.js",
+			"--endpoint", b.Addr(), "--fifo-topic", fifoTopic, "--timed-topic", timedTopic,
+			"--groups", strconv.Itoa(groups), "--per-group", strconv.Itoa(perGroup), "--timed", strconv.Itoa(timed),
+			"--timed-delay-ms", "1500", "--invisible-ms", "1000", "--await-ms", "200", "--skip-ack-every", "7")
+		var s consumeSummary
+		stderr, err := runProgramErr(t, "node consume.js", nodeTimeout, argv, env, &s)
+		if err != nil && s.Stuck != "" && run == 1 {
+			// The client once never returned from a call with every suite
+			// running beside it on 2 CPUs (no output, killed at the
+			// timeout); consume.js's watchdog names the step. Once, on a
+			// fresh broker, it is run again; twice is a failure.
+			t.Logf("consume.js stuck in %q: run again on a fresh broker\n%v", s.Stuck, err)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("client %s %s: sent %d, %d events, %d lines on stderr", s.Client.Package, s.Client.Version, len(s.Sent), len(s.Events), strings.Count(stderr, "\n"))
+		checkConsumed(t, b, s, groups, perGroup, timed)
+		return
+	}
 }
 
 // consumeSummary is consume.js's JSON summary.
@@ -51,8 +67,10 @@ type consumeSummary struct {
 		Package string `json:"package"`
 		Version string `json:"version"`
 	} `json:"client"`
-	Error         string          `json:"error"`
-	StartupError  *clientError    `json:"startupError"`
+	Error        string       `json:"error"`
+	StartupError *clientError `json:"startupError"`
+	// Stuck names the step consume.js's watchdog found unfinished.
+	Stuck         string          `json:"stuck"`
 	ShutdownError *clientError    `json:"shutdownError"`
 	Sent          []sentMessage   `json:"sent"`
 	SendErrors    json.RawMessage `json:"sendErrors"`
@@ -89,14 +107,4 @@ type event struct {
 	Corrupted           bool         `json:"corrupted"`
 	SkippedAck          bool         `json:"skippedAck"`
 	Error               *clientError `json:"error"`
-}
-
-// runConsume runs consume.js with args and returns its summary and
-// stderr. It fails the test when the script does not exit 0 with a
-// summary.
-func runConsume(t *testing.T, nodeModules string, args ...string) (consumeSummary, string) {
-	t.Helper()
-	argv, env := nodeArgv(t, nodeModules, "consume.js", args...)
-	var s consumeSummary
-	return s, runProgram(t, "node consume.js", nodeTimeout, argv, env, &s)
 }

@@ -281,6 +281,16 @@ type programFailure struct {
 // exits 0 with a summary, naming it as name.
 func runProgram(t *testing.T, name string, timeout time.Duration, argv, env []string, s any) string {
 	t.Helper()
+	stderr, err := runProgramErr(t, name, timeout, argv, env, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stderr
+}
+
+// runProgramErr is runProgram with its failure returned, not reported.
+func runProgramErr(t *testing.T, name string, timeout time.Duration, argv, env []string, s any) (string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
@@ -294,16 +304,16 @@ func runProgram(t *testing.T, name string, timeout time.Duration, argv, env []st
 	runErr := cmd.Run()
 	args := strings.Join(argv[1:], " ")
 	if err := json.Unmarshal(stdout.Bytes(), s); err != nil {
-		t.Fatalf("%s %s: %v, summary %v; want exit 0 with a JSON summary\nstdout:\n%s\nstderr:\n%s",
+		return stderr.String(), fmt.Errorf("%s %s: %v, summary %v; want exit 0 with a JSON summary\nstdout:\n%s\nstderr:\n%s",
 			name, args, runErr, err, tail(stdout.String(), 2048), tail(stderr.String(), 4096))
 	}
 	if runErr != nil {
 		var f programFailure
 		_ = json.Unmarshal(stdout.Bytes(), &f)
-		t.Fatalf("%s %s: %v, error %s (startup: %s); want exit 0\nstderr:\n%s",
+		return stderr.String(), fmt.Errorf("%s %s: %v, error %s (startup: %s); want exit 0\nstderr:\n%s",
 			name, args, runErr, f.Error, f.StartupError, tail(stderr.String(), 4096))
 	}
-	return stderr.String()
+	return stderr.String(), nil
 }
 
 // nodeArgv is the command line that runs node/script with args, and the

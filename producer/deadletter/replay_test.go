@@ -240,7 +240,7 @@ func TestReplayKeepsWhereAFailureMayBeStored(t *testing.T) {
 	b := brokertest.Start(t, broker.WithFaults(broker.Faults{BlackholeRate: 1}))
 	store := openStore(t, filepath.Join(t.TempDir(), "dead.db"))
 	require.NoError(t, store.Put(letter("m-1", "")))
-	rp := newProducer(t, b.Addr(), producer.WithMaxAttempts(1), producer.WithAttemptTimeout(50*time.Millisecond))
+	rp := newProducer(t, b.Addr(), producer.WithMaxAttempts(1), producer.WithAttemptTimeout(500*time.Millisecond)) // time to connect on a loaded machine: an attempt that never left pins nothing
 	res, err := store.Replay(context.Background(), rp, deadletter.ReplayOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, deadletter.ReplayResult{Failed: 1}, res)

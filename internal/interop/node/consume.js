@@ -108,6 +108,15 @@ async function main() {
     summary.error = err.message;
     return finish(summary, 2);
   }
+  // The watchdog: a call of the client that never returns (seen once, with
+  // no output, on a loaded machine) ends the run with the summary so far
+  // and the step it was in, instead of a kill without either.
+  let step = 'startup';
+  setTimeout(() => {
+    summary.error = `stuck in ${step} after ${cfg.timeoutMs + 15000} ms`;
+    summary.stuck = step;
+    finish(summary, 4);
+  }, cfg.timeoutMs + 15000);
   Object.assign(summary, { groups: cfg.groups, perGroup: cfg.perGroup, timed: cfg.timed });
   const { Producer, SimpleConsumer } = require(CLIENT_PACKAGE);
   const logger = stderrLogger(cfg.verbose);
@@ -132,6 +141,7 @@ async function main() {
 
   // Send: each group in order, the groups side by side; the timed
   // messages alongside.
+  step = 'send';
   summary.sent = [];
   summary.sendErrors = [];
   const sendGroup = async g => {
@@ -177,6 +187,7 @@ async function main() {
   while (acked.size < want.size && Date.now() < deadline) {
     let views;
     try {
+      step = 'receive';
       views = await consumer.receive(16, cfg.invisibleMs);
     } catch (err) {
       summary.receiveErrors.push(describeError(err));
@@ -202,6 +213,7 @@ async function main() {
         continue;
       }
       try {
+        step = 'ack';
         await consumer.ack(v);
         acked.add(v.messageId);
         summary.events.push({ seq: seq++, kind: 'ack', atMs: Date.now(), messageId: v.messageId, group: e.group, bodySeq: e.bodySeq });
@@ -214,6 +226,7 @@ async function main() {
     summary.error = `acknowledged ${acked.size} of ${want.size} messages in ${cfg.timeoutMs} ms`;
   }
 
+  step = 'shutdown';
   for (const c of [ consumer, producer ]) {
     try {
       let t;
