@@ -1,6 +1,7 @@
 // Package kit holds what the official Go client's programs share: its log
-// on stderr, its version, and how an error it returned is described in
-// their JSON summaries.
+// on stderr, its version, how an error it returned is described in their
+// JSON summaries, and the interceptor that reads the answers the client
+// does not return (acks.go).
 package kit
 
 import (

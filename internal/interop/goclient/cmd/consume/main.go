@@ -56,7 +56,6 @@ import (
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 )
 
@@ -197,8 +196,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	s.Groups, s.PerGroup, s.Timed = cfg.groups, cfg.perGroup, cfg.timed
 	kit.LogToStderr(cfg.verbose)
-	acks := &ackRecorder{codes: map[string]*v2.Status{}}
-	acks.install()
+	acks := &kit.Acks{}
+	kit.Intercept(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		acks.Record(req, reply, err)
+		return err
+	})
 
 	p, err := rmq.NewProducer(&rmq.Config{Endpoint: cfg.endpoint, Credentials: &credentials.SessionCredentials{}},
 		rmq.WithTopics(cfg.fifoTopic, cfg.timedTopic))
@@ -307,7 +310,7 @@ type received struct {
 
 // receiveAll receives until want distinct messages are acknowledged, or
 // the time is up.
-func receiveAll(c rmq.SimpleConsumer, cfg config, acks *ackRecorder, want int) received {
+func receiveAll(c rmq.SimpleConsumer, cfg config, acks *kit.Acks, want int) received {
 	r := received{events: []event{}, receiveErrors: []*kit.ClientError{}}
 	acked := map[string]bool{}
 	n, toAck := 0, 0
@@ -358,7 +361,7 @@ func receiveAll(c rmq.SimpleConsumer, cfg config, acks *ackRecorder, want int) r
 				err = c.Ack(context.Background(), v)
 			}
 			if err == nil {
-				if st := acks.take(v.GetReceiptHandle()); st.GetCode() != v2.Code_OK {
+				if st := acks.Take(v.GetReceiptHandle()); st.GetCode() != v2.Code_OK {
 					err = &rmq.ErrRpcStatus{Code: int32(st.GetCode()), Message: st.GetMessage()}
 				}
 			}
@@ -375,54 +378,4 @@ func receiveAll(c rmq.SimpleConsumer, cfg config, acks *ackRecorder, want int) r
 		r.errText = fmt.Sprintf("acknowledged %d of %d messages in %v", len(acked), want, cfg.timeout)
 	}
 	return r
-}
-
-// ackRecorder keeps the status of each AckMessage answer by receipt
-// handle, since the client's Ack does not return it.
-type ackRecorder struct {
-	mu    sync.Mutex
-	codes map[string]*v2.Status
-}
-
-func (r *ackRecorder) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	err := invoker(ctx, method, req, reply, cc, opts...)
-	areq, ok := req.(*v2.AckMessageRequest)
-	if !ok || err != nil {
-		return err
-	}
-	resp, _ := reply.(*v2.AckMessageResponse)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, e := range areq.GetEntries() {
-		st := resp.GetStatus()
-		for _, re := range resp.GetEntries() {
-			if re.GetReceiptHandle() == e.GetReceiptHandle() && re.GetStatus().GetCode() != v2.Code_OK {
-				st = re.GetStatus()
-			}
-		}
-		r.codes[e.GetReceiptHandle()] = st
-	}
-	return nil
-}
-
-// take returns and forgets the status of the acknowledgement of handle;
-// nil (code 0) when none was answered.
-func (r *ackRecorder) take(handle string) *v2.Status {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	st := r.codes[handle]
-	delete(r.codes, handle)
-	return st
-}
-
-// install wraps the client's NewRpcClient so that every connection carries
-// the recorder's interceptor and no per-call log file.
-func (r *ackRecorder) install() {
-	newRPCClient := rmq.NewRpcClient
-	rmq.NewRpcClient = func(target string, opts ...rmq.RpcClientOption) (rmq.RpcClient, error) {
-		return newRPCClient(target, append(opts, rmq.WithRpcClientConnOption(
-			rmq.WithZapLogger(zap.NewNop()),
-			rmq.WithDialOptions(grpc.WithChainUnaryInterceptor(r.unary)),
-		))...)
-	}
 }

@@ -54,7 +54,6 @@ import (
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 )
 
@@ -167,7 +166,7 @@ type recorder struct {
 	mu     sync.Mutex
 	checks []checkCall
 	ends   []endCall
-	acks   map[string]*v2.Status // by receipt handle
+	acks   kit.Acks
 }
 
 // check is the producer's TransactionChecker: COMMIT for "orphan-commit",
@@ -207,33 +206,9 @@ func (r *recorder) unary(ctx context.Context, method string, req, reply any, cc 
 		r.ends = append(r.ends, e)
 		r.mu.Unlock()
 	case *v2.AckMessageRequest:
-		if err != nil {
-			return err
-		}
-		resp, _ := reply.(*v2.AckMessageResponse)
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		for _, e := range q.GetEntries() {
-			st := resp.GetStatus()
-			for _, re := range resp.GetEntries() {
-				if re.GetReceiptHandle() == e.GetReceiptHandle() && re.GetStatus().GetCode() != v2.Code_OK {
-					st = re.GetStatus()
-				}
-			}
-			r.acks[e.GetReceiptHandle()] = st
-		}
+		r.acks.Record(req, reply, err)
 	}
 	return err
-}
-
-// takeAck returns and forgets the status of the acknowledgement of handle;
-// nil (code 0) when none was answered.
-func (r *recorder) takeAck(handle string) *v2.Status {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	st := r.acks[handle]
-	delete(r.acks, handle)
-	return st
 }
 
 // resolved reports whether the checker was called for both open
@@ -254,21 +229,9 @@ func (r *recorder) resolved(sent []sent) bool {
 	return true
 }
 
-// install wraps the client's NewRpcClient so that every connection carries
-// the recorder's interceptor and no per-call log file.
-func (r *recorder) install() {
-	newRPCClient := rmq.NewRpcClient
-	rmq.NewRpcClient = func(target string, opts ...rmq.RpcClientOption) (rmq.RpcClient, error) {
-		return newRPCClient(target, append(opts, rmq.WithRpcClientConnOption(
-			rmq.WithZapLogger(zap.NewNop()),
-			rmq.WithDialOptions(grpc.WithChainUnaryInterceptor(r.unary)),
-		))...)
-	}
-}
-
 func run(args []string, stdout, stderr io.Writer) int {
 	s := summary{Client: clientInfo{Package: kit.ClientModule, Version: kit.ClientVersion()}}
-	rec := &recorder{acks: map[string]*v2.Status{}}
+	rec := &recorder{}
 	emit := func(code int, msg string) int {
 		if msg != "" {
 			s.Error = msg
@@ -287,7 +250,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return emit(2, err.Error())
 	}
 	kit.LogToStderr(cfg.verbose)
-	rec.install()
+	kit.Intercept(rec.unary)
 
 	p, err := rmq.NewProducer(&rmq.Config{Endpoint: cfg.endpoint, Credentials: &credentials.SessionCredentials{}},
 		rmq.WithTopics(cfg.topic), rmq.WithTransactionChecker(&rmq.TransactionChecker{Check: rec.check}))
@@ -376,7 +339,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			s.Events = append(s.Events, event{Kind: "receive", Key: key, MessageID: v.GetMessageId(), AtMs: time.Now().UnixMilli()})
 			err := c.Ack(context.Background(), v)
 			if err == nil {
-				if st := rec.takeAck(v.GetReceiptHandle()); st.GetCode() != v2.Code_OK {
+				if st := rec.acks.Take(v.GetReceiptHandle()); st.GetCode() != v2.Code_OK {
 					err = &rmq.ErrRpcStatus{Code: int32(st.GetCode()), Message: st.GetMessage()}
 				}
 			}
