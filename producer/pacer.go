@@ -40,11 +40,13 @@ import (
 // each cut is to pacerBeta of wmax, the rate that was getting through (the
 // messages stored since the last cut over the time since; on the first cut,
 // the store rate of the last second, which in a scope's first second counts
-// the broker's first burst, so the first rate is pacerFirst of it), never
-// a restart from nothing. The rate then climbs back to wmax in
-// pacerRecover along a cubic (fast at first, flat near wmax), and from
-// there probes upwards along the cubic's convex side, slowly at first
-// (+3.75% after pacerProbe/2), until the next refusal cuts again. The
+// the broker's first burst, so wmax is pacerFirst of it), never a restart
+// from nothing. The rate then climbs back to wmax in pacerRecover along a
+// cubic (fast at first, flat near wmax), and from there probes upwards
+// along the cubic's convex side, slowly at first (+3.75% after half the
+// probe's time scale, pacerProbe), until the next refusal cuts again. While
+// the rate that gets through holds from cut to cut, the probe's time scale
+// doubles, up to pacerProbeMax, so that refusals come seconds apart. The
 // climb's clock runs only while attempts wait for the rate. A token
 // bucket's capacity C is measured exactly this way: between two refusals
 // its bucket is empty at both ends, so it stored C times the time between
@@ -83,6 +85,9 @@ const (
 	pacerFirst    = 0.5                    // the first cut in a scope's first second
 	pacerRecover  = 100 * time.Millisecond // from a cut back to wmax
 	pacerProbe    = time.Second            // the convex side's time scale: +30% after it
+	pacerProbeMax = 8 * time.Second        // the probe's time scale, at most, while the capacity holds
+	pacerHoldLow  = 0.99                   // a rate that got through in this share of wmax
+	pacerHoldHigh = 1.05                   // to this share holds the capacity
 	pacerDouble   = 100 * time.Millisecond // past the cubic, the rate grows this often
 	pacerGrow     = 1.25                   // by this factor
 	pacerSlowStep = 25 * time.Millisecond  // in slow start, this often
@@ -132,10 +137,7 @@ type pacer struct {
 	slow     bool          // slow start: the estimate was weak
 	drain    time.Duration // from the cut, the time the broker's queue needs to drain
 	low      int           // refusals since the cut well under wmax
-	topSet   bool          // the rate is back at wmax since the cut, since:
-	topAt    time.Time
-	topN     int64 // stores then
-	topIdle  int64 // idle then
+	probe    time.Duration // the convex side's time scale now
 	hist     [pacerHistory]sample
 	nhist    int // samples in hist, hist[nhist%len] is the next slot
 }
@@ -180,16 +182,20 @@ func (p *pacer) throttled(start, now time.Time) {
 		}
 		p.changed = make(chan struct{})
 		p.on.Store(true)
+		p.probe = pacerProbe
 		p.lastBind.Store(now.UnixNano())
 		p.cutLocked(now, acc, n, now.Sub(start))
 		p.slow = k < pacerTrust
 		if !p.slow && p.nhist < pacerHistory {
 			// The scope's first second: its store rate counts the
 			// broker's first burst (a bucket full from the start), so
-			// the rate starts deeper, and climbs back to acc as from a
-			// cut (4 senders at 0.7 of a rate that counted a 200 burst
-			// were all refused again).
+			// the rate that got through is taken as pacerFirst of it,
+			// and the probe finds the rest (4 senders at 0.7 of a rate
+			// that counted a 200 burst were all refused again; climbing
+			// back to that rate, refused at 1.5 times the capacity
+			// four times over: 84% of capacity in 10 s).
 			p.r = max(pacerFirst*acc, pacerMinRate)
+			p.wmax = p.r
 			p.lim = newTurns(now, p.r)
 		}
 		return
@@ -238,6 +244,7 @@ func (p *pacer) throttled(start, now time.Time) {
 			acc, _ := p.recentRate(now, n, time.Second)
 			got = max(got, min(acc, p.wmax))
 		}
+		p.probe = pacerProbe
 		p.cutLocked(now, got, n, now.Sub(start))
 		return
 	case since < pacerClean:
@@ -254,17 +261,22 @@ func (p *pacer) throttled(start, now time.Time) {
 	}
 	// A refusal after a clean run: the rate is over what the broker
 	// accepts.
-	if p.topSet {
-		// The average since the cut reads low when a bucket too small to
-		// hold the difference overflowed in the dip: the store rate
-		// since the rate was back at wmax tells what got through.
-		busy := max(now.Sub(p.topAt)-time.Duration(p.idle.Load()-p.topIdle), pacerMinGap)
-		got = max(got, min(float64(n-p.topN)/busy.Seconds(), p.r))
-		// Past the cubic the rate grows in steps, which a small bucket
-		// refuses before the average reaches it: the last tenth of a
-		// second tells what got through then.
-		recent, _ := p.recentRate(now, n, pacerSample+pacerSample/2)
-		got = max(got, min(recent, p.r))
+	// Between two such refusals the broker's bucket was empty at both
+	// ends, so what it stored since the cut over the time since is its
+	// capacity: the rate that was getting through. (Reading the rate of
+	// the last tenth of a second instead, the rate the bucket's savings
+	// allowed, set the rate 5% over a 2,000/s bucket, refused every
+	// 0.3 s: with 4 senders, each refusal a sender asleep for its second,
+	// all four were asleep at times: 90% of capacity.)
+	//
+	// When the rate that got through holds, the capacity holds: the next
+	// probe is slower (CUBIC's plateau, which grows with the window), so
+	// refusals, each a second lost to a sender, come seconds apart. When
+	// it moves, the probe is fast again.
+	if got >= pacerHoldLow*p.wmax && got <= pacerHoldHigh*p.wmax {
+		p.probe = min(2*p.probe, pacerProbeMax)
+	} else {
+		p.probe = pacerProbe
 	}
 	if p.idleAt.Load() > p.cutAt.UnixNano() {
 		// Nobody sent for a while since the cut: the broker's bucket
@@ -296,7 +308,7 @@ func (p *pacer) cutLocked(now time.Time, w float64, n int64, flight time.Duratio
 		p.drain = time.Duration(float64(flight) / (1 - pacerBeta))
 	}
 	p.cutAt, p.cutN, p.cutA, p.cutIdle, p.refused, p.slow = now, n, p.attempts.Load(), p.idle.Load(), 0, false
-	p.low, p.topSet = 0, false
+	p.low = 0
 	p.gapNs.Store(max(int64(pacerIdleGap), int64(4*float64(time.Second)/p.wmax)))
 	p.stepAt, p.climb, p.climbAt = now, 0, now
 	p.r = max(pacerBeta*p.wmax, pacerMinRate)
@@ -307,12 +319,12 @@ func (p *pacer) cutLocked(now time.Time, w float64, n int64, flight time.Duratio
 
 // cubic is the rate t after a cut to pacerBeta of wmax: back to wmax at
 // pacerRecover, then up by pacerBeta's complement at pacerProbe past it.
-func cubic(wmax float64, t time.Duration) float64 {
+func cubic(wmax float64, t, probe time.Duration) float64 {
 	if t < pacerRecover {
 		x := 1 - float64(t)/float64(pacerRecover)
 		return wmax * (1 - (1-pacerBeta)*x*x*x)
 	}
-	x := float64(t-pacerRecover) / float64(pacerProbe)
+	x := float64(t-pacerRecover) / float64(probe)
 	return wmax * (1 + (1-pacerBeta)*x*x*x)
 }
 
@@ -338,11 +350,8 @@ func (p *pacer) stepLocked(now time.Time) {
 	}
 	p.climbAt = now
 	t := p.climb
-	if t >= pacerRecover && !p.topSet {
-		p.topSet, p.topAt, p.topN, p.topIdle = true, now, p.stores.Load(), p.idle.Load()
-	}
-	past := t >= pacerRecover+pacerProbe
-	if (past || p.slow || now.Sub(p.cutAt) > pacerRecover+pacerProbe) && now.UnixNano()-p.lastBind.Load() > int64(pacerIdle) && now.Sub(p.cutAt) > pacerIdle {
+	past := t >= pacerRecover+p.probe
+	if (past || p.slow || now.Sub(p.cutAt) > pacerRecover+p.probe) && now.UnixNano()-p.lastBind.Load() > int64(pacerIdle) && now.Sub(p.cutAt) > pacerIdle {
 		p.endLocked() // nobody held back
 		return
 	}
@@ -376,7 +385,7 @@ func (p *pacer) stepLocked(now time.Time) {
 		}
 	default:
 		p.stepAt = now
-		r = cubic(p.wmax, t)
+		r = cubic(p.wmax, t, p.probe)
 		if math.Abs(r-p.r) < 0.001*p.r {
 			return
 		}

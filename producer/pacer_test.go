@@ -37,15 +37,15 @@ func engage(t *testing.T, p *pacer, now time.Time, r float64) {
 
 // TestPacerCutsFromAcceptedRate: an episode opens at pacerFirst of the rate
 // that was getting through (the scope's first second: its rate counts the
-// broker's first burst), not from nothing, and climbs back to it in
-// pacerRecover along the cubic, then probes past it.
+// broker's first burst), not from nothing, takes that as wmax, climbs back
+// to it in pacerRecover along the cubic, then probes past it.
 func TestPacerCutsFromAcceptedRate(t *testing.T) {
 	var p pacer
 	t0 := time.Unix(1000, 0)
 	engage(t, &p, t0, 1000)
 	cut := t0.Add(200 * time.Millisecond)
-	assert.InDelta(t, pacerFirst*p.wmax, p.rateNow(), 1, "in the scope's first second, deeper than a cut")
-	assert.InDelta(t, 1000, p.wmax, 60, "the store rate of the last second, idle time left out")
+	assert.InDelta(t, pacerFirst*1000, p.wmax, 30, "in the scope's first second, pacerFirst of the store rate of the last second, idle time left out")
+	assert.InDelta(t, p.wmax, p.rateNow(), 1)
 	assert.False(t, p.slow, "200 stores: a trusted estimate")
 
 	step := func(at time.Time) {
@@ -70,6 +70,52 @@ func TestPacerCutsFromAcceptedRate(t *testing.T) {
 	p.throttled(cut.Add(pacerRecover+pacerProbe/2), cut.Add(pacerRecover+pacerProbe/2))
 	assert.True(t, p.on.Load())
 	assert.LessOrEqual(t, p.rateNow(), pacerBeta*w*1.2)
+}
+
+// TestPacerCutsFromTheCapacityBetweenRefusals: a refusal after a clean run
+// cuts from what the broker stored since the last cut (its bucket empty at
+// both refusals: its capacity), not from the rate of the last moments,
+// which the bucket's savings let through; and while that rate holds from
+// cut to cut, the probe slows, so that refusals come seconds apart.
+// Regression: the rate of the last 150 ms set wmax at the rate refused, 5%
+// over a 2,000/s bucket, which refused every 0.3 s (4 senders: 90% of
+// capacity).
+func TestPacerCutsFromTheCapacityBetweenRefusals(t *testing.T) {
+	var p pacer
+	t0 := time.Unix(1000, 0)
+	engage(t, &p, t0, 3000) // wmax: pacerFirst of 3,000
+	at := t0.Add(200 * time.Millisecond)
+	// cycle: 1 s in which the broker stores capacity a second, the last
+	// 100 ms of it at 1.25 times the capacity (the probe spends the
+	// bucket's savings), then refuses.
+	cycle := func(capacity float64) {
+		p.mu.Lock()
+		p.r = 1.25 * capacity // the probe went past the capacity
+		p.mu.Unlock()
+		slow := int(capacity - 0.125*capacity)
+		for i := range slow {
+			p.stored(at.Add(time.Duration(i) * 900 * time.Millisecond / time.Duration(slow)))
+		}
+		fast := int(0.125 * capacity)
+		for i := range fast {
+			p.stored(at.Add(900*time.Millisecond + time.Duration(i)*100*time.Millisecond/time.Duration(fast)))
+		}
+		at = at.Add(time.Second)
+		p.throttled(at, at)
+		require.True(t, p.on.Load())
+	}
+	cycle(2000)
+	assert.InDelta(t, 2000, p.wmax, 40, "the capacity, not the rate refused (2,500)")
+	assert.Equal(t, pacerProbe, p.probe, "the rate that got through moved: a fast probe")
+	for _, want := range []time.Duration{2 * pacerProbe, 4 * pacerProbe, pacerProbeMax, pacerProbeMax} {
+		cycle(2000)
+		assert.InDelta(t, 2000, p.wmax, 40)
+		assert.Equal(t, want, p.probe, "the capacity holds: a slower probe")
+	}
+	cycle(1500)
+	assert.InDelta(t, 1500, p.wmax, 30)
+	assert.Equal(t, pacerProbe, p.probe, "the capacity fell: a fast probe again")
+	assert.InDelta(t, 2*pacerBeta*1500, 2*p.rateNow(), 2, "cut to pacerBeta of it")
 }
 
 // TestPacerCutSoonAfterACutKeepsTheRate: refusals that go on right after a
