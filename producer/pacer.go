@@ -1,7 +1,6 @@
 package producer
 
 import (
-	"context"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -88,6 +87,8 @@ const (
 	pacerProbeMax = 8 * time.Second        // the probe's time scale, at most, while the capacity holds
 	pacerHoldLow  = 0.99                   // a rate that got through in this share of wmax
 	pacerHoldHigh = 1.05                   // to this share holds the capacity
+	pacerFar      = 1.25                   // a rate refused this far over what got through: the capacity is between
+	pacerMany     = 16                     // attempts waiting their turn that make a refusal cheap
 	pacerDouble   = 100 * time.Millisecond // past the cubic, the rate grows this often
 	pacerGrow     = 1.25                   // by this factor
 	pacerSlowStep = 25 * time.Millisecond  // in slow start, this often
@@ -119,6 +120,7 @@ type pacer struct {
 	idle       atomic.Int64  // ns without attempts, beyond gapNs at a time
 	idleAt     atomic.Int64  // unix ns of the end of the last idle gap
 	gapNs      atomic.Int64  // the longest gap between attempts that is not idle
+	waiting    atomic.Int32  // attempts waiting for their turn now
 
 	mu       sync.Mutex
 	changed  chan struct{} // closed when the turns handed out are void (a cut, the end)
@@ -135,6 +137,10 @@ type pacer struct {
 	climb    time.Duration // time since the cut that attempts waited for the rate
 	climbAt  time.Time     // when climb was last counted
 	slow     bool          // slow start: the estimate was weak
+	topSet   bool          // the rate is back at wmax since the cut, since:
+	topAt    time.Time
+	topN     int64         // stores then
+	topIdle  int64         // idle then
 	drain    time.Duration // from the cut, the time the broker's queue needs to drain
 	low      int           // refusals since the cut well under wmax
 	probe    time.Duration // the convex side's time scale now
@@ -216,7 +222,11 @@ func (p *pacer) throttled(start, now time.Time) {
 	}
 	busy := max(dt-time.Duration(p.idle.Load()-p.cutIdle), pacerMinGap)
 	got := min(float64(n-p.cutN)/busy.Seconds(), p.r)
-	if p.idleAt.Load() > p.cutAt.UnixNano() {
+	idled := p.idleAt.Load() > p.cutAt.UnixNano()
+	// far: the rate got far past wmax before any refusal, so wmax was too
+	// low, and is no bound on what got through.
+	far := p.r > pacerFar*p.wmax
+	if idled && !far {
 		// The broker's bucket filled while nobody sent, and what it
 		// stored since counts that burst: the rate that got through is
 		// no more than before.
@@ -260,15 +270,39 @@ func (p *pacer) throttled(start, now time.Time) {
 		return
 	}
 	// A refusal after a clean run: the rate is over what the broker
-	// accepts.
-	// Between two such refusals the broker's bucket was empty at both
-	// ends, so what it stored since the cut over the time since is its
-	// capacity: the rate that was getting through. (Reading the rate of
-	// the last tenth of a second instead, the rate the bucket's savings
-	// allowed, set the rate 5% over a 2,000/s bucket, refused every
-	// 0.3 s: with 4 senders, each refusal a sender asleep for its second,
-	// all four were asleep at times: 90% of capacity.)
+	// accepts. Between two such refusals the broker's bucket was empty at
+	// both ends, so what it stored since the cut over the time since is
+	// its capacity: the rate that was getting through. (Reading the rate
+	// of the last tenth of a second instead, the rate the bucket's
+	// savings allowed, set the rate 5% over a 2,000/s bucket, refused
+	// every 0.3 s: with 4 senders, each refusal a sender asleep for its
+	// second, all four were asleep at times: 90% of capacity.)
 	//
+	// Unless the bucket overflowed: while the rate was under the capacity
+	// (a cut too deep, a scope's first rate), the bucket filled and
+	// spilled, and the average since the cut reads low. Then what got
+	// through since the rate was back at wmax says more, when it is
+	// clearly higher (it counts the cut's savings too, so it is taken
+	// only then: taken always, it set the rate 1-2% over a 2,000/s
+	// bucket, refused every second).
+	if p.topSet {
+		busy := max(now.Sub(p.topAt)-time.Duration(p.idle.Load()-p.topIdle), pacerMinGap)
+		if top := min(float64(n-p.topN)/busy.Seconds(), p.r); top > pacerHoldHigh*got {
+			got = top
+		}
+	}
+	// And when the rate refused is far over what got through, the
+	// capacity lies between: with many attempts waiting (a refusal costs
+	// one sender of many its second) the cut is from halfway, and the
+	// next refusal, soon, is exact; with a few senders (a refusal costs a
+	// quarter of them) the probe finds it from below.
+	if p.r > pacerFar*got {
+		if p.waiting.Load() >= pacerMany {
+			got += (p.r - got) / 2
+		} else {
+			got += (p.r - got) / 4
+		}
+	}
 	// When the rate that got through holds, the capacity holds: the next
 	// probe is slower (CUBIC's plateau, which grows with the window), so
 	// refusals, each a second lost to a sender, come seconds apart. When
@@ -278,15 +312,20 @@ func (p *pacer) throttled(start, now time.Time) {
 	} else {
 		p.probe = pacerProbe
 	}
-	if p.idleAt.Load() > p.cutAt.UnixNano() {
+	if idled {
 		// Nobody sent for a while since the cut: the broker's bucket
 		// filled, and what it stored since counts that burst, so the
 		// store rate tells nothing. The refusal came at p.r: as CUBIC
 		// does when a loss comes before the window is past wmax, cut
 		// from halfway between p.r and its cut (4 senders all refused,
 		// back after their second, were refused at the same wmax, too
-		// high, every time: 25% of capacity).
-		got = min(got, p.wmax, (1+pacerBeta)/2*p.r)
+		// high, every time: 25% of capacity). Not from wmax when the rate
+		// got far past it (4 senders held at a first wmax half the
+		// capacity for another 1.5 s: 84% of capacity in 10 s).
+		got = min(got, (1+pacerBeta)/2*p.r)
+		if !far {
+			got = min(got, p.wmax)
+		}
 	}
 	p.cutLocked(now, got, n, now.Sub(start))
 }
@@ -308,7 +347,7 @@ func (p *pacer) cutLocked(now time.Time, w float64, n int64, flight time.Duratio
 		p.drain = time.Duration(float64(flight) / (1 - pacerBeta))
 	}
 	p.cutAt, p.cutN, p.cutA, p.cutIdle, p.refused, p.slow = now, n, p.attempts.Load(), p.idle.Load(), 0, false
-	p.low = 0
+	p.low, p.topSet = 0, false
 	p.gapNs.Store(max(int64(pacerIdleGap), int64(4*float64(time.Second)/p.wmax)))
 	p.stepAt, p.climb, p.climbAt = now, 0, now
 	p.r = max(pacerBeta*p.wmax, pacerMinRate)
@@ -350,6 +389,9 @@ func (p *pacer) stepLocked(now time.Time) {
 	}
 	p.climbAt = now
 	t := p.climb
+	if t >= pacerRecover && !p.topSet {
+		p.topSet, p.topAt, p.topN, p.topIdle = true, now, p.stores.Load(), p.idle.Load()
+	}
 	past := t >= pacerRecover+p.probe
 	if (past || p.slow || now.Sub(p.cutAt) > pacerRecover+p.probe) && now.UnixNano()-p.lastBind.Load() > int64(pacerIdle) && now.Sub(p.cutAt) > pacerIdle {
 		p.endLocked() // nobody held back
@@ -410,81 +452,4 @@ func (p *pacer) endLocked() {
 	p.ring.Store(0)
 	close(p.changed)
 	p.changed = nil
-}
-
-// wait makes an attempt that is about to start wait its turn while an
-// episode is open: false when the wait would end at or after ctx's
-// deadline (nothing is waited then) or ctx ended during it. When the turns
-// are voided during the wait (a cut, the end), the turn is taken again.
-func (p *pacer) wait(ctx context.Context) (ok bool, deadline bool) {
-	if p == nil {
-		return true, false
-	}
-	for p.on.Load() {
-		p.mu.Lock()
-		now := time.Now() // under mu: the limiter's clock never goes back
-		if !p.on.Load() {
-			p.mu.Unlock()
-			break
-		}
-		p.stepLocked(now)
-		if !p.on.Load() {
-			p.mu.Unlock()
-			break
-		}
-		lim := p.lim
-		at := lim.take(now)
-		changed := p.changed
-		d := at.Sub(now)
-		if d <= 0 {
-			p.mu.Unlock()
-			return true, false
-		}
-		if dl, ok := ctx.Deadline(); ok && !at.Before(dl) {
-			lim.give(at)
-			p.mu.Unlock()
-			return false, true
-		}
-		p.mu.Unlock()
-		p.binding.Store(true)
-		p.lastBind.Store(now.UnixNano())
-		t := newTimer(d)
-		select {
-		case <-t.C:
-			return true, false
-		case <-ctx.Done():
-			t.Stop()
-			p.mu.Lock()
-			lim.give(at)
-			p.mu.Unlock()
-			return false, false
-		case <-changed:
-			t.Stop() // the turn is void: take a new one
-		}
-	}
-	return true, false
-}
-
-// hinted records a throttle with the broker's hint: a broker that says when
-// to come back is followed, not paced, so an episode ends.
-func (p *pacer) hinted() {
-	if p == nil || !p.on.Load() {
-		return
-	}
-	p.mu.Lock()
-	if p.on.Load() {
-		p.endLocked()
-	}
-	p.mu.Unlock()
-}
-
-// rateNow is the episode's rate, 0 when none is open (for tests and
-// events).
-func (p *pacer) rateNow() float64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.on.Load() {
-		return 0
-	}
-	return p.r
 }

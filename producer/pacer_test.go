@@ -86,17 +86,17 @@ func TestPacerCutsFromTheCapacityBetweenRefusals(t *testing.T) {
 	engage(t, &p, t0, 3000) // wmax: pacerFirst of 3,000
 	at := t0.Add(200 * time.Millisecond)
 	// cycle: 1 s in which the broker stores capacity a second, the last
-	// 100 ms of it at 1.25 times the capacity (the probe spends the
+	// 100 ms of it at 1.2 times the capacity (the probe spends the
 	// bucket's savings), then refuses.
 	cycle := func(capacity float64) {
 		p.mu.Lock()
-		p.r = 1.25 * capacity // the probe went past the capacity
+		p.r = 1.2 * capacity // the probe went past the capacity
 		p.mu.Unlock()
-		slow := int(capacity - 0.125*capacity)
+		slow := int(capacity - 0.12*capacity)
 		for i := range slow {
 			p.stored(at.Add(time.Duration(i) * 900 * time.Millisecond / time.Duration(slow)))
 		}
-		fast := int(0.125 * capacity)
+		fast := int(0.12 * capacity)
 		for i := range fast {
 			p.stored(at.Add(900*time.Millisecond + time.Duration(i)*100*time.Millisecond/time.Duration(fast)))
 		}
@@ -105,7 +105,7 @@ func TestPacerCutsFromTheCapacityBetweenRefusals(t *testing.T) {
 		require.True(t, p.on.Load())
 	}
 	cycle(2000)
-	assert.InDelta(t, 2000, p.wmax, 40, "the capacity, not the rate refused (2,500)")
+	assert.InDelta(t, 2000, p.wmax, 40, "the capacity, not the rate refused (2,400)")
 	assert.Equal(t, pacerProbe, p.probe, "the rate that got through moved: a fast probe")
 	for _, want := range []time.Duration{2 * pacerProbe, 4 * pacerProbe, pacerProbeMax, pacerProbeMax} {
 		cycle(2000)
