@@ -383,11 +383,10 @@ func entrySize(id, topic, tag string, keys []string, props map[string]string, bo
 }
 
 // failAll gives every entry the outcome o of a call that failed as a
-// whole; unsent, the request never left the client for the broker at name.
-func failAll(b *batch, o Outcome, unsent bool, name string) {
-	if unsent {
-		o = unreachable(o, name)
-	}
+// whole with err, whose peer pr is empty when the request never left the
+// client for the broker at name (notSent).
+func failAll(b *batch, o Outcome, err error, pr *peer.Peer, name string) {
+	o, unsent := notSent(o, err, pr, name)
 	for _, e := range b.entries {
 		e.o, e.unsent = o, unsent
 	}
@@ -439,7 +438,7 @@ func (s v1Batch) sendBatch(ctx context.Context, b *batch) {
 		splitAll(b)
 		return
 	}
-	failAll(b, o, pr.Addr == nil, s.ep.name)
+	failAll(b, o, err, &pr, s.ep.name)
 }
 
 // attemptBatched is the first attempt of an async send over rocketry.v1:

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -150,6 +151,18 @@ func (e *ConnectError) Unwrap() []error { return []error{e.Reason, e.Err} }
 func (e *ConnectError) GRPCStatus() *status.Status {
 	s, _ := status.FromError(e.Err)
 	return s
+}
+
+// notSent is the one reading of "the request never left the client" for
+// every call that sends (alone, in a batch, through the interceptor): a
+// call that failed before gRPC gave it a peer. It returns o, read as
+// unreachable says when the request never left for the broker at
+// endpoint, and whether it never left (the message is known not stored).
+func notSent(o Outcome, err error, pr *peer.Peer, endpoint string) (Outcome, bool) {
+	if err == nil || pr.Addr != nil {
+		return o, false
+	}
+	return unreachable(o, endpoint), true
 }
 
 // unreachable reads the outcome of an attempt whose request never left the

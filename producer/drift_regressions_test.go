@@ -14,6 +14,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/backoff"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
 // TestServerScheduleKeepsTheFallbacksAttemptFloor: with
@@ -64,4 +65,27 @@ func TestRmqBodyOverServerMaxIsRefusedBeforeAnyAttempt(t *testing.T) {
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
 	assert.Zero(t, sink.puts, "an invalid message is not a dead letter")
+}
+
+// TestInterceptorNamesConnectError: a call through the interceptor to a
+// port nobody listens on fails as a Producer's send does, with a
+// *ConnectError that names the target and ErrConnectionRefused (issue 21:
+// "the request never left the client" is read in one function, notSent;
+// the interceptor's reading named no ConnectError).
+func TestInterceptorNamesConnectError(t *testing.T) {
+	addr := closedAddr(t)
+	cc := dialWith(t, addr, UnaryClientInterceptor(WithMaxAttempts(2), WithWaitForReady(false),
+		WithFailureSchedule(backoff.Constant(time.Millisecond))))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := rocketryv1.NewMessagingServiceClient(cc).SendMessage(ctx, sendReq("refused", false))
+	var ce *ConnectError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, addr, ce.Endpoint)
+	assert.ErrorIs(t, err, ErrConnectionRefused)
+	assert.ErrorIs(t, err, ErrAttemptsExhausted, "known not stored: retried, then out of attempts")
+	var se *SendError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, 2, se.Attempts)
+	assert.Equal(t, FailedNotStored, se.Last)
 }

@@ -100,7 +100,9 @@ type SendError struct {
 	// was made).
 	Last OutcomeKind
 	// DeadLettered is true when the message was handed to the dead-letter
-	// sink (WithDeadLetterSink, WithFallback) and kept.
+	// sink (WithDeadLetterSink, WithFallback) and kept. The one field
+	// written after the error is made: by the hand-off, before the send
+	// returns.
 	DeadLettered bool
 	// MaybeStoredAt names the endpoint (host:port, or a RocketMQ 5 broker's
 	// name and endpoints, "broker-a@host:port[;host:port]") of the last
@@ -113,6 +115,29 @@ type SendError struct {
 
 	kind   error // why the send ended: one of the sentinels or a context error
 	ctxErr error // the caller's context error, when the send stopped because of it
+}
+
+// One writer: a SendError is made by newSendError alone, from the state of
+// the send that failed (the executor's, or a send stopped before any
+// attempt), and none of its fields changes after, but DeadLettered, which
+// the dead-letter hand-off (deadletter.go) sets before the send returns it.
+
+// newSendError is the failure of the send of message id: why it ended (d),
+// its attempts, the last attempt's outcome (zero when none was made), the
+// last throttle's reason and where the message may be stored.
+func newSendError(id string, d decision, attempts int, last Outcome, reason brokercode.Reason, maybeAt string) *SendError {
+	return &SendError{
+		MessageID:     id,
+		Attempts:      attempts,
+		Code:          last.Code,
+		WireCode:      last.WireCode,
+		Reason:        reason,
+		Cause:         last.Err,
+		Last:          last.Kind,
+		MaybeStoredAt: maybeAt,
+		kind:          d.kind,
+		ctxErr:        d.ctxErr,
+	}
 }
 
 // Error says why the send ended, after how many attempts, and the cause.

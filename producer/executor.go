@@ -8,6 +8,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/brokercode"
+	"github.com/rocketry-go/rocketry/producer/internal/deadline"
 )
 
 // This file holds the retry contract (the retry table of docs/retries.md, ARCHITECTURE.md's
@@ -247,7 +248,7 @@ func (x *executor) decide(ctx context.Context, o Outcome, unsent bool, start, no
 		delay = elapsed + o.Hint
 	}
 	wait := max(delay-elapsed, 0)
-	if dl, ok := ctx.Deadline(); ok && !now.Add(wait).Before(dl) {
+	if !deadline.Fits(ctx, now.Add(wait)) {
 		return decision{act: actFail, throttled: throttled, kind: ErrDeadlineTooShort}
 	}
 	d := decision{act: actRetry, throttled: throttled, delay: delay, wait: wait, timeout: c.attemptTimeout}
@@ -313,7 +314,7 @@ func (x *executor) admit(ctx context.Context) (decision, bool) {
 	if wait == 0 {
 		return decision{}, true
 	}
-	if dl, ok := ctx.Deadline(); ok && !time.Now().Add(wait).Before(dl) {
+	if !deadline.Fits(ctx, time.Now().Add(wait)) {
 		r.Cancel()
 		return decision{act: actFail, kind: ErrDeadlineTooShort}, false
 	}
@@ -346,19 +347,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// sendError is the send's failure, from its state now.
 func (x *executor) sendError(d decision) *SendError {
-	return &SendError{
-		MessageID:     x.id,
-		Attempts:      x.attempts,
-		Code:          x.last.Code,
-		WireCode:      x.last.WireCode,
-		Reason:        x.reason,
-		Cause:         x.last.Err,
-		Last:          x.last.Kind,
-		MaybeStoredAt: x.maybeAt,
-		kind:          d.kind,
-		ctxErr:        d.ctxErr,
-	}
+	return newSendError(x.id, d, x.attempts, x.last, x.reason, x.maybeAt)
 }
 
 // finish reports the end of a failed send: EventExhausted, then

@@ -199,8 +199,8 @@ func (p *Producer) sendInTurn(ctx context.Context, m, wm *Message, t *ticket, pn
 	var se *SendError
 	switch {
 	case t.first != nil:
-		se = &SendError{MessageID: m.ID, kind: ErrGroupFailed,
-			Cause: fmt.Errorf("message group %q: message %q failed first: %w", m.MessageGroup, t.first.MessageID, t.first)}
+		cause := fmt.Errorf("message group %q: message %q failed first: %w", m.MessageGroup, t.first.MessageID, t.first)
+		se = newSendError(m.ID, decision{act: actFail, kind: ErrGroupFailed}, 0, Outcome{Err: cause}, 0, "")
 		p.putDeadLetter(m, se)
 	case ctx.Err() != nil || p.hardCtx.Err() != nil:
 		se = p.stoppedSend(ctx, m)
@@ -221,7 +221,7 @@ func (p *Producer) stoppedSend(ctx context.Context, m *Message) *SendError {
 	if p.hardCtx.Err() == nil {
 		d = stopped(ctx)
 	}
-	return &SendError{MessageID: m.ID, kind: d.kind, ctxErr: d.ctxErr}
+	return newSendError(m.ID, d, 0, Outcome{}, 0, "")
 }
 
 // groupEndpoint is the endpoint a group's sends go to, every attempt: the

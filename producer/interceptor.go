@@ -74,8 +74,9 @@ func NewUnaryClientInterceptor(opts ...Option) (grpc.UnaryClientInterceptor, err
 				x.transactional = x.transactional || m.GetTransactional()
 			}
 		}
-		if se := tooLargeToSend(req, copts); se != nil {
-			se.MessageID = x.id
+		if o, ok := tooLargeToSend(req, copts); !ok {
+			x.last = o
+			se := x.sendError(decision{act: actFail, kind: ErrNotRetryable})
 			cfg.finish(ctx, se)
 			return se
 		}
@@ -143,12 +144,13 @@ func (c *interceptCall) attempt(ctx context.Context, _ int, wait bool, deadline 
 		opts = append(opts[:len(opts):len(opts)], waitForReady)
 	}
 	err := c.invoker(ctx, c.method, c.req, c.reply, c.cc, opts...)
-	return c.cls.Classify(c.reply, err), err != nil && c.peer.Addr == nil
+	return notSent(c.cls.Classify(c.reply, err), err, &c.peer, c.endpoint(0))
 }
 
 // tooLargeToSend fails a request over the call's grpc.MaxCallSendMsgSize
-// before any attempt, as gRPC would refuse each attempt.
-func tooLargeToSend(req any, copts []grpc.CallOption) *SendError {
+// before any attempt, as gRPC would refuse each attempt: ok is false, and
+// the outcome says why.
+func tooLargeToSend(req any, copts []grpc.CallOption) (Outcome, bool) {
 	limit := -1
 	for _, o := range copts {
 		if m, ok := o.(grpc.MaxSendMsgSizeCallOption); ok {
@@ -157,13 +159,13 @@ func tooLargeToSend(req any, copts []grpc.CallOption) *SendError {
 	}
 	pm, ok := req.(proto.Message)
 	if limit < 0 || !ok {
-		return nil
+		return Outcome{}, true
 	}
 	if n := proto.Size(pm); n > limit {
 		cause := status.Errorf(codes.ResourceExhausted, "producer: request of %d bytes is larger than the call's MaxCallSendMsgSize of %d", n, limit)
-		return &SendError{Code: brokercode.MessageTooLarge, Last: Permanent, Cause: cause, kind: ErrNotRetryable}
+		return Outcome{Kind: Permanent, Code: brokercode.MessageTooLarge, Err: cause}, false
 	}
-	return nil
+	return Outcome{}, true
 }
 
 // callOption carries per-call options through grpc.CallOption.

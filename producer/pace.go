@@ -44,7 +44,7 @@ type pace struct {
 
 // wait waits the attempt's turn at the endpoint's pacer, then at the
 // topic's (see pacer.wait).
-func (pc pace) wait(ctx context.Context) (ok bool, deadline bool) {
+func (pc pace) wait(ctx context.Context) (ok bool, late bool) {
 	if ok, late := pc.ep.wait(ctx); !ok {
 		return ok, late
 	}

@@ -43,7 +43,7 @@ func (s *rmqBatch) sendBatch(ctx context.Context, b *batch) {
 			splitAll(b)
 			return
 		}
-		failAll(b, o, pr.Addr == nil, s.cn.addr)
+		failAll(b, o, err, &pr, s.cn.addr)
 		return
 	}
 	outs := classifyEntries(resp, n)
@@ -137,7 +137,10 @@ func refusedWhole(resp *rocketmqv2.SendMessageResponse, outs []Outcome) bool {
 // apache.rocketmq.v2, to queue q's broker on cn: the message joins the
 // batch of that broker and its topic. ok is false when the message goes
 // alone instead.
-func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, e *batchEntry, deadline time.Time) (o Outcome, unsent, ok bool) {
+//
+// at is the queue of the attempt: q, or the batch's queue when the batch
+// answered.
+func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, e *batchEntry, deadline time.Time) (o Outcome, unsent bool, at rmqQueue, ok bool) {
 	bt := e.bt
 	e.bt = nil // only the first attempt (never a wait-for-ready one) joins a batch
 	e.v2 = a.msg
@@ -149,17 +152,15 @@ func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, e
 		e.deadline, _ = ctx.Deadline()
 	}
 	if !bt.join(batchKey{addr: q.addr, topic: a.topic}, &rmqBatch{c: a.c, cn: cn, queue: q.id}, e) {
-		return Outcome{}, false, false
+		return Outcome{}, false, q, false
 	}
 	o, unsent, answered := bt.wait(ctx, e)
 	if !answered {
-		a.last = q // where it may be; what the caller sees of it is unknown
-		return o, unsent, true
+		return o, unsent, q, true // where it may be; what the caller sees of it is unknown
 	}
 	if e.split {
-		return Outcome{}, false, false
+		return Outcome{}, false, q, false
 	}
 	q.id = e.queue
-	a.last = q
-	return e.o, e.unsent, true
+	return e.o, e.unsent, q, true
 }

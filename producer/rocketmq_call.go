@@ -22,17 +22,23 @@ import (
 // proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/route/RouteActivity.java
 // and producer/SendMessageActivity.java). It is used by one goroutine at a
 // time, as the executor does.
+//
+// Writers: the executor's goroutine runs every attempt, and alone writes
+// the call's fields, in attempt. The one exception is msg while it is in a
+// batch: from join until the batch's answer (which attemptBatched waits
+// for) the batch's goroutine owns it and sets its queue
+// (rmqBatch.sendBatch).
 type rmqCall struct {
 	c     *rmqClient
 	topic string
 	msg   *rocketmqv2.Message
 	req   rocketmqv2.SendMessageRequest
-	route *rmqRoute
-	peer  peer.Peer // filled by gRPC when the request left the client
-	last  rmqQueue  // the queue of the last attempt
-	cn    *rmqConn  // the connection of the last attempt
-	resp  *rocketmqv2.SendMessageResponse
-	be    *batchEntry // the message in a batch (async sends); nil: alone
+	route *rmqRoute                       // written by attempt: the route of the first attempt, for the whole send
+	peer  peer.Peer                       // written by gRPC in the call: set when the request left the client
+	last  rmqQueue                        // written by attempt: the queue of the last attempt
+	cn    *rmqConn                        // written by attempt: the connection of the last attempt
+	resp  *rocketmqv2.SendMessageResponse // written by attempt: the last answer
+	be    *batchEntry                     // the message in a batch (async sends); nil: alone
 }
 
 // newCall returns the attempter of m, which must be validated and have its
@@ -70,7 +76,8 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 	}
 	a.cn = cn
 	if e := a.be; e != nil && e.bt != nil {
-		if o, unsent, ok := a.attemptBatched(ctx, q, cn, e, deadline); ok {
+		if o, unsent, at, ok := a.attemptBatched(ctx, q, cn, e, deadline); ok {
+			a.last = at
 			return o, unsent
 		}
 	}
@@ -85,10 +92,7 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 	}
 	resp, err := cn.stub.SendMessage(a.c.outgoing(ctx), &a.req, opts...)
 	a.resp = resp
-	if err != nil && a.peer.Addr == nil {
-		return unreachable(RocketMQClassifier.Classify(resp, err), q.addr), true
-	}
-	return RocketMQClassifier.Classify(resp, err), false
+	return notSent(RocketMQClassifier.Classify(resp, err), err, &a.peer, q.addr)
 }
 
 // routeOutcome reads the error of a route look-up, which sent nothing: the

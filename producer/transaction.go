@@ -277,10 +277,10 @@ func (tx *Transaction) end(ctx context.Context, op string, res rocketmqv2.Transa
 // connection that stored it, for EndTransaction.
 func (p *Producer) sendHalf(ctx context.Context, rt *rmqTransport, m *Message) (*SendReceipt, string, *SendError) {
 	if err := ctx.Err(); err != nil {
-		return nil, "", &SendError{MessageID: m.ID, Cause: err, kind: err, ctxErr: err}
+		return nil, "", newSendError(m.ID, decision{act: actFail, kind: err, ctxErr: err}, 0, Outcome{Err: err}, 0, "")
 	}
 	if !p.enter() {
-		return nil, "", &SendError{MessageID: m.ID, Cause: ErrClosed, kind: ErrClosed}
+		return nil, "", newSendError(m.ID, decision{act: actFail, kind: ErrClosed}, 0, Outcome{Err: ErrClosed}, 0, "")
 	}
 	ctx, wm := p.startSend(ctx, m, false)
 	sctx, cancel := context.WithCancelCause(ctx)

@@ -144,10 +144,7 @@ func (c *sendCall) attempt(ctx context.Context, ep int, wait bool, deadline time
 		}
 		return Outcome{Kind: Stored}, false
 	}
-	if c.peer.Addr == nil {
-		return unreachable(classifyError(err), e.name), true
-	}
-	return classifyError(err), false
+	return notSent(classifyError(err), err, &c.peer, e.name)
 }
 
 // resolve takes the endpoints of a target with a scheme for the rest of
