@@ -58,6 +58,8 @@ func (pc pace) record(o Outcome, start, end time.Time) {
 	case o.Kind == Stored:
 		pc.ep.stored(start)
 		pc.topic.stored(start)
+		pc.ep.flew(start, end)
+		pc.topic.flew(start, end)
 	case o.Kind == Throttled && o.Hint > 0:
 		pc.ep.hinted()
 		pc.topic.hinted()

@@ -121,6 +121,8 @@ type pacer struct {
 	idleAt     atomic.Int64  // unix ns of the end of the last idle gap
 	gapNs      atomic.Int64  // the longest gap between attempts that is not idle
 	waiting    atomic.Int32  // attempts waiting for their turn now
+	minFlight  atomic.Int64  // ns, the quickest store of the episode
+	queuedAt   atomic.Int64  // unix ns of the last store that waited in the broker's queue
 
 	mu       sync.Mutex
 	changed  chan struct{} // closed when the turns handed out are void (a cut, the end)
@@ -162,6 +164,34 @@ func (p *pacer) stored(now time.Time) {
 	if ns := now.UnixNano(); ns >= p.nextSample.Load() {
 		p.sample(now)
 	}
+}
+
+// flew records the time in flight of a stored attempt while an episode is
+// open: one that took pacerQueued longer than the episode's quickest store
+// waited in the broker's queue, and while stores wait there the rate does
+// not grow (a queue answers late before it answers no: grown on its
+// convex side until the first refusal, the rate reached twice a 100/s
+// send queue's capacity, and each overshoot refused a dozen requests).
+func (p *pacer) flew(start, end time.Time) {
+	if p == nil || !p.on.Load() {
+		return
+	}
+	d := int64(end.Sub(start))
+	for {
+		m := p.minFlight.Load()
+		if (m != 0 && m <= d) || p.minFlight.CompareAndSwap(m, d) {
+			break
+		}
+	}
+	if d > p.minFlight.Load()+int64(pacerQueued) {
+		p.queuedAt.Store(end.UnixNano())
+	}
+}
+
+// queueing reports whether a store waited in the broker's queue within d
+// before now.
+func (p *pacer) queueing(now time.Time, d time.Duration) bool {
+	return now.UnixNano()-p.queuedAt.Load() < int64(d)
 }
 
 // throttled records a refusal without a hint of an attempt that started
@@ -295,8 +325,12 @@ func (p *pacer) throttled(start, now time.Time) {
 	// capacity lies between: with many attempts waiting (a refusal costs
 	// one sender of many its second) the cut is from halfway, and the
 	// next refusal, soon, is exact; with a few senders (a refusal costs a
-	// quarter of them) the probe finds it from below.
-	if p.r > pacerFar*got {
+	// quarter of them) the probe finds it from below. Not when the broker
+	// queued the refused request: a queue answers late, not no, so the
+	// rate runs far over its capacity before any refusal (cut from
+	// halfway, a 100/s send queue was paced at 145/s, and 1-5 sends of
+	// 2,000 ran out of attempts).
+	if p.r > pacerFar*got && now.Sub(start) <= pacerQueued {
 		if p.waiting.Load() >= pacerMany {
 			got += (p.r - got) / 2
 		} else {
@@ -384,7 +418,7 @@ func (p *pacer) stepLocked(now time.Time) {
 	// application does not fill either.) Without it, 4 senders all
 	// refused came back after their second to a rate 30% over wmax, and
 	// were all refused again: 22% of capacity.
-	if now.UnixNano()-p.lastBind.Load() <= int64(pacerIdleGap) && now.Sub(p.cutAt) >= p.drain {
+	if now.UnixNano()-p.lastBind.Load() <= int64(pacerIdleGap) && now.Sub(p.cutAt) >= p.drain && !p.queueing(now, pacerStep) {
 		p.climb += now.Sub(p.climbAt)
 	}
 	p.climbAt = now
@@ -408,7 +442,7 @@ func (p *pacer) stepLocked(now time.Time) {
 			return
 		}
 		p.stepAt = now
-		if !p.binding.Swap(false) || now.Sub(p.cutAt) < p.drain {
+		if !p.binding.Swap(false) || now.Sub(p.cutAt) < p.drain || p.queueing(now, step) {
 			return
 		}
 		r = pacerGrow * p.r

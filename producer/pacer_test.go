@@ -459,3 +459,40 @@ func TestPacerEndLetsWaitsGo(t *testing.T) {
 		wg.Wait()
 	})
 }
+
+// TestPacerHoldsWhileStoresQueue: while stored attempts take pacerQueued
+// longer than the episode's quickest store (they waited in the broker's
+// queue), the rate does not grow; once they are quick again, it does.
+// Before, a rate grown on its convex side until the first refusal reached
+// twice a 100/s send queue's capacity.
+func TestPacerHoldsWhileStoresQueue(t *testing.T) {
+	var p pacer
+	t0 := time.Unix(1000, 0)
+	engage(t, &p, t0, 1000)
+	at := t0.Add(200 * time.Millisecond)
+	step := func(at time.Time) float64 {
+		p.binding.Store(true)
+		p.lastBind.Store(at.UnixNano())
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.stepLocked(at)
+		return p.r
+	}
+	p.flew(at, at.Add(time.Millisecond)) // the quickest store: 1 ms
+	var r0 float64
+	for i := 1; i <= 100; i++ {
+		now := at.Add(time.Duration(i) * 10 * time.Millisecond)
+		p.flew(now.Add(-pacerQueued-10*time.Millisecond), now) // queued
+		if r := step(now); i == 1 {
+			r0 = r
+		}
+	}
+	at = at.Add(time.Second)
+	assert.InDelta(t, r0, p.rateNow(), 1, "held while stores queue")
+	for i := 1; i <= 300; i++ {
+		now := at.Add(time.Duration(i) * 10 * time.Millisecond)
+		p.flew(now.Add(-time.Millisecond), now) // quick again
+		step(now)
+	}
+	assert.Greater(t, p.rateNow(), 1.1*r0, "grows once they are quick")
+}
