@@ -53,23 +53,26 @@ type decision struct {
 }
 
 // executor is one send's state, owned by the goroutine that runs it; the
-// config is shared and read-only.
+// config is shared and read-only. One writer per field, as named: the
+// transport that makes the executor sets the send's fixed facts before
+// run; after that only run, decide and their helpers here write, on the
+// send's goroutine (as grpc-go's clientStream owns its attempt).
 type executor struct {
-	cfg           *config
-	a             attempter
-	id            string
-	transactional bool
-	half          bool   // a RocketMQ 5 half message: retried when known not stored (transaction.go)
-	ep            int    // the endpoint of the next attempt
-	pinned        bool   // an attempt had an unknown outcome: the message may be stored on ep
-	maybeAt       string // the endpoint of the last attempt whose outcome was unknown
-	stay          bool   // a FIFO message: every attempt on ep, never another broker (fifo.go)
+	cfg           *config   // set by the maker; read-only
+	a             attempter // set by the maker: the wire protocol's call
+	id            string    // set by the maker
+	transactional bool      // set by the maker
+	half          bool      // set by the maker: a RocketMQ 5 half message, retried when known not stored (transaction.go)
+	ep            int       // written by the maker (first endpoint), pin and run: the endpoint of the next attempt
+	pinned        bool      // written by pin and decide: an attempt had an unknown outcome, the message may be stored on ep
+	maybeAt       string    // written by pin and run: the endpoint of the last attempt whose outcome was unknown
+	stay          bool      // written by fifo (fifo.go): every attempt on ep, never another broker
 
-	attempts  int
-	failures  int
-	throttles int
-	last      Outcome           // of the last attempt
-	reason    brokercode.Reason // of the last throttled attempt
+	attempts  int               // written by run
+	failures  int               // written by decide
+	throttles int               // written by decide
+	last      Outcome           // written by decide (and refuse, before any attempt): the last attempt's outcome
+	reason    brokercode.Reason // written by decide: of the last throttled attempt
 
 	// The throttle schedule's delay for retry drawnFor, drawn in advance:
 	// the connection backoff gives the attempt after a wait the next
@@ -345,6 +348,13 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// refuse ends the send before any attempt, for the reason o gives (the
+// interceptor's check of the call's size limit).
+func (x *executor) refuse(o Outcome, kind error) *SendError {
+	x.last = o
+	return x.sendError(decision{act: actFail, kind: kind})
 }
 
 // sendError is the send's failure, from its state now.

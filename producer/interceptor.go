@@ -75,8 +75,7 @@ func NewUnaryClientInterceptor(opts ...Option) (grpc.UnaryClientInterceptor, err
 			}
 		}
 		if o, ok := tooLargeToSend(req, copts); !ok {
-			x.last = o
-			se := x.sendError(decision{act: actFail, kind: ErrNotRetryable})
+			se := x.refuse(o, ErrNotRetryable)
 			cfg.finish(ctx, se)
 			return se
 		}
