@@ -1,4 +1,4 @@
-package producer
+package pace
 
 import (
 	"math"
@@ -106,9 +106,9 @@ const (
 	pacerCeil     = 2.0                    // after a queued refusal, the rate grows to this many times the store rate, at most
 )
 
-// pacer is one scope's throttle state; its zero value has no episode. It
-// is safe for concurrent use, and a nil *pacer paces nothing.
-type pacer struct {
+// Pacer is one scope's throttle state; its zero value has no episode. It
+// is safe for concurrent use, and a nil *Pacer paces nothing.
+type Pacer struct {
 	on         atomic.Bool   // an episode is open: attempts wait for lim
 	stores     atomic.Int64  // attempts stored in this scope
 	attempts   atomic.Int64  // attempts stored or refused without a hint
@@ -149,7 +149,7 @@ type pacer struct {
 }
 
 // stored counts a stored attempt that started at now.
-func (p *pacer) stored(now time.Time) {
+func (p *Pacer) stored(now time.Time) {
 	if p == nil {
 		return
 	}
@@ -166,7 +166,7 @@ func (p *pacer) stored(now time.Time) {
 
 // throttled records a refusal without a hint of an attempt that started
 // at start and ended at now.
-func (p *pacer) throttled(start, now time.Time) {
+func (p *Pacer) throttled(start, now time.Time) {
 	if p == nil {
 		return
 	}
@@ -334,7 +334,7 @@ func (p *pacer) throttled(start, now time.Time) {
 // through, and voids the turns handed out: turns handed out at the rate
 // that was just refused would all go to a broker that has just refused.
 // Called with mu held.
-func (p *pacer) cutLocked(now time.Time, w float64, n int64, flight time.Duration) {
+func (p *Pacer) cutLocked(now time.Time, w float64, n int64, flight time.Duration) {
 	p.wmax = max(w, pacerMinRate)
 	// A refusal that came after a long time in flight was queued by the
 	// broker first (RocketMQ refuses what waited over 200 ms in its send
@@ -373,7 +373,7 @@ func cubic(wmax float64, t, probe time.Duration) float64 {
 // is not raised, and a pause (all senders waiting out their own schedules)
 // is not made up for with a run of raises. The episode ends when nobody
 // waited for pacerIdle past the cubic. Called with mu held.
-func (p *pacer) stepLocked(now time.Time) {
+func (p *Pacer) stepLocked(now time.Time) {
 	if now.Sub(p.stepAt) < pacerStep {
 		return
 	}
@@ -446,7 +446,7 @@ func (p *pacer) stepLocked(now time.Time) {
 
 // endLocked ends the episode, and lets the attempts waiting go. Called
 // with mu held.
-func (p *pacer) endLocked() {
+func (p *Pacer) endLocked() {
 	p.on.Store(false)
 	p.lim = nil
 	p.ring.Store(0)
