@@ -23,8 +23,9 @@ import (
 // failed one, so that repeated throttling walks up the connection backoff
 // while an occasional failure in between neither resets it nor advances it.
 
-// newTimer makes the timer of every wait; tests swap it (and restore it with
-// t.Cleanup) to observe or shorten waits.
+// newTimer makes the timer of every wait but the pacer's turns (those are
+// pace.NewTimer's); tests swap both (and restore them with t.Cleanup) to
+// observe or shorten waits.
 var newTimer = time.NewTimer
 
 // errAttemptTimeout is the cause of an attempt's context when its timeout
@@ -116,7 +117,7 @@ func (x *executor) run(ctx context.Context) *SendError {
 		}
 		pc := x.a.pacer(x.ep)
 		if paced {
-			if ok, late := pc.wait(ctx); !ok {
+			if ok, late := pc.Wait(ctx); !ok {
 				if late {
 					return x.sendError(decision{act: actFail, kind: ErrDeadlineTooShort})
 				}
@@ -136,7 +137,7 @@ func (x *executor) run(ctx context.Context) *SendError {
 		if !unsent {
 			x.a.reach(x.ep).sent(start)
 		}
-		pc.record(o, start, time.Now())
+		pc.Record(paceResult(o), start, time.Now())
 		if o.Kind == Stored {
 			c.budget.success()
 			if c.watched() {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/producer/internal/pace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -40,7 +41,7 @@ func NewUnaryClientInterceptor(opts ...Option) (grpc.UnaryClientInterceptor, err
 	if err != nil {
 		return nil, err
 	}
-	var byTarget sync.Map // target -> *pacers, when pacing
+	var byTarget sync.Map // target -> *pace.Pacers, when pacing
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, copts ...grpc.CallOption) error {
 		cfg, copied := &base, false
 		for _, o := range copts {
@@ -59,9 +60,9 @@ func NewUnaryClientInterceptor(opts ...Option) (grpc.UnaryClientInterceptor, err
 		if base.pacing && cc != nil {
 			pc, ok := byTarget.Load(cc.Target())
 			if !ok {
-				pc, _ = byTarget.LoadOrStore(cc.Target(), &pacers{})
+				pc, _ = byTarget.LoadOrStore(cc.Target(), &pace.Pacers{})
 			}
-			c.pc = pc.(*pacers).of(paceScope(method, req))
+			c.pc = pc.(*pace.Pacers).Of(paceScope(method, req))
 		}
 		c.opts = append(make([]grpc.CallOption, 0, len(copts)+2), copts...)
 		c.opts = append(c.opts, grpc.Peer(&c.peer))
@@ -109,12 +110,12 @@ type interceptCall struct {
 	cls     Classifier
 	opts    []grpc.CallOption // the call's, then grpc.Peer(&peer)
 	peer    peer.Peer
-	pc      pace // the target's, and the topic's there
+	pc      pace.Pace // the target's, and the topic's there
 }
 
-func (c *interceptCall) pacer(int) pace { return c.pc }
+func (c *interceptCall) pacer(int) pace.Pace { return c.pc }
 
-// paceScope is the scope of a call's pacer at its target (pace.go): a
+// paceScope is the scope of a call's pacer at its target (pacing.go): a
 // send's topic, else the method.
 func paceScope(method string, req any) string {
 	if r, ok := req.(*rocketryv1.SendMessageRequest); ok && len(r.GetMessages()) > 0 {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rocketry-go/rocketry/brokercode"
+	"github.com/rocketry-go/rocketry/producer/internal/pace"
 )
 
 // OutcomeKind is what one attempt's answer says of its message.
@@ -104,8 +105,8 @@ type attempter interface {
 	// endpoint names endpoint ep for events and logs; two indexes with the
 	// same name are the same broker.
 	endpoint(ep int) string
-	// pacer is the throttle state of an attempt to endpoint ep (pace.go).
-	pacer(ep int) pace
+	// pacer is the throttle state of an attempt to endpoint ep (pacing.go).
+	pacer(ep int) pace.Pace
 	// reach is when a request last reached endpoint ep's broker: a retry
 	// that stays there after a request that never left waits for the
 	// connection when it is recent (connect.go). nil: none kept. Called

@@ -96,7 +96,7 @@ type rmqClient struct {
 	started   bool
 	closed    bool
 
-	pacers sync.Map // broker name -> *pacers; see rocketmq_pacer.go
+	pacers sync.Map // broker name -> *pace.Pacers; see rocketmq_pacer.go
 
 	maxBody      atomic.Int64 // the server's max_body_size; 0: not known
 	policy       atomic.Pointer[rocketmqv2.RetryPolicy]

@@ -89,19 +89,19 @@ func TestRmqPacerPerBroker(t *testing.T) {
 	require.NoError(t, c.start(context.Background()))
 
 	first := c.newCall(&Message{ID: "1", Topic: "t"})
-	assert.Nil(t, first.pacer(0).ep, "route not known yet")
+	assert.Nil(t, first.pacer(0).Endpoint, "route not known yet")
 	o, _ := first.attempt(context.Background(), 0, false, time.Time{})
 	require.Equal(t, Stored, o.Kind, "%v", o.Err)
 	// Queues interleave a0 b0 a1: ep 0 and 2 are broker-a.
-	require.NotNil(t, first.pacer(0).ep)
-	assert.Same(t, first.pacer(0).ep, first.pacer(2).ep)
-	assert.NotSame(t, first.pacer(0).ep, first.pacer(1).ep)
+	require.NotNil(t, first.pacer(0).Endpoint)
+	assert.Same(t, first.pacer(0).Endpoint, first.pacer(2).Endpoint)
+	assert.NotSame(t, first.pacer(0).Endpoint, first.pacer(1).Endpoint)
 	second := c.newCall(&Message{ID: "2", Topic: "t"})
-	assert.Same(t, first.pacer(1).ep, second.pacer(1).ep, "the route is read from the cache")
-	assert.Same(t, first.pacer(0).topic, second.pacer(0).topic, "and the topic's pacer there")
+	assert.Same(t, first.pacer(1).Endpoint, second.pacer(1).Endpoint, "the route is read from the cache")
+	assert.Same(t, first.pacer(0).Topic, second.pacer(0).Topic, "and the topic's pacer there")
 
 	off := newTestRMQClient(t, []string{a.addr}, WithPacing(false))
-	assert.Nil(t, off.newCall(&Message{ID: "3", Topic: "t"}).pacer(0).ep)
+	assert.Nil(t, off.newCall(&Message{ID: "3", Topic: "t"}).pacer(0).Endpoint)
 }
 
 // An endpoint is named by its broker from the first attempt of a send

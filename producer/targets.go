@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
+
+	"github.com/rocketry-go/rocketry/producer/internal/pace"
 )
 
 // This file maps a target to the brokers a send may use. A host:port list
@@ -28,7 +30,7 @@ type endpoint struct {
 	name  string // for events, logs and batches: the address(es) dialled
 	cc    grpc.ClientConnInterface
 	owned *grpc.ClientConn // closed by the Producer; nil for NewFromConn's
-	pace  pacers
+	pace  pace.Pacers
 	reach reach
 	held  int // targetResolver.mu: the endpointSets holding it
 }

@@ -11,20 +11,23 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+
+	"github.com/rocketry-go/rocketry/producer/internal/pace"
 )
 
-// fakeWaits replaces newTimer for the test: every wait is recorded and
-// ends at once.
+// fakeWaits replaces newTimer, and the pacer's pace.NewTimer, for the
+// test: every wait is recorded and ends at once.
 func fakeWaits(t *testing.T) func() []time.Duration {
 	var mu sync.Mutex
 	var waits []time.Duration
-	t.Cleanup(func() { newTimer = time.NewTimer })
+	t.Cleanup(func() { newTimer, pace.NewTimer = time.NewTimer, time.NewTimer })
 	newTimer = func(d time.Duration) *time.Timer {
 		mu.Lock()
 		waits = append(waits, d)
 		mu.Unlock()
 		return time.NewTimer(0)
 	}
+	pace.NewTimer = newTimer
 	return func() []time.Duration {
 		mu.Lock()
 		defer mu.Unlock()

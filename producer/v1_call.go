@@ -6,6 +6,7 @@ import (
 	"time"
 
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/producer/internal/pace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -99,11 +100,11 @@ func (c *sendCall) endpoint(ep int) string {
 	return c.set.at(ep).name
 }
 
-func (c *sendCall) pacer(ep int) pace {
+func (c *sendCall) pacer(ep int) pace.Pace {
 	if !c.cfg.pacing || c.set == nil {
-		return pace{}
+		return pace.Pace{}
 	}
-	return c.set.at(ep).pace.of(c.msg.Topic)
+	return c.set.at(ep).pace.Of(c.msg.Topic)
 }
 
 func (c *sendCall) reach(ep int) *reach {

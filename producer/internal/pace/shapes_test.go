@@ -1,4 +1,4 @@
-package producer
+package pace
 
 import (
 	"context"
@@ -14,8 +14,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"golang.org/x/time/rate"
-
-	"github.com/rocketry-go/rocketry/brokercode"
 )
 
 // This file runs the pacer against every shape of throttling of issue 20,
@@ -119,7 +117,7 @@ type simRun struct {
 // duration) to the topic topicOf(sender) against shape, with pacing on or
 // off, and returns the figures. It must run in a synctest bubble.
 func simulate(shape simShape, senders, count int, duration time.Duration, topicOf func(int) string, pacing bool) simRun {
-	var ps pacers
+	var ps Pacers
 
 	var mu sync.Mutex
 	run := simRun{byTopic: map[string]time.Duration{}}
@@ -166,14 +164,14 @@ func simulate(shape simShape, senders, count int, duration time.Duration, topicO
 }
 
 // simSend is one send, as the executor makes it.
-func simSend(shape simShape, ps *pacers, topic string, id int, pacing bool, rnd *rand.Rand) (bool, int) {
-	pc := pace{}
+func simSend(shape simShape, ps *Pacers, topic string, id int, pacing bool, rnd *rand.Rand) (bool, int) {
+	pc := Pace{}
 	if pacing {
-		pc = ps.of(topic)
+		pc = ps.Of(topic)
 	}
 	delay := time.Second
 	for n := 1; n <= 5; n++ {
-		if ok, _ := pc.wait(context.Background()); !ok {
+		if ok, _ := pc.Wait(context.Background()); !ok {
 			return false, n - 1
 		}
 		start := time.Now()
@@ -187,11 +185,16 @@ func simSend(shape simShape, ps *pacers, topic string, id int, pacing bool, rnd 
 			}
 		}
 		time.Sleep(simRTT / 2)
-		o := Outcome{Kind: Stored}
-		if err != nil {
-			o = Outcome{Kind: Throttled, Err: err, Reason: brokercode.ReasonSendRate}
+		// As the producer reads them: errSimBusy names the broker's send
+		// queue, errSimRate the topic's send rate.
+		r := Stored
+		switch {
+		case errors.Is(err, errSimBusy):
+			r = ThrottledWide
+		case err != nil:
+			r = Throttled
 		}
-		pc.record(o, start, time.Now())
+		pc.Record(r, start, time.Now())
 		if err == nil {
 			return true, n
 		}
@@ -287,7 +290,7 @@ func TestPacerShapeBuckets(t *testing.T) {
 }
 
 // TestPacerShapeSendQueue: a send queue that refuses what would wait over
-// 200 ms ([TIMEOUT_CLEAN_QUEUE], the endpoint's scope).
+// 200 ms ([TIMEOUT_CLEAN_QUEUE], the endpoint's scope: ThrottledWide).
 func TestPacerShapeSendQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		one := func(s int) string { return fmt.Sprint("t", s%4) }

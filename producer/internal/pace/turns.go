@@ -1,4 +1,4 @@
-package producer
+package pace
 
 import (
 	"time"
@@ -14,7 +14,7 @@ import (
 // after a raise new turns fall among the old ones: as the rate climbed
 // after a cut, attempts left at up to twice the rate, and a bucket with a
 // burst of 5 refused them at a quarter of its capacity, in
-// pacer_shapes_test.go's simulation.) After a pause,
+// shapes_test.go's simulation.) After a pause,
 // up to burstFor(r) turns are at once. It is not safe for concurrent
 // use: the pacer's mu guards it.
 type turns struct {

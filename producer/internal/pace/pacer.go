@@ -1,4 +1,4 @@
-package producer
+package pace
 
 import (
 	"math"
@@ -107,9 +107,9 @@ const (
 	pacerCeil     = 2.0                    // after a queued refusal, the rate grows to this many times the store rate, at most
 )
 
-// pacer is one scope's throttle state; its zero value has no episode. It
-// is safe for concurrent use, and a nil *pacer paces nothing.
-type pacer struct {
+// Pacer is one scope's throttle state; its zero value has no episode. It
+// is safe for concurrent use, and a nil *Pacer paces nothing.
+type Pacer struct {
 	on         atomic.Bool   // an episode is open: attempts wait for lim
 	stores     atomic.Int64  // attempts stored in this scope
 	attempts   atomic.Int64  // attempts stored or refused without a hint
@@ -152,7 +152,7 @@ type pacer struct {
 }
 
 // stored counts a stored attempt that started at now.
-func (p *pacer) stored(now time.Time) {
+func (p *Pacer) stored(now time.Time) {
 	if p == nil {
 		return
 	}
@@ -167,66 +167,9 @@ func (p *pacer) stored(now time.Time) {
 	}
 }
 
-// flew records the time in flight of a stored attempt while an episode is
-// open: one that took pacerQueued longer than the episode's quickest store
-// waited in the broker's queue, and while stores wait there the rate does
-// not grow (a queue answers late before it answers no: grown on its
-// convex side until the first refusal, the rate reached twice a 100/s
-// send queue's capacity, and each overshoot refused a dozen requests).
-func (p *pacer) flew(start, end time.Time) {
-	if p == nil || !p.on.Load() {
-		return
-	}
-	d := int64(end.Sub(start))
-	for {
-		m := p.minFlight.Load()
-		if (m != 0 && m <= d) || p.minFlight.CompareAndSwap(m, d) {
-			break
-		}
-	}
-	if d > p.minFlight.Load()+int64(pacerQueued) {
-		p.queuedAt.Store(end.UnixNano())
-		p.mu.Lock()
-		p.queuedLocked(end, end.Sub(start))
-		p.mu.Unlock()
-	}
-}
-
-// queuedLocked cuts the rate when a store waited in the broker's queue
-// while the rate is over what the broker stored in the last second: the
-// queue grows, and refuses what waits too long in it, so the cut comes
-// before the refusals (a queue answers late before it answers no). It cuts
-// as a refusal does, from what got through, at most once per flight of the
-// store. Against a 100/s send queue, sends failed for want of attempts
-// (3 each): 0, 0, 0 of 2,000, against 0-5 before, and 44-88 refusals
-// against 124-142.
-func (p *pacer) queuedLocked(now time.Time, flight time.Duration) {
-	if !p.on.Load() || now.Sub(p.cutAt) < max(pacerMinGap, p.drain, flight) {
-		return
-	}
-	n := p.stores.Load()
-	acc, k := p.recentRate(now, n, time.Second)
-	if k == 0 || p.r <= acc {
-		return
-	}
-	p.cutLocked(now, acc, n, flight)
-	// Shallow, and not held: nothing was refused, the queue is short (a
-	// store waited pacerQueued in it), and just under what the broker
-	// stores it drains. (Cut to pacerBeta and held while a refused
-	// queue would drain, a 200/s send queue got 95.5% of its capacity.)
-	p.r, p.drain = max(pacerShallow*p.wmax, pacerMinRate), 0
-	p.lim = newTurns(now, p.r)
-}
-
-// queueing reports whether a store waited in the broker's queue within d
-// before now.
-func (p *pacer) queueing(now time.Time, d time.Duration) bool {
-	return now.UnixNano()-p.queuedAt.Load() < int64(d)
-}
-
 // throttled records a refusal without a hint of an attempt that started
 // at start and ended at now.
-func (p *pacer) throttled(start, now time.Time) {
+func (p *Pacer) throttled(start, now time.Time) {
 	if p == nil {
 		return
 	}
@@ -398,7 +341,7 @@ func (p *pacer) throttled(start, now time.Time) {
 // through, and voids the turns handed out: turns handed out at the rate
 // that was just refused would all go to a broker that has just refused.
 // Called with mu held.
-func (p *pacer) cutLocked(now time.Time, w float64, n int64, flight time.Duration) {
+func (p *Pacer) cutLocked(now time.Time, w float64, n int64, flight time.Duration) {
 	p.wmax = max(w, pacerMinRate)
 	// A refusal that came after a long time in flight was queued by the
 	// broker first (RocketMQ refuses what waited over 200 ms in its send
@@ -437,7 +380,7 @@ func cubic(wmax float64, t, probe time.Duration) float64 {
 // is not raised, and a pause (all senders waiting out their own schedules)
 // is not made up for with a run of raises. The episode ends when nobody
 // waited for pacerIdle past the cubic. Called with mu held.
-func (p *pacer) stepLocked(now time.Time) {
+func (p *Pacer) stepLocked(now time.Time) {
 	if now.Sub(p.stepAt) < pacerStep {
 		return
 	}
@@ -510,7 +453,7 @@ func (p *pacer) stepLocked(now time.Time) {
 
 // endLocked ends the episode, and lets the attempts waiting go. Called
 // with mu held.
-func (p *pacer) endLocked() {
+func (p *Pacer) endLocked() {
 	p.on.Store(false)
 	p.lim = nil
 	p.ring.Store(0)

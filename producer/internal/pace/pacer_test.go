@@ -1,28 +1,19 @@
-package producer
+package pace
 
 import (
 	"context"
-	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/time/rate"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-
-	"github.com/rocketry-go/rocketry/backoff"
-	"github.com/rocketry-go/rocketry/brokercode"
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
 // engage opens an episode on p at rate r per second, as a run of refusals
 // after stores would (the stores read as rate r).
-func engage(t *testing.T, p *pacer, now time.Time, r float64) {
+func engage(t *testing.T, p *Pacer, now time.Time, r float64) {
 	t.Helper()
 	n := int(r / 5) // 200 ms of stores at r
 	for i := range n {
@@ -40,7 +31,7 @@ func engage(t *testing.T, p *pacer, now time.Time, r float64) {
 // broker's first burst), not from nothing, takes that as wmax, climbs back
 // to it in pacerRecover along the cubic, then probes past it.
 func TestPacerCutsFromAcceptedRate(t *testing.T) {
-	var p pacer
+	var p Pacer
 	t0 := time.Unix(1000, 0)
 	engage(t, &p, t0, 1000)
 	cut := t0.Add(200 * time.Millisecond)
@@ -81,7 +72,7 @@ func TestPacerCutsFromAcceptedRate(t *testing.T) {
 // over a 2,000/s bucket, which refused every 0.3 s (4 senders: 90% of
 // capacity).
 func TestPacerCutsFromTheCapacityBetweenRefusals(t *testing.T) {
-	var p pacer
+	var p Pacer
 	t0 := time.Unix(1000, 0)
 	engage(t, &p, t0, 3000) // wmax: pacerFirst of 3,000
 	at := t0.Add(200 * time.Millisecond)
@@ -126,7 +117,7 @@ func TestPacerCutsFromTheCapacityBetweenRefusals(t *testing.T) {
 // second for the rest of the run (the interop comparison's 5,000 sends
 // took 124 s instead of 8 s).
 func TestPacerCutSoonAfterACutKeepsTheRate(t *testing.T) {
-	var p pacer
+	var p Pacer
 	t0 := time.Unix(1000, 0)
 	engage(t, &p, t0, 1000)
 	cut := p.cutAt
@@ -151,7 +142,7 @@ func TestPacerCutSoonAfterACutKeepsTheRate(t *testing.T) {
 // with a send queue, the episode ended at every cut, and 16-27 of 2,000
 // sends spent their attempts (TestFlowControlBench).
 func TestPacerHoldsWhileTheQueueDrains(t *testing.T) {
-	var p pacer
+	var p Pacer
 	t0 := time.Unix(1000, 0)
 	for i := range 100 {
 		p.stored(t0.Add(time.Duration(i) * 10 * time.Millisecond))
@@ -179,7 +170,7 @@ func TestPacerHoldsWhileTheQueueDrains(t *testing.T) {
 // TestPacerIgnoresOwnRefusals: one message in ten refused, once, for its
 // own reasons, never opens an episode.
 func TestPacerIgnoresOwnRefusals(t *testing.T) {
-	var p pacer
+	var p Pacer
 	now := time.Unix(1000, 0)
 	for i := range 10_000 {
 		now = now.Add(100 * time.Microsecond)
@@ -196,14 +187,14 @@ func TestPacerIgnoresOwnRefusals(t *testing.T) {
 // nothing: no rate gets through, so no episode opens; and one that stops
 // storing in an episode ends it.
 func TestPacerSpellNoEpisode(t *testing.T) {
-	var p pacer
+	var p Pacer
 	now := time.Unix(1000, 0)
 	for range 100 {
 		p.throttled(now, now)
 	}
 	assert.False(t, p.on.Load())
 
-	var q pacer
+	var q Pacer
 	engage(t, &q, now, 500)
 	at := now.Add(time.Second)
 	q.throttled(at, at)
@@ -213,186 +204,36 @@ func TestPacerSpellNoEpisode(t *testing.T) {
 
 // TestPacerScope: a topic refused always ("hot") does not pace another
 // ("cold") on the same endpoint; a refusal that names the broker's state
-// ([TIMEOUT_CLEAN_QUEUE], STORAGE_LOAD) paces every topic.
+// ([TIMEOUT_CLEAN_QUEUE], STORAGE_LOAD: ThrottledWide, as the producer's
+// TestPaceResult reads them) paces every topic.
 func TestPacerScope(t *testing.T) {
-	var ps pacers
+	var ps Pacers
 	now := time.Unix(1000, 0)
-	hot, cold := ps.of("hot"), ps.of("cold")
+	hot, cold := ps.Of("hot"), ps.Of("cold")
 	for i := range 200 {
 		at := now.Add(time.Duration(i) * time.Millisecond)
-		cold.record(Outcome{Kind: Stored}, at, at)
-		hot.record(Outcome{Kind: Stored}, at, at)
+		cold.Record(Stored, at, at)
+		hot.Record(Stored, at, at)
 	}
 	at := now.Add(200 * time.Millisecond)
 	for range 20 {
-		hot.record(Outcome{Kind: Throttled, Reason: brokercode.ReasonBacklog, Err: err530}, at, at)
+		hot.Record(Throttled, at, at)
 	}
-	assert.True(t, hot.topic.on.Load(), "hot is paced")
-	assert.False(t, cold.topic.on.Load(), "cold is not")
-	assert.False(t, cold.ep.on.Load(), "nor the endpoint")
+	assert.True(t, hot.Topic.on.Load(), "hot is paced")
+	assert.False(t, cold.Topic.on.Load(), "cold is not")
+	assert.False(t, cold.Endpoint.on.Load(), "nor the endpoint")
 
-	busy := brokerErr(codes.ResourceExhausted, rocketryv1.Code_CODE_TOO_MANY_REQUESTS, 0, 0)
-	assert.False(t, wideThrottle(Outcome{Kind: Throttled, Err: busy}))
-	assert.True(t, wideThrottle(Outcome{Kind: Throttled, Err: errors.New("42900 [TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while")}))
-	assert.True(t, wideThrottle(Outcome{Kind: Throttled, Reason: brokercode.ReasonStorageLoad}))
 	for range 20 {
-		cold.record(Outcome{Kind: Throttled, Err: errors.New("[TIMEOUT_CLEAN_QUEUE]broker busy")}, at, at)
+		cold.Record(ThrottledWide, at, at)
 	}
-	assert.True(t, cold.ep.on.Load(), "the send queue is the broker's: the endpoint is paced")
-	assert.False(t, cold.topic.on.Load())
-}
-
-// TestFailureRetryNotPaced is the regression test of "a retry after a
-// failure waited for its turn at the pacer": a send answered 530,
-// INTERNAL, 530, OK (no hints, a 100 ms schedule) waits 100 ms, nothing,
-// 160 ms. With its topic's pacer holding attempts at one every 2 s, the
-// first attempt and the retries after a throttle take a turn, and the
-// retry after INTERNAL still leaves at once.
-func TestFailureRetryNotPaced(t *testing.T) {
-	sched, err := backoff.NewConnection(backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second, MinConnectTimeout: time.Second})
-	require.NoError(t, err)
-	near := func(t *testing.T, want, got time.Duration) {
-		t.Helper()
-		assert.InDelta(t, want, got, float64(20*time.Millisecond), "wait %v, want about %v", got, want)
-	}
-	t.Run("fresh", func(t *testing.T) {
-		waits := fakeWaits(t)
-		s := &stub{script: []error{err530, err500, err530}}
-		p := newTestProducer(t, startStub(t, s), WithRand(nil), WithMaxAttempts(4), WithThrottleSchedule(sched))
-		_, err := p.Send(context.Background(), msg("t"))
-		require.NoError(t, err)
-		assert.Equal(t, 4, s.count())
-		got := waits()
-		require.Len(t, got, 2, "the two throttle waits, nothing after INTERNAL: %v", got)
-		near(t, 100*time.Millisecond, got[0])
-		near(t, 160*time.Millisecond, got[1])
-	})
-	t.Run("paced", func(t *testing.T) {
-		waits := fakeWaits(t)
-		s := &stub{script: []error{err530, err500, err530}}
-		p := newTestProducer(t, startStub(t, s), WithRand(nil), WithMaxAttempts(4), WithThrottleSchedule(sched))
-		require.NotNil(t, p.tr.(*v1Transport).eps, "a host:port target has fixed endpoints")
-		pc := p.tr.(*v1Transport).eps.at(0).pace.of("t").topic
-		engage(t, pc, time.Now().Add(-time.Second), 100)
-		pc.mu.Lock() // one turn every 2 s: every turn shows as a wait
-		pc.r = 0.5
-		pc.lim = newTurns(time.Now().Add(-2*time.Second), 0.5)
-		pc.cutAt = time.Now()
-		pc.mu.Unlock()
-		_, err := p.Send(context.Background(), msg("t"))
-		require.NoError(t, err)
-		assert.Equal(t, 4, s.count())
-		// The first attempt takes the one turn there is; the retry after
-		// the first 530 waits 100 ms, then a turn; the retry after
-		// INTERNAL leaves at once; the one after the second 530 waits
-		// 160 ms, then a turn.
-		got := waits()
-		require.Len(t, got, 4, "%v", got)
-		near(t, 100*time.Millisecond, got[0])
-		assert.Greater(t, got[1], time.Second, "a turn")
-		near(t, 160*time.Millisecond, got[2])
-		assert.Greater(t, got[3], time.Second, "a turn")
-	})
-}
-
-// bucketStub stores at most rate per second with a burst, and refuses the
-// rest with a bare 530 (no RetryInfo hint), as a RocketMQ 5 proxy does.
-type bucketStub struct {
-	rocketryv1.UnimplementedMessagingServiceServer
-	lim             *rate.Limiter
-	calls, refusals atomic.Int64
-	mu              sync.Mutex
-	seen            map[string]bool
-	duplicateStored atomic.Int64
-}
-
-func (s *bucketStub) SendMessage(_ context.Context, req *rocketryv1.SendMessageRequest) (*rocketryv1.SendMessageResponse, error) {
-	s.calls.Add(1)
-	if !s.lim.Allow() {
-		s.refusals.Add(1)
-		return nil, brokerErr(codes.ResourceExhausted, rocketryv1.Code_CODE_TOO_MANY_REQUESTS, rocketryv1.ThrottleReason_THROTTLE_REASON_SEND_RATE, 0)
-	}
-	out := &rocketryv1.SendMessageResponse{}
-	s.mu.Lock()
-	for _, m := range req.GetMessages() {
-		if s.seen[m.GetMessageId()] {
-			s.duplicateStored.Add(1)
-		}
-		s.seen[m.GetMessageId()] = true
-		out.Results = append(out.Results, &rocketryv1.SendResult{MessageId: m.GetMessageId()})
-	}
-	s.mu.Unlock()
-	return out, nil
-}
-
-// TestPacingKeepsSendersApart: 32 senders against a 1,000/s bucket that
-// sends no hint. Paced, nearly every attempt is stored (the senders queue
-// in the client); without pacing, the senders refused together come back
-// together. The schedule is the connection backoff scaled down 100 times
-// (10 ms, x1.6, no jitter on the first retry, as the algorithm says); the
-// test reports both and asserts the ratio of attempts, which does not
-// depend on the machine's speed. `rocketry-bench --hintless` measures the
-// unscaled case, with the server in its own process.
-func TestPacingKeepsSendersApart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs 2 x 1.5 s")
-	}
-	run := func(pacing bool) (stored, attempts int64, failed int64) {
-		s := &bucketStub{lim: rate.NewLimiter(1000, 100), seen: map[string]bool{}}
-		addr := serve(t, func(g *grpc.Server) { rocketryv1.RegisterMessagingServiceServer(g, s) })
-		p := newTestProducer(t, addr, WithPacing(pacing), WithMaxAttempts(5), WithThrottleSchedule(scaledConnection(t)))
-		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-		defer cancel()
-		var ok, bad atomic.Int64
-		var wg sync.WaitGroup
-		for range 32 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for ctx.Err() == nil {
-					_, err := p.Send(context.Background(), msg("t"))
-					if err != nil {
-						bad.Add(1)
-					} else {
-						ok.Add(1)
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		require.Zero(t, s.duplicateStored.Load())
-		return ok.Load(), s.calls.Load(), bad.Load()
-	}
-	ps, pa, pf := run(true)
-	us, ua, uf := run(false)
-	t.Logf("paced:   %d stored, %.3f attempts per stored, %d failed", ps, float64(pa)/float64(ps), pf)
-	t.Logf("unpaced: %d stored, %.3f attempts per stored, %d failed", us, float64(ua)/float64(max(us, 1)), uf)
-	assert.Zero(t, pf)
-	assert.LessOrEqual(t, float64(pa)/float64(ps), 1.1, "paced attempts per stored message")
-	if ua <= us+int64(32) {
-		// The senders could not exceed the bucket (a loaded machine, or
-		// -race: 687 stored in 1.5 s, none refused, was seen): the two
-		// runs have nothing to compare, and the paced run's figures above
-		// are what holds.
-		t.Logf("unpaced: %d refusals: the machine did not exceed the bucket; no comparison", ua-us)
-		return
-	}
-	assert.Less(t, float64(pa)/float64(ps), float64(ua)/float64(max(us, 1)), "pacing makes fewer attempts per stored message")
-	assert.Greater(t, uf, int64(0), "without pacing, some sends spend their 5 attempts (else the scenario shows nothing)")
-}
-
-// scaledConnection is the default connection backoff, 100 times faster.
-func scaledConnection(t testing.TB) *backoff.Connection {
-	t.Helper()
-	c, err := backoff.NewConnection(backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 1200 * time.Millisecond, MinConnectTimeout: 200 * time.Millisecond})
-	require.NoError(t, err)
-	return c
+	assert.True(t, cold.Endpoint.on.Load(), "the send queue is the broker's: the endpoint is paced")
+	assert.False(t, cold.Topic.on.Load())
 }
 
 // TestPacerHintEndsEpisode: a throttle with the broker's hint ends an
 // episode: that broker says when to come back.
 func TestPacerHintEndsEpisode(t *testing.T) {
-	var p pacer
+	var p Pacer
 	now := time.Unix(1000, 0)
 	p.hinted() // no episode: nothing happens
 	engage(t, &p, now, 100)
@@ -407,7 +248,7 @@ func TestPacerHintEndsEpisode(t *testing.T) {
 // attempts at the old schedule: a cut wakes them and they take new turns.
 func TestPacerCutVoidsTurns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var p pacer
+		var p Pacer
 		engage(t, &p, time.Now().Add(-time.Second), 100)
 		p.mu.Lock()
 		p.lim = newTurns(time.Now().Add(-time.Second), 1) // one a second
@@ -440,7 +281,7 @@ func TestPacerCutVoidsTurns(t *testing.T) {
 // attempts waiting for a turn go at once.
 func TestPacerEndLetsWaitsGo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var p pacer
+		var p Pacer
 		engage(t, &p, time.Now().Add(-time.Second), 100)
 		p.mu.Lock()
 		p.lim = newTurns(time.Now().Add(-time.Second), 1)
@@ -467,7 +308,7 @@ func TestPacerEndLetsWaitsGo(t *testing.T) {
 // Before, a rate grown on its convex side until the first refusal reached
 // twice a 100/s send queue's capacity.
 func TestPacerHoldsWhileStoresQueue(t *testing.T) {
-	var p pacer
+	var p Pacer
 	t0 := time.Unix(1000, 0)
 	engage(t, &p, t0, 1000)
 	at := t0.Add(200 * time.Millisecond)

@@ -1,4 +1,4 @@
-package producer
+package pace
 
 import (
 	"math/bits"
@@ -18,7 +18,7 @@ type sample struct {
 // note records an attempt at now: a gap since the last one longer than
 // gapNs is idle time, when nobody sent (every sender waiting out its own
 // schedule), which the rates that were getting through leave out.
-func (p *pacer) note(now time.Time) {
+func (p *Pacer) note(now time.Time) {
 	ns := now.UnixNano()
 	prev := p.lastNs.Load()
 	for {
@@ -45,7 +45,7 @@ func (p *pacer) note(now time.Time) {
 }
 
 // push records an attempt's outcome in the ring and returns the ring.
-func (p *pacer) push(refused bool) uint32 {
+func (p *Pacer) push(refused bool) uint32 {
 	var b uint32
 	if refused {
 		b = 1
@@ -66,7 +66,7 @@ func sustained(ring uint32) bool {
 	return n >= pacerEngageOf || (n >= pacerRun && 2*n >= bits.Len32(ring))
 }
 
-func (p *pacer) sample(now time.Time) {
+func (p *Pacer) sample(now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if now.UnixNano() < p.nextSample.Load() {
@@ -80,7 +80,7 @@ func (p *pacer) sample(now time.Time) {
 // recentRate is the store rate over the last window of history, idle time
 // left out, counting at least pacerSample of time (so a first burst does
 // not read as a rate). Called with mu held.
-func (p *pacer) recentRate(now time.Time, n int64, window time.Duration) (float64, int64) {
+func (p *Pacer) recentRate(now time.Time, n int64, window time.Duration) (float64, int64) {
 	idle := p.idle.Load()
 	oldest := sample{at: now, n: n, idle: idle}
 	for i := 0; i < min(p.nhist, pacerHistory); i++ {

@@ -1,4 +1,4 @@
-package producer
+package pace
 
 import (
 	"context"
@@ -10,12 +10,17 @@ import (
 // This file holds the pacer's side that attempts meet: the wait for a
 // turn, and the hint that ends an episode (pacer.go has the rate).
 
+// NewTimer makes the timer of every wait for a turn; tests swap it (and
+// restore it with t.Cleanup), as the producer's own waits' timer, to see
+// the waits without taking them.
+var NewTimer = time.NewTimer
+
 // wait makes an attempt that is about to start wait its turn while an
 // episode is open: false when the turn does not fit before ctx's deadline
 // (late; deadline.Fits; nothing is waited then) or ctx ended during the
 // wait. When the turns are voided during the wait (a cut, the end), the
 // turn is taken again.
-func (p *pacer) wait(ctx context.Context) (ok bool, late bool) {
+func (p *Pacer) wait(ctx context.Context) (ok bool, late bool) {
 	if p == nil {
 		return true, false
 	}
@@ -48,7 +53,7 @@ func (p *pacer) wait(ctx context.Context) (ok bool, late bool) {
 		p.binding.Store(true)
 		p.lastBind.Store(now.UnixNano())
 		p.waiting.Add(1)
-		t := newTimer(d)
+		t := NewTimer(d)
 		select {
 		case <-t.C:
 			p.waiting.Add(-1)
@@ -70,7 +75,7 @@ func (p *pacer) wait(ctx context.Context) (ok bool, late bool) {
 
 // hinted records a throttle with the broker's hint: a broker that says when
 // to come back is followed, not paced, so an episode ends.
-func (p *pacer) hinted() {
+func (p *Pacer) hinted() {
 	if p == nil || !p.on.Load() {
 		return
 	}
@@ -83,7 +88,7 @@ func (p *pacer) hinted() {
 
 // rateNow is the episode's rate, 0 when none is open (for tests and
 // events).
-func (p *pacer) rateNow() float64 {
+func (p *Pacer) rateNow() float64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.on.Load() {
