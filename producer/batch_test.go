@@ -434,11 +434,11 @@ func TestWithBatchingValidation(t *testing.T) {
 func TestBatchingCapsBatchByMaxInFlight(t *testing.T) {
 	p := newTestProducer(t, "127.0.0.1:1", WithMaxInFlight(64))
 	require.NotNil(t, p.async.batch)
-	assert.Equal(t, 16, p.async.batch.cfg.maxMessages)
+	assert.Equal(t, 16, p.async.batch.MaxMessages())
 	p = newTestProducer(t, "127.0.0.1:1", WithMaxInFlight(7))
 	assert.Nil(t, p.async.batch)
 	p = newTestProducer(t, "127.0.0.1:1")
-	assert.Equal(t, DefaultBatchMessages, p.async.batch.cfg.maxMessages)
+	assert.Equal(t, DefaultBatchMessages, p.async.batch.MaxMessages())
 	assert.LessOrEqual(t, DefaultBatchMessages, broker.DefaultMaxBatch, "a default batch is one request the bundled broker takes")
 	assert.Less(t, DefaultBatchBytes, 4<<20, "under gRPC's default limit of a request")
 }
