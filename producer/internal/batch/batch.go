@@ -123,19 +123,25 @@ type Entry[M, O any] struct {
 
 // Batch is one batch: open (gathering entries), then started (its entries
 // fixed, being sent), then done.
+//
+// Writers: Join makes a batch under the Batcher's mu, and every field but
+// the channels is written under mu from then on, by whichever goroutine
+// holds it (an entry's owner in Join or leave, a linger, the batch's
+// goroutine in flush); once started, its entries are fixed, and the
+// batch's goroutine (flush, its Sender) reads them without the lock.
 type Batch[M, O any] struct {
-	key      Key
-	s        Sender[M, O]
-	entries  []*Entry[M, O] // written under mu until started; fixed after
-	bytes    int            // written under mu
-	timer    *time.Timer    // the linger
-	started  bool           // written under mu
-	deadline time.Time      // written under mu when started: the earliest of the entries'
-	waiting  int            // written under mu: entries that have not left
-	cancel   context.CancelFunc
+	key      Key                // written by Join, at creation
+	s        Sender[M, O]       // written by Join, at creation
+	entries  []*Entry[M, O]     // written under mu until started (Join, leave); fixed after
+	bytes    int                // written under mu (Join, leave)
+	timer    *time.Timer        // written by Join, at creation: the linger; stopped under mu
+	started  bool               // written under mu by startLocked
+	deadline time.Time          // written under mu by startLocked: the earliest of the entries'
+	waiting  int                // written under mu (Join, leave): entries that have not left
+	cancel   context.CancelFunc // written under mu by flush, before its call; called by flush, or by the last entry to leave
 	once     sync.Once
-	encoded  chan struct{} // closed once the request is encoded, or its call is over
-	done     chan struct{} // closed once every entry has its answer
+	encoded  chan struct{} // closed once (MarkEncoded) when the request is encoded, or its call is over
+	done     chan struct{} // closed by the batch's goroutine (flush) once every entry has its answer, or by the last entry to leave an unsent batch
 }
 
 // group is what the Batcher sees of an open Batch, whatever its payload.
