@@ -32,6 +32,9 @@ type rmqItem struct {
 	// msg is written by its send before it joins; the batch's goroutine
 	// sets its queue (SendBatch) and reads it until the request is encoded.
 	msg *rocketmqv2.Message
+	// id is the message's ID, written by its send before it joins: the
+	// batch reads it after the request is encoded.
+	id string
 	// res and queue are written by the batch's goroutine (SendBatch)
 	// before the batch is done, and read by its send after: the message's
 	// result (nil when none), and the queue the batch named.
@@ -96,9 +99,9 @@ func (s *rmqBatch) batchIDs(id string, es []*rmqEntry) []string {
 		return nil
 	}
 	for i, e := range es {
-		if mid := e.Msg.msg.GetSystemProperties().GetMessageId(); ids[i] != mid {
+		if ids[i] != e.Msg.id {
 			s.c.logger.Warn("rocketmq: the answer to a batch names other message IDs than it holds",
-				"endpoint", s.cn.addr, "message_id", mid, "answered", ids[i], "index", i)
+				"endpoint", s.cn.addr, "message_id", e.Msg.id, "answered", ids[i], "index", i)
 			return nil
 		}
 	}
@@ -152,7 +155,7 @@ func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, d
 	a.bt = nil // only the first attempt (never a wait-for-ready one) joins a batch
 	sp := a.msg.GetSystemProperties()
 	e := &rmqEntry{
-		Msg:      rmqItem{msg: a.msg},
+		Msg:      rmqItem{msg: a.msg, id: sp.GetMessageId()},
 		Size:     entrySize(sp.GetMessageId(), a.topic, sp.GetTag(), sp.GetKeys(), a.msg.GetUserProperties(), a.msg.GetBody()),
 		Deadline: batchDeadline(ctx, deadline), // the batch's call ends by then, and so does the wait for it
 	}

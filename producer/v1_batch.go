@@ -20,6 +20,9 @@ type v1Item struct {
 	// msg is written by its send before it joins; the batch's goroutine
 	// reads it until the request is encoded.
 	msg *rocketryv1.Message
+	// id is the message's ID, written by its send before it joins: the
+	// batch reads it after the request is encoded.
+	id string
 	// res is written by the batch's goroutine (v1Batch.SendBatch) before
 	// the batch is done, and read by its send after: the response's
 	// Results of one message.
@@ -54,8 +57,8 @@ func (s v1Batch) SendBatch(ctx context.Context, b *batch.Batch[v1Item, Outcome])
 	}
 	for i, e := range es {
 		r := resp.Results[i]
-		if id := r.GetMessageId(); id != "" && id != e.Msg.msg.MessageId {
-			o := Outcome{Kind: FailedUnknown, Err: fmt.Errorf("producer: broker answered result %d for message %q, sent as %q", i, id, e.Msg.msg.MessageId)}
+		if id := r.GetMessageId(); id != "" && id != e.Msg.id {
+			o := Outcome{Kind: FailedUnknown, Err: fmt.Errorf("producer: broker answered result %d for message %q, sent as %q", i, id, e.Msg.id)}
 			b.Answer(e, o, true, o.refusal())
 			continue
 		}
@@ -72,7 +75,7 @@ func (c *sendCall) attemptBatched(ctx context.Context, ep *endpoint, deadline ti
 	bt := c.bt
 	c.bt = nil // only the first attempt joins a batch
 	e := &v1Entry{
-		Msg:      v1Item{msg: &c.msg},
+		Msg:      v1Item{msg: &c.msg, id: c.msg.MessageId},
 		Size:     entrySize(c.msg.MessageId, c.msg.Topic, c.msg.Tag, c.msg.Keys, c.msg.Properties, c.msg.Body),
 		Deadline: batchDeadline(ctx, deadline), // the batch's call ends by then, and so does the wait for it
 	}
