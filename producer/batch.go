@@ -71,7 +71,10 @@ const (
 // maxBatchLinger is the longest linger WithBatching accepts.
 const maxBatchLinger = time.Second
 
-var defaultBatchConfig = batch.Config{Linger: DefaultBatchLinger, MaxMessages: DefaultBatchMessages, MaxBytes: DefaultBatchBytes}
+// batchConfig is WithBatching's; a linger of 0 is no batching.
+type batchConfig = batch.Config
+
+var defaultBatchConfig = batchConfig{Linger: DefaultBatchLinger, MaxMessages: DefaultBatchMessages, MaxBytes: DefaultBatchBytes}
 
 // refusal is what the batcher's split decision reads of o.
 func (o Outcome) refusal() batch.Refusal {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/rocketry-go/rocketry/backoff"
-	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/resolver"
@@ -91,8 +90,8 @@ type config struct {
 	attemptsSet    bool // WithMaxAttempts was given
 	pacing         bool // pace endpoints that throttle without a hint
 	protocol       Protocol
-	rmq            rmqSettings  // apache.rocketmq.v2: see rocketmq_options.go
-	batch          batch.Config // async first attempts: see batch.go
+	rmq            rmqSettings // apache.rocketmq.v2: see rocketmq_options.go
+	batch          batchConfig // async first attempts: see batch.go
 
 	// Built by finish.
 	limiter *rate.Limiter
@@ -488,14 +487,14 @@ func WithBatching(linger time.Duration, maxMessages, maxBytes int) Option {
 		case linger < 0 || linger > maxBatchLinger:
 			return invalid(v, "linger must be in [0, 1s]")
 		case linger == 0:
-			c.batch = batch.Config{}
+			c.batch = batchConfig{}
 			return nil
 		case maxMessages < 1:
 			return invalid(v, "maxMessages must be >= 1")
 		case maxBytes < 1:
 			return invalid(v, "maxBytes must be >= 1")
 		}
-		c.batch = batch.Config{Linger: linger, MaxMessages: maxMessages, MaxBytes: maxBytes}
+		c.batch = batchConfig{Linger: linger, MaxMessages: maxMessages, MaxBytes: maxBytes}
 		return nil
 	}}
 }
