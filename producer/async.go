@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rocketry-go/rocketry/producer/internal/batch"
 )
 
 // SendAsync starts sending m and returns at once. It returns nil when the
@@ -128,7 +130,7 @@ type asyncPool struct {
 	workers atomic.Int64
 	wg      sync.WaitGroup
 	once    sync.Once
-	batch   *batcher // first attempts join batches (WithBatching); nil: none
+	batch   *batch.Batcher // first attempts join batches (WithBatching); nil: none
 }
 
 func (a *asyncPool) init(maxInFlight int) {
@@ -179,7 +181,7 @@ func (a *asyncPool) work(p *Producer, j asyncJob) {
 func (a *asyncPool) stop(wait bool) {
 	a.once.Do(func() { close(a.quit) })
 	if a.batch != nil {
-		a.batch.close() // every send has ended: this waits for no RPC but the last ones'
+		a.batch.Close() // every send has ended: this waits for no RPC but the last ones'
 	}
 	if wait {
 		a.wg.Wait()

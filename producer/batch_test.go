@@ -11,6 +11,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
+	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -434,11 +435,11 @@ func TestWithBatchingValidation(t *testing.T) {
 func TestBatchingCapsBatchByMaxInFlight(t *testing.T) {
 	p := newTestProducer(t, "127.0.0.1:1", WithMaxInFlight(64))
 	require.NotNil(t, p.async.batch)
-	assert.Equal(t, 16, p.async.batch.cfg.maxMessages)
+	assert.Equal(t, 16, p.async.batch.MaxMessages())
 	p = newTestProducer(t, "127.0.0.1:1", WithMaxInFlight(7))
 	assert.Nil(t, p.async.batch)
 	p = newTestProducer(t, "127.0.0.1:1")
-	assert.Equal(t, DefaultBatchMessages, p.async.batch.cfg.maxMessages)
+	assert.Equal(t, DefaultBatchMessages, p.async.batch.MaxMessages())
 	assert.LessOrEqual(t, DefaultBatchMessages, broker.DefaultMaxBatch, "a default batch is one request the bundled broker takes")
 	assert.Less(t, DefaultBatchBytes, 4<<20, "under gRPC's default limit of a request")
 }
@@ -463,4 +464,34 @@ func TestBatchingOverBrokerLimitSplits(t *testing.T) {
 			assert.Equal(t, int64(5), b.Stats().GetSendRequests()-before, "the batch, then each message alone")
 		})
 	}
+}
+
+// TestBatchingRocketMQTopicNotFoundDoesNotSplit: an apache.rocketmq.v2
+// batch refused with TOPIC_NOT_FOUND and no entry is not sent again
+// message by message (a batch has one topic: the answer is true of every
+// message), as on rocketry.v1; batch.Split decides it for both protocols.
+func TestBatchingRocketMQTopicNotFoundDoesNotSplit(t *testing.T) {
+	srv := startRMQServer(t)
+	srv.setSettings(rmqServerSettings(0))
+	srv.setRoute("t", rmqQueueOn(t, srv, "t", "broker-a", 0))
+	srv.setAnswer(func(*rocketmqv2.SendMessageRequest) *rocketmqv2.SendMessageResponse {
+		return &rocketmqv2.SendMessageResponse{Status: &rocketmqv2.Status{Code: rocketmqv2.Code_TOPIC_NOT_FOUND, Message: "no such topic"}}
+	})
+	p := newTestProducer(t, srv.addr, WithProtocol(RocketMQ5), WithBatching(time.Second, 4, 1<<20))
+	holdSlot(t, p)
+	res, wait := sendAllAsync(t, p, msgs(4, "t"))
+	wait()
+	for i, r := range res {
+		var se *SendError
+		require.ErrorAs(t, r.err, &se, "message %d", i)
+		assert.Equal(t, brokercode.TopicNotFound, se.Code, "message %d", i)
+		assert.Equal(t, 1, se.Attempts, "message %d", i)
+	}
+	var sizes []int
+	srv.seen(func(s *rmqServer) {
+		for _, req := range s.sends {
+			sizes = append(sizes, len(req.GetMessages()))
+		}
+	})
+	assert.Equal(t, []int{4}, sizes, "the batch only")
 }

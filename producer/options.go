@@ -494,7 +494,7 @@ func WithBatching(linger time.Duration, maxMessages, maxBytes int) Option {
 		case maxBytes < 1:
 			return invalid(v, "maxBytes must be >= 1")
 		}
-		c.batch = batchConfig{linger: linger, maxMessages: maxMessages, maxBytes: maxBytes}
+		c.batch = batchConfig{Linger: linger, MaxMessages: maxMessages, MaxBytes: maxBytes}
 		return nil
 	}}
 }

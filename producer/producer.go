@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"google.golang.org/grpc"
 )
 
@@ -138,7 +139,7 @@ func newProducer(cfg config, tr transport) (*Producer, error) {
 	p.core.init()
 	p.async.init(cfg.maxInFlight)
 	p.hardCtx, p.hardStop = context.WithCancelCause(context.Background())
-	p.async.batch = newBatcher(cfg.batch, p.async.slots, p.hardCtx)
+	p.async.batch = batch.New(cfg.batch, p.async.slots, p.hardCtx)
 	return p, nil
 }
 
@@ -287,7 +288,7 @@ func (p *Producer) prepare(m *Message) error {
 // caller's (handOff), after core.leave. With bt, the send's first attempt
 // joins a batch (batch.go); with pn, every attempt goes to the endpoint
 // where the message may be stored (Resend).
-func (p *Producer) send(ctx context.Context, m, wm *Message, bt *batcher, pn *pin) (*SendReceipt, *SendError) {
+func (p *Producer) send(ctx context.Context, m, wm *Message, bt *batch.Batcher, pn *pin) (*SendReceipt, *SendError) {
 	// One cancellation path: the send's context ends with the caller's,
 	// or with ErrClosed when Close gives up waiting. A caller's
 	// context.Background() can never end and carries nothing: the send

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 )
@@ -26,38 +27,48 @@ type rmqBatch struct {
 	queue int32
 }
 
-func (s *rmqBatch) sendBatch(ctx context.Context, b *batch) {
-	n := len(b.entries)
+// rmqItem is an apache.rocketmq.v2 message in a batch: its entry's payload.
+type rmqItem struct {
+	// msg is written by its send before it joins; the batch's goroutine
+	// sets its queue (SendBatch) and reads it until the request is encoded.
+	msg *rocketmqv2.Message
+	// id is the message's ID, written by its send before it joins: the
+	// batch reads it after the request is encoded.
+	id string
+	// res and queue are written by the batch's goroutine (SendBatch)
+	// before the batch is done, and read by its send after: the message's
+	// result (nil when none), and the queue the batch named.
+	res   *rocketmqv2.SendResultEntry
+	queue int32
+}
+
+// rmqEntry is an apache.rocketmq.v2 message in a batch.
+type rmqEntry = batch.Entry[rmqItem, Outcome]
+
+func (s *rmqBatch) SendBatch(ctx context.Context, b *batch.Batch[rmqItem, Outcome]) {
+	es := b.Entries()
+	n := len(es)
 	req := &rocketmqv2.SendMessageRequest{Messages: make([]*rocketmqv2.Message, n)}
-	for i, e := range b.entries {
-		e.v2.SystemProperties.QueueId = s.queue
-		e.queue = s.queue
-		req.Messages[i] = e.v2
+	for i, e := range es {
+		e.Msg.msg.SystemProperties.QueueId = s.queue
+		e.Msg.queue = s.queue
+		req.Messages[i] = e.Msg.msg
 	}
 	var pr peer.Peer
 	resp, err := s.cn.stub.SendMessage(s.c.outgoing(ctx), req, grpc.Peer(&pr), grpc.ForceCodecV2(batchCodec{b}))
-	b.markEncoded()
+	b.MarkEncoded()
 	if err != nil {
-		o := RocketMQClassifier.Classify(nil, err)
-		if o.Kind == Permanent && n > 1 {
-			splitAll(b)
-			return
-		}
-		failAll(b, o, err, &pr, s.cn.addr)
+		failAll(b, RocketMQClassifier.Classify(nil, err), err, &pr, s.cn.addr)
 		return
 	}
 	outs := classifyEntries(resp, n)
-	if n > 1 && refusedWhole(resp, outs) {
-		splitAll(b)
-		return
-	}
+	whole := n > 1 && refusedWhole(resp, outs) // the request's status, not any message's
 	entries := resp.GetEntries()
 	var ids []string // the one entry's IDs, when it names every message
-	if n > 1 && len(entries) == 1 {
-		ids = s.batchIDs(entries[0].GetMessageId(), b)
+	if n > 1 && len(entries) == 1 && !whole {
+		ids = s.batchIDs(entries[0].GetMessageId(), es)
 	}
-	for i, e := range b.entries {
-		e.o = outs[i]
+	for i, e := range es {
 		var own *rocketmqv2.SendResultEntry
 		switch {
 		case n > 1 && len(entries) == 1:
@@ -65,12 +76,10 @@ func (s *rmqBatch) sendBatch(ctx context.Context, b *batch) {
 		case i < len(entries):
 			own = entries[i]
 		}
-		if e.o.Kind == Permanent && n > 1 && own.GetStatus() == nil {
-			// The request's status, not this message's.
-			e.split = true
-			continue
+		// An entry without a status of its own has the request's.
+		if b.Answer(e, outs[i], !whole && own.GetStatus() != nil, outs[i].refusal()) {
+			e.Msg.res = own
 		}
-		e.v2res = own
 	}
 }
 
@@ -84,15 +93,15 @@ func (s *rmqBatch) sendBatch(ctx context.Context, b *batch) {
 // nothing of the outcome (the status is the request's, and the batch is
 // stored whole or not at all, so sending any of it again would store it
 // twice); it is logged.
-func (s *rmqBatch) batchIDs(id string, b *batch) []string {
+func (s *rmqBatch) batchIDs(id string, es []*rmqEntry) []string {
 	ids := strings.Split(id, ",")
-	if len(ids) != len(b.entries) {
+	if len(ids) != len(es) {
 		return nil
 	}
-	for i, e := range b.entries {
-		if ids[i] != e.id {
+	for i, e := range es {
+		if ids[i] != e.Msg.id {
 			s.c.logger.Warn("rocketmq: the answer to a batch names other message IDs than it holds",
-				"endpoint", s.cn.addr, "message_id", e.id, "answered", ids[i], "index", i)
+				"endpoint", s.cn.addr, "message_id", e.Msg.id, "answered", ids[i], "index", i)
 			return nil
 		}
 	}
@@ -117,12 +126,13 @@ func batchResult(e *rocketmqv2.SendResultEntry, i int, ids []string) *rocketmqv2
 // request of several messages as a whole with a 4xxxx: its top status
 // and every entry's outcome are the same Permanent code (as a broker
 // answers a request over its batch limit, copying the status to each
-// entry). It may also be every message bad alike; sent alone, each gets
-// its own answer. A batch has one topic, so TOPIC_NOT_FOUND is true of
-// every message and is not a whole refusal.
+// entry), so that no entry's status is its own. It may also be every
+// message bad alike; sent alone, each gets its own answer. Whether that
+// splits the batch is batch.Split's to say (not for TOPIC_NOT_FOUND, true
+// of every message of a batch's one topic).
 func refusedWhole(resp *rocketmqv2.SendMessageResponse, outs []Outcome) bool {
 	top := resp.GetStatus().GetCode()
-	if top == rocketmqv2.Code_TOPIC_NOT_FOUND || classifyStatus(resp.GetStatus()).Kind != Permanent {
+	if classifyStatus(resp.GetStatus()).Kind != Permanent {
 		return false
 	}
 	for _, o := range outs {
@@ -140,27 +150,26 @@ func refusedWhole(resp *rocketmqv2.SendMessageResponse, outs []Outcome) bool {
 //
 // at is the queue of the attempt: q, or the batch's queue when the batch
 // answered.
-func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, e *batchEntry, deadline time.Time) (o Outcome, unsent bool, at rmqQueue, ok bool) {
-	bt := e.bt
-	e.bt = nil // only the first attempt (never a wait-for-ready one) joins a batch
-	e.v2 = a.msg
+func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, deadline time.Time) (o Outcome, unsent bool, at rmqQueue, ok bool) {
+	bt := a.bt
+	a.bt = nil // only the first attempt (never a wait-for-ready one) joins a batch
 	sp := a.msg.GetSystemProperties()
-	e.id = sp.GetMessageId()
-	e.size = entrySize(sp.GetMessageId(), a.topic, sp.GetTag(), sp.GetKeys(), a.msg.GetUserProperties(), a.msg.GetBody())
-	e.deadline = deadline // the batch's call ends by then, and so does the wait for it
-	if e.deadline.IsZero() {
-		e.deadline, _ = ctx.Deadline()
+	e := &rmqEntry{
+		Msg:      rmqItem{msg: a.msg, id: sp.GetMessageId()},
+		Size:     entrySize(sp.GetMessageId(), a.topic, sp.GetTag(), sp.GetKeys(), a.msg.GetUserProperties(), a.msg.GetBody()),
+		Deadline: batchDeadline(ctx, deadline), // the batch's call ends by then, and so does the wait for it
 	}
-	if !bt.join(batchKey{addr: q.addr, topic: a.topic}, &rmqBatch{c: a.c, cn: cn, queue: q.id}, e) {
+	if !batch.Join(bt, batch.Key{To: q.addr, Topic: a.topic}, &rmqBatch{c: a.c, cn: cn, queue: q.id}, e) {
 		return Outcome{}, false, q, false
 	}
-	o, unsent, answered := bt.wait(ctx, e)
-	if !answered {
-		return o, unsent, q, true // where it may be; what the caller sees of it is unknown
-	}
-	if e.split {
+	a.be = e
+	r, answered := batch.Wait(ctx, bt, e)
+	switch {
+	case !answered:
+		return cutShort(ctx), r.Unsent, q, true // where it may be; what the caller sees of it is unknown
+	case r.Split:
 		return Outcome{}, false, q, false
 	}
-	q.id = e.queue
-	return e.o, e.unsent, q, true
+	q.id = e.Msg.queue
+	return r.Outcome, r.Unsent, q, true
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 )
@@ -27,7 +28,7 @@ import (
 // the call's fields, in attempt. The one exception is msg while it is in a
 // batch: from join until the batch's answer (which attemptBatched waits
 // for) the batch's goroutine owns it and sets its queue
-// (rmqBatch.sendBatch).
+// (rmqBatch.SendBatch).
 type rmqCall struct {
 	c     *rmqClient
 	topic string
@@ -38,7 +39,8 @@ type rmqCall struct {
 	last  rmqQueue                        // written by attempt: the queue of the last attempt
 	cn    *rmqConn                        // written by attempt: the connection of the last attempt
 	resp  *rocketmqv2.SendMessageResponse // written by attempt: the last answer
-	be    *batchEntry                     // the message in a batch (async sends); nil: alone
+	bt    *batch.Batcher                  // set by send, cleared by the first attempt, which joins a batch (async sends); nil: alone
+	be    *rmqEntry                       // written by attempt: the message's entry in the batch it joined; nil: none
 }
 
 // newCall returns the attempter of m, which must be validated and have its
@@ -75,8 +77,8 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 		return Outcome{Kind: FailedNotStored, Err: err}, true
 	}
 	a.cn = cn
-	if e := a.be; e != nil && e.bt != nil {
-		if o, unsent, at, ok := a.attemptBatched(ctx, q, cn, e, deadline); ok {
+	if a.bt != nil {
+		if o, unsent, at, ok := a.attemptBatched(ctx, q, cn, deadline); ok {
 			a.last = at
 			return o, unsent
 		}
@@ -168,7 +170,7 @@ func (a *rmqCall) result() (queueID int32, offset int64, transactionID string, o
 	case len(es) > 0:
 		e = es[0]
 	case a.resp == nil && a.be != nil:
-		e = a.be.v2res // stored in its batch
+		e = a.be.Msg.res // stored in its batch
 	}
 	if e == nil {
 		return 0, 0, "", false

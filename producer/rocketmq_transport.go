@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/rocketry-go/rocketry/producer/internal/batch"
 )
 
 // rmqTransport is apache.rocketmq.v2 (transport.go): the RocketMQ 5
@@ -36,11 +38,9 @@ func (t *rmqTransport) prepare(m *Message) error {
 
 // send runs the executor over apache.rocketmq.v2: first attempts go round
 // robin over the queues of the topic's route.
-func (t *rmqTransport) send(ctx context.Context, p *Producer, m *Message, bt *batcher, pn *pin) (*SendReceipt, *SendError) {
+func (t *rmqTransport) send(ctx context.Context, p *Producer, m *Message, bt *batch.Batcher, pn *pin) (*SendReceipt, *SendError) {
 	c := t.c.newCall(m)
-	if bt != nil {
-		c.be = &batchEntry{bt: bt}
-	}
+	c.bt = bt
 	x := executor{cfg: &p.cfg, a: c, id: m.ID, ep: int(t.next.Add(1))}
 	if pn != nil && pn.route != nil {
 		c.route = pn.route // the route pn.ep indexes, for the whole send

@@ -309,7 +309,7 @@ func (a *rmqCall) entry() *rocketmqv2.SendResultEntry {
 		return es[0]
 	}
 	if a.resp == nil && a.be != nil {
-		return a.be.v2res // stored in its batch
+		return a.be.Msg.res // stored in its batch
 	}
 	return nil
 }

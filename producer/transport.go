@@ -3,6 +3,8 @@ package producer
 import (
 	"context"
 	"time"
+
+	"github.com/rocketry-go/rocketry/producer/internal/batch"
 )
 
 // transport is one wire protocol under a Producer: the Producer holds one
@@ -22,7 +24,7 @@ type transport interface {
 	// send runs one prepared send of m (what goes on the wire) through
 	// the executor; with bt its first attempt joins a batch, with pn every
 	// attempt goes where the message may be stored (Resend).
-	send(ctx context.Context, p *Producer, m *Message, bt *batcher, pn *pin) (*SendReceipt, *SendError)
+	send(ctx context.Context, p *Producer, m *Message, bt *batch.Batcher, pn *pin) (*SendReceipt, *SendError)
 	// findPin returns the endpoint of a resend named name (nil when there
 	// is none): one of the rocketry.v1 connections, or for RocketMQ 5 a
 	// queue of the broker of that name and endpoints in topic's route.

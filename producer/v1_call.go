@@ -6,6 +6,7 @@ import (
 	"time"
 
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"github.com/rocketry-go/rocketry/producer/internal/pace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
@@ -32,8 +33,8 @@ type sendCall struct {
 	resp    rocketryv1.SendMessageResponse
 	peer    peer.Peer // filled by gRPC when the request left the client
 	opts    [numCallOpts]grpc.CallOption
-	be      *batchEntry  // the message in a batch (async sends); nil: alone
-	set     *endpointSet // the send's endpoints; with a scheme, held from the first attempt
+	bt      *batch.Batcher // set by send, cleared by the first attempt, which joins a batch (async sends); nil: alone
+	set     *endpointSet   // the send's endpoints; with a scheme, held from the first attempt
 }
 
 // The call options of an attempt: grpc.Peer(&peer), then wait-for-ready
@@ -44,7 +45,7 @@ const numCallOpts = 2
 var waitForReady = grpc.WaitForReady(true)
 
 // send runs the executor over rocketry.v1.
-func (t *v1Transport) send(ctx context.Context, p *Producer, m *Message, bt *batcher, pn *pin) (*SendReceipt, *SendError) {
+func (t *v1Transport) send(ctx context.Context, p *Producer, m *Message, bt *batch.Batcher, pn *pin) (*SendReceipt, *SendError) {
 	cfg := &p.cfg
 	c := &sendCall{t: t, cfg: cfg, set: t.eps}
 	switch {
@@ -53,9 +54,7 @@ func (t *v1Transport) send(ctx context.Context, p *Producer, m *Message, bt *bat
 	case t.targets != nil:
 		c.set = t.targets.tryAcquire() // nil before the resolver's first answer: the attempt waits
 	}
-	if bt != nil {
-		c.be = &batchEntry{bt: bt}
-	}
+	c.bt = bt
 	c.msg.MessageId = m.ID
 	c.msg.Topic = m.Topic
 	c.msg.Tag = m.Tag
@@ -125,8 +124,8 @@ func (c *sendCall) attempt(ctx context.Context, ep int, wait bool, deadline time
 		}
 	}
 	e := c.set.at(ep)
-	if be := c.be; be != nil && be.bt != nil {
-		if o, unsent, ok := c.attemptBatched(ctx, e, be, deadline); ok {
+	if c.bt != nil {
+		if o, unsent, ok := c.attemptBatched(ctx, e, deadline); ok {
 			return o, unsent
 		}
 	}
