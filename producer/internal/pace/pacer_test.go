@@ -338,3 +338,31 @@ func TestPacerHoldsWhileStoresQueue(t *testing.T) {
 	}
 	assert.Greater(t, p.rateNow(), 1.1*r0, "grows once they are quick")
 }
+
+// TestPacerRefusalWhileRecoveringWithManyWaiting: with many attempts
+// waiting their turn, a refusal while the rate still climbs back to wmax
+// (under what got through) does not cut again; with few waiting, it does.
+// Regression: against a bucket of 10 (5 ms of its rate), which refuses
+// the requests that reach it together at any rate near its capacity,
+// cutting at each one kept the rate in its dips (87-89% of capacity).
+func TestPacerRefusalWhileRecoveringWithManyWaiting(t *testing.T) {
+	for _, c := range []struct {
+		waiting int32
+		cuts    bool
+	}{{pacerMany, false}, {1, true}} {
+		var p Pacer
+		t0 := time.Unix(1000, 0)
+		engage(t, &p, t0, 2000)
+		cut := p.cutAt
+		// A clean run after the cut, while the rate is still recovering
+		// (no step has advanced the climb).
+		for i := range 2 * pacerClean {
+			p.stored(cut.Add(60*time.Millisecond + time.Duration(i)*100*time.Microsecond))
+		}
+		p.waiting.Store(c.waiting)
+		at := cut.Add(90 * time.Millisecond)
+		p.throttled(at, at)
+		require.True(t, p.on.Load())
+		assert.Equal(t, c.cuts, p.cutAt.Equal(at), "waiting %d: cut again", c.waiting)
+	}
+}

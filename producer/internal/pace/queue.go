@@ -48,12 +48,11 @@ func (p *Pacer) queuedLocked(now time.Time, flight time.Duration) {
 		return
 	}
 	p.cutLocked(now, acc, n, flight)
-	// Shallow, and not held: nothing was refused, the queue is short (a
-	// store waited pacerQueued in it), and just under what the broker
-	// stores it drains. (Cut to pacerBeta and held while a refused
-	// queue would drain, a 200/s send queue got 95.5% of its capacity.)
-	p.r, p.drain = max(pacerShallow*p.wmax, pacerMinRate), 0
-	p.lim = newTurns(now, p.r)
+	// Not held: nothing was refused, and the queue is short (a store
+	// waited pacerQueued in it); it drains during the cut's dip. (Held
+	// while a refused queue would drain, a 200/s send queue got 95.5% of
+	// its capacity.)
+	p.drain = 0
 }
 
 // queueing reports whether a store waited in the broker's queue within d
