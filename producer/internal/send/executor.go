@@ -1,6 +1,6 @@
 // Package send is the executor of the producer: it runs one send from its
 // first attempt to its end, over an Attempter of a wire protocol, and
-// decide, the one function that says what follows an attempt, holds the
+// Decide, the one function that says what follows an attempt, holds the
 // retry contract (docs/retries.md's retry table). It knows no protocol and
 // no public type: the producer converts its Outcome to this package's, maps
 // End to its sentinel errors (newSendError) and Event to its public Event.
@@ -130,7 +130,7 @@ func (x *Executor) Run(ctx context.Context) (f Failure, failed bool) {
 				if late {
 					return x.failure(Decision{Act: Fail, End: EndDeadlineTooShort}), true
 				}
-				return x.failure(x.stopped(ctx)), true
+				return x.failure(stopped(ctx, x.Cfg.Closed)), true
 			}
 		}
 		x.attempts++
@@ -175,7 +175,7 @@ func (x *Executor) Run(ctx context.Context) (f Failure, failed bool) {
 				slog.String("endpoint", x.A.Endpoint(x.EP)), slog.Any("error", o.Err))
 		}
 		if d.Wait > 0 && !sleep(ctx, d.Wait) {
-			return x.failure(x.stopped(ctx)), true
+			return x.failure(stopped(ctx, x.Cfg.Closed)), true
 		}
 		timeout = d.Timeout
 		wait = false
@@ -217,7 +217,7 @@ func (x *Executor) Decide(ctx context.Context, o Outcome, unsent bool, start, no
 		return Decision{Act: Done}
 	}
 	if ctx.Err() != nil {
-		return x.stopped(ctx)
+		return stopped(ctx, x.Cfg.Closed)
 	}
 	if dl, ok := ctx.Deadline(); ok && !now.Before(dl) {
 		// Past the deadline, though ctx's timer has not fired yet.
@@ -330,19 +330,28 @@ func (x *Executor) admit(ctx context.Context) (Decision, bool) {
 	}
 	if !sleep(ctx, wait) {
 		r.Cancel()
-		return x.stopped(ctx), false
+		return stopped(ctx, x.Cfg.Closed), false
 	}
 	return Decision{}, true
 }
 
 // stopped is the decision when ctx ended: EndClosed when the Producer's
-// Close gave up waiting (Config.Closed), else ctx's cause and error.
-func (x *Executor) stopped(ctx context.Context) Decision {
+// Close gave up waiting (closed, Config.Closed), else ctx's cause and
+// error.
+func stopped(ctx context.Context, closed error) Decision {
 	cause := context.Cause(ctx)
-	if x.Cfg.Closed != nil && errors.Is(cause, x.Cfg.Closed) {
+	if closed != nil && errors.Is(cause, closed) {
 		return Decision{Act: Fail, End: EndClosed}
 	}
 	return Decision{Act: Fail, End: EndContext, Cause: cause, CtxErr: ctx.Err()}
+}
+
+// Stopped is the failure of the send of message id, stopped before any
+// attempt because ctx ended: as Run says when ctx ends (closed is
+// Config.Closed).
+func Stopped(ctx context.Context, id string, closed error) Failure {
+	d := stopped(ctx, closed)
+	return Failure{ID: id, End: d.End, Cause: d.Cause, CtxErr: d.CtxErr}
 }
 
 // sleep waits d on a timer; false when ctx ended first.

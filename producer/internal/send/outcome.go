@@ -114,6 +114,10 @@ const ReachWindow = 10 * time.Second
 // second: it is written at most once a second); 0: never.
 type Reach struct{ last atomic.Int64 }
 
+// SetLast sets the time a request last reached the broker to t: for the
+// tests that age it.
+func (r *Reach) SetLast(t time.Time) { r.last.Store(t.UnixNano()) }
+
 // sent notes an attempt, started at start, whose request left.
 func (r *Reach) sent(start time.Time) {
 	if r == nil {
