@@ -2,14 +2,14 @@ package producer
 
 import (
 	"strings"
-	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/rocketry-go/rocketry/producer/internal/send"
 )
 
 // This file is about reaching a broker: how an endpoint is dialled, how an
@@ -24,7 +24,7 @@ import (
 // ran into its attempt timeout, and the error said "attempt timeout
 // exceeded", for every message. Now a retry after a request that never
 // left waits for its connection only for a broker reached lately (within
-// reachWindow: a restart, likely over soon); a broker never reached (a
+// send.ReachWindow: a restart, likely over soon); a broker never reached (a
 // wrong address, nothing listening) or not reached for that long fails as
 // fast as gRPC does, naming the cause. A retry after an unknown outcome
 // always waits: its broker may hold the message.
@@ -41,16 +41,6 @@ func passthrough(addr string) string { return "passthrough:///" + addr }
 func (c *config) v1DialOptions() []grpc.DialOption {
 	return append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, c.dialOpts...)
 }
-
-// waitMode says when a retry after a request that never left waits for
-// its connection (WithWaitForReady).
-type waitMode uint8
-
-const (
-	waitReached waitMode = iota // for a broker reached lately (the default)
-	waitAlways                  // WithWaitForReady(true)
-	waitNever                   // WithWaitForReady(false)
-)
 
 // WithWaitForReady sets whether a retry to a broker whose request never
 // left the client (connection refused, unknown host, not a gRPC server: a
@@ -70,40 +60,12 @@ const (
 // waits as true does. Applies everywhere.
 func WithWaitForReady(on bool) Option {
 	return option{"WithWaitForReady", scopeAll, func(c *config) error {
-		c.waitFor = waitNever
+		c.WaitFor = send.WaitNever
 		if on {
-			c.waitFor = waitAlways
+			c.WaitFor = send.WaitAlways
 		}
 		return nil
 	}}
-}
-
-// reachWindow is how long after a request last reached a broker a retry
-// to it still waits for its connection by default (WithWaitForReady).
-const reachWindow = 10 * time.Second
-
-// reach is when a request last reached a broker (unix nanoseconds, to the
-// second: it is written at most once a second); 0: never.
-type reach struct{ last atomic.Int64 }
-
-// sent notes an attempt, started at start, whose request left.
-func (r *reach) sent(start time.Time) {
-	if r == nil {
-		return
-	}
-	if t := start.UnixNano(); t-r.last.Load() >= int64(time.Second) {
-		r.last.Store(t)
-	}
-}
-
-// recent reports whether a request reached the broker within reachWindow
-// of now; a nil reach (the interceptor keeps none) always is.
-func (r *reach) recent(now time.Time) bool {
-	if r == nil {
-		return true
-	}
-	last := r.last.Load()
-	return last != 0 && now.UnixNano()-last < int64(reachWindow)
 }
 
 // ConnectError is the Cause of an attempt whose request never left the

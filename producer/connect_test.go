@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rocketry-go/rocketry/broker"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
 )
 
 // The regression tests of issue 14's item 2: an unreachable broker read as
@@ -88,7 +89,7 @@ func TestUnreachableBrokerIsNamed(t *testing.T) {
 				assert.Equal(t, 3, se.Attempts, "%s: attempts", how)
 				assert.Equal(t, FailedNotStored, se.Last, "%s: last outcome", how)
 				assert.Equal(t, codes.Unavailable, status.Code(se.Cause), "%s: the cause's code", how)
-				assert.NotErrorIs(t, err, errAttemptTimeout, "%s", how)
+				assert.NotErrorIs(t, err, send.ErrAttemptTimeout, "%s", how)
 				assert.Contains(t, err.Error(), tt.says, "%s", how)
 				assert.NotContains(t, err.Error(), "attempt timeout", "%s", how)
 			}
@@ -155,7 +156,7 @@ func TestRocketMQUnreachableProxyIsNamed(t *testing.T) {
 // reached lately is waited for when it goes away (a restart): the retry
 // waits for its connection, and is stored when it comes back, or ends with
 // the attempt timeout when it does not. A broker not reached for longer
-// than reachWindow is not waited for: its attempts fail at once, naming
+// than send.ReachWindow is not waited for: its attempts fail at once, naming
 // the cause.
 func TestWaitsForABrokerReachedLately(t *testing.T) {
 	addr := closedAddr(t)
@@ -196,8 +197,8 @@ func TestWaitsForABrokerReachedLately(t *testing.T) {
 	assert.ErrorIs(t, err, ErrConnectionRefused, "the wait's end names why")
 	assert.Contains(t, err.Error(), "unreachable until the attempt's deadline: connection refused")
 
-	// The last request to reach the broker is now older than reachWindow.
-	p.tr.(*v1Transport).eps.eps[0].reach.last.Store(time.Now().Add(-reachWindow - time.Second).UnixNano())
+	// The last request to reach the broker is now older than send.ReachWindow.
+	p.tr.(*v1Transport).eps.eps[0].reach.SetLast(time.Now().Add(-send.ReachWindow - time.Second))
 	_, err = p.Send(ctx, msg("t"))
 	require.ErrorAs(t, err, &se)
 	assert.ErrorIs(t, err, ErrConnectionRefused, "a broker not reached lately is not waited for")

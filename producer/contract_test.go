@@ -113,16 +113,16 @@ func TestPolicySetsAttempts(t *testing.T) {
 	require.NoError(t, err)
 	c, err := build(scopeNew, "New", []Option{WithDeliveryPolicy(pol)})
 	require.NoError(t, err)
-	assert.Equal(t, pol.Retries()+1, c.maxAttempts)
+	assert.Equal(t, pol.Retries()+1, c.MaxAttempts)
 	c, err = build(scopeNew, "New", []Option{WithDeliveryPolicy(pol), WithMaxAttempts(4)})
 	require.NoError(t, err)
-	assert.Equal(t, 4, c.maxAttempts, "WithMaxAttempts wins, in either order")
+	assert.Equal(t, 4, c.MaxAttempts, "WithMaxAttempts wins, in either order")
 	c, err = build(scopeNew, "New", []Option{WithMaxAttempts(4), WithDeliveryPolicy(pol)})
 	require.NoError(t, err)
-	assert.Equal(t, 4, c.maxAttempts)
+	assert.Equal(t, 4, c.MaxAttempts)
 	c, err = build(scopeNew, "New", nil)
 	require.NoError(t, err)
-	assert.Equal(t, DefaultMaxAttempts, c.maxAttempts, "an unbounded schedule keeps the default")
+	assert.Equal(t, DefaultMaxAttempts, c.MaxAttempts, "an unbounded schedule keeps the default")
 }
 
 // TestCancelledContextAgrees: Send and SendAsync both refuse an ended

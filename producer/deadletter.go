@@ -156,7 +156,7 @@ func (p *Producer) putDeadLetter(m *Message, se *SendError) {
 		return
 	}
 	if err := p.cfg.sink.Put(deadLetter(m, se)); err != nil {
-		p.cfg.logger.LogAttrs(context.Background(), slog.LevelError, "producer: dead-letter sink failed; message not kept",
+		p.cfg.Logger.LogAttrs(context.Background(), slog.LevelError, "producer: dead-letter sink failed; message not kept",
 			slog.String("message_id", m.ID), slog.String("error", err.Error()))
 		return
 	}
@@ -176,8 +176,8 @@ func (p *Producer) handOff(ctx context.Context, m *Message, se *SendError) {
 }
 
 func (p *Producer) logDeadLetter(m *Message, se *SendError) {
-	if p.cfg.logger.Enabled(context.Background(), slog.LevelWarn) {
-		p.cfg.logger.LogAttrs(context.Background(), slog.LevelWarn, "producer: dead letter",
+	if p.cfg.Logger.Enabled(context.Background(), slog.LevelWarn) {
+		p.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, "producer: dead letter",
 			slog.String("message_id", m.ID), slog.Int("attempts", se.Attempts), slog.String("error", se.Error()))
 	}
 }

@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
 )
 
 // ErrInvalidMessage is returned, wrapped with what is wrong, when a message
@@ -122,22 +124,55 @@ type SendError struct {
 // attempt), and none of its fields changes after, but DeadLettered, which
 // the dead-letter hand-off (deadletter.go) sets before the send returns it.
 
-// newSendError is the failure of the send of message id: why it ended (d),
-// its attempts, the last attempt's outcome (zero when none was made), the
-// last throttle's reason and where the message may be stored.
-func newSendError(id string, d decision, attempts int, last Outcome, reason brokercode.Reason, maybeAt string) *SendError {
+// newSendError is the failure f of a send (the executor's, or of a send
+// stopped before any attempt): why it ended, its attempts, the last
+// attempt's outcome (zero when none was made), the last throttle's reason
+// and where the message may be stored.
+func newSendError(f *send.Failure) *SendError {
 	return &SendError{
-		MessageID:     id,
-		Attempts:      attempts,
-		Code:          last.Code,
-		WireCode:      last.WireCode,
-		Reason:        reason,
-		Cause:         last.Err,
-		Last:          last.Kind,
-		MaybeStoredAt: maybeAt,
-		kind:          d.kind,
-		ctxErr:        d.ctxErr,
+		MessageID:     f.ID,
+		Attempts:      f.Attempts,
+		Code:          f.Last.Code,
+		WireCode:      f.Last.WireCode,
+		Reason:        f.Reason,
+		Cause:         f.Last.Err,
+		Last:          OutcomeKind(f.Last.Kind),
+		MaybeStoredAt: f.MaybeAt,
+		kind:          endError(f.End, f.Cause),
+		ctxErr:        f.CtxErr,
 	}
+}
+
+// endError is the one reading of why a send ended (send.End) as this
+// package's sentinel errors; for a send its context stopped, the
+// context's cause.
+func endError(end send.End, cause error) error {
+	switch end {
+	case send.EndAttemptsExhausted:
+		return ErrAttemptsExhausted
+	case send.EndDeadlineTooShort:
+		return ErrDeadlineTooShort
+	case send.EndNotRetryable:
+		return ErrNotRetryable
+	case send.EndRetryBudget:
+		return ErrRetryBudget
+	case send.EndClosed:
+		return ErrClosed
+	case send.EndGroupFailed:
+		return ErrGroupFailed
+	case send.EndContext:
+		return cause
+	}
+	return nil
+}
+
+// runSend runs x to its end: nil when its message is stored, else the
+// send's *SendError.
+func runSend(ctx context.Context, x *send.Executor) *SendError {
+	if f, failed := x.Run(ctx); failed {
+		return newSendError(&f)
+	}
+	return nil
 }
 
 // Error says why the send ended, after how many attempts, and the cause.

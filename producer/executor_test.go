@@ -3,19 +3,20 @@ package producer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"testing"
 	"time"
 
-	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// TestDecide pins the retry-decision table (docs/retries.md's, in decide).
+// TestDecide pins the retry-decision table (docs/retries.md's, in
+// producer/internal/send's Decide), from real wire answers as the
+// classifiers read them. The executor's other tests are its package's.
 func TestDecide(t *testing.T) {
 	conn := msSchedule(t)
 	cancelled, cancel := context.WithCancel(context.Background())
@@ -85,16 +86,17 @@ func TestDecide(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := defaultConfig()
-			c.throttle, c.rand = conn, nil
+			c.Throttle, c.Rand = conn, nil
 			if tt.maxAttempts > 0 {
-				c.maxAttempts = tt.maxAttempts
+				c.MaxAttempts = tt.maxAttempts
 			}
 			ctx := tt.ctx
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			x := &executor{cfg: &c, transactional: tt.transactional, attempts: tt.attempts, throttles: tt.throttles}
-			got := x.decide(ctx, classifyError(tt.err), tt.unsent, t0, t0.Add(tt.elapsed))
+			x := &send.Executor{Cfg: &c.Config, Transactional: tt.transactional}
+			x.SetCounts(tt.attempts, tt.throttles)
+			got := decisionOf(x.Decide(ctx, classifyError(tt.err).internal(), tt.unsent, t0, t0.Add(tt.elapsed)))
 			if got != tt.want {
 				t.Errorf("decide(%v) = %+v; want %+v", tt.err, got, tt.want)
 			}
@@ -102,72 +104,28 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-// TestDecideCountsEachScheduleApart checks the numbering of the schedules:
-// a failure between throttles neither resets nor advances the throttle
-// schedule.
-func TestDecideCountsEachScheduleApart(t *testing.T) {
-	c := defaultConfig()
-	c.maxAttempts, c.rand = 10, nil
-	c.throttle = scheduleFunc(func(n int) time.Duration { return time.Duration(n) * time.Millisecond })
-	c.failure = scheduleFunc(func(n int) time.Duration { return time.Duration(100*n) * time.Millisecond })
-	x := &executor{cfg: &c}
-	now := time.Now()
-	var got []time.Duration
-	for _, err := range []error{err530, err530, err503, err530, err503} {
-		x.attempts++
-		d := x.decide(context.Background(), classifyError(err), false, now, now)
-		got = append(got, d.delay)
-	}
-	want := []time.Duration{1 * time.Millisecond, 2 * time.Millisecond, 100 * time.Millisecond, 3 * time.Millisecond, 200 * time.Millisecond}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("delays = %v; want %v", got, want)
-	}
+// decision is a send.Decision with why the send ended read as this
+// package's error (endError, as newSendError reads it), so that the table
+// says ErrNotRetryable.
+type decision struct {
+	act       send.Act
+	throttled bool
+	delay     time.Duration
+	wait      time.Duration
+	timeout   time.Duration
+	failover  bool
+	kind      error
+	ctxErr    error
 }
 
-type scheduleFunc func(n int) time.Duration
+const (
+	actDone  = send.Done
+	actRetry = send.Retry
+	actFail  = send.Fail
+)
 
-func (f scheduleFunc) Delay(n int, _ backoff.Rand) (time.Duration, bool) { return f(n), n >= 1 }
-
-// TestDecideScheduleEnd: a schedule without retry n ends the send.
-func TestDecideScheduleEnd(t *testing.T) {
-	p, err := backoff.NewDeliveryPolicy(backoff.HealthyRetryPolicy{MinDelayTarget: 1, MaxDelayTarget: 1, NumRetries: 1, BackoffFunction: backoff.Linear})
-	if err != nil {
-		t.Skipf("NewDeliveryPolicy: %v", err)
-	}
-	c := defaultConfig()
-	c.maxAttempts, c.throttle = 10, p
-	x := &executor{cfg: &c, attempts: 2, throttles: 1}
-	now := time.Now()
-	if got := x.decide(context.Background(), classifyError(err530), false, now, now); got.act != actFail || got.kind != ErrAttemptsExhausted {
-		t.Errorf("decide after the schedule's last retry = %+v; want fail with ErrAttemptsExhausted", got)
-	}
-}
-
-// TestRetryBudget follows gRPC's retry throttling arithmetic.
-func TestRetryBudget(t *testing.T) {
-	var nilBudget *retryBudget
-	if nilBudget.throttle() {
-		t.Errorf("nil budget throttle() = true; want false")
-	}
-	nilBudget.success()
-	b := newRetryBudget(4, 0.5)
-	// 4 -> 3 (allowed), 3 -> 2 (2 <= 2: refused).
-	if got := b.throttle(); got {
-		t.Errorf("throttle() at 3 tokens = true; want false")
-	}
-	if got := b.throttle(); !got {
-		t.Errorf("throttle() at 2 tokens = false; want true")
-	}
-	b.success() // 2.5
-	if got := b.throttle(); !got {
-		t.Errorf("throttle() at 1.5 tokens = false; want true")
-	}
-	for range 10 {
-		b.success()
-	}
-	if b.tokens != 4 {
-		t.Errorf("tokens after many successes = %v; want 4 (the maximum)", b.tokens)
-	}
+func decisionOf(d send.Decision) decision {
+	return decision{act: d.Act, throttled: d.Throttled, delay: d.Delay, wait: d.Wait, timeout: d.Timeout, failover: d.Failover, kind: endError(d.End, d.Cause), ctxErr: d.CtxErr}
 }
 
 func TestSendErrorIs(t *testing.T) {

@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"fmt"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"hash/fnv"
 	"sync"
 )
@@ -200,7 +201,7 @@ func (p *Producer) sendInTurn(ctx context.Context, m, wm *Message, t *ticket, pn
 	switch {
 	case t.first != nil:
 		cause := fmt.Errorf("message group %q: message %q failed first: %w", m.MessageGroup, t.first.MessageID, t.first)
-		se = newSendError(m.ID, decision{act: actFail, kind: ErrGroupFailed}, 0, Outcome{Err: cause}, 0, "")
+		se = newSendError(&send.Failure{ID: m.ID, End: send.EndGroupFailed, Last: send.Outcome{Err: cause}})
 		p.putDeadLetter(m, se)
 	case ctx.Err() != nil || p.hardCtx.Err() != nil:
 		se = p.stoppedSend(ctx, m)
@@ -217,11 +218,11 @@ func (p *Producer) sendInTurn(ctx context.Context, m, wm *Message, t *ticket, pn
 // stoppedSend is the failure of a send stopped before any attempt: by
 // Close (ErrClosed) or by ctx.
 func (p *Producer) stoppedSend(ctx context.Context, m *Message) *SendError {
-	d := decision{act: actFail, kind: ErrClosed}
+	f := send.Failure{ID: m.ID, End: send.EndClosed}
 	if p.hardCtx.Err() == nil {
-		d = stopped(ctx)
+		f = send.Stopped(ctx, m.ID, p.cfg.Closed)
 	}
-	return newSendError(m.ID, d, 0, Outcome{}, 0, "")
+	return newSendError(&f)
 }
 
 // groupEndpoint is the endpoint a group's sends go to, every attempt: the
@@ -236,8 +237,8 @@ func groupEndpoint(group string) int {
 
 // fifo makes x a FIFO message's send when m has a group: its first attempt
 // on the group's endpoint, every retry there.
-func (x *executor) fifo(m *Message) {
+func fifo(x *send.Executor, m *Message) {
 	if m.MessageGroup != "" {
-		x.ep, x.stay = groupEndpoint(m.MessageGroup), true
+		x.EP, x.Stay = groupEndpoint(m.MessageGroup), true
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/producer/internal/pace"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -54,6 +55,7 @@ func NewUnaryClientInterceptor(opts ...Option) (grpc.UnaryClientInterceptor, err
 					return err
 				}
 				cfg.settleAttempts()
+				cfg.events()
 			}
 		}
 		c := &interceptCall{method: method, req: req, reply: reply, cc: cc, invoker: invoker, cls: cfg.classifier}
@@ -66,21 +68,22 @@ func NewUnaryClientInterceptor(opts ...Option) (grpc.UnaryClientInterceptor, err
 		}
 		c.opts = append(make([]grpc.CallOption, 0, len(copts)+2), copts...)
 		c.opts = append(c.opts, grpc.Peer(&c.peer))
-		x := executor{cfg: cfg, a: c}
+		x := send.Executor{Cfg: &cfg.Config, A: c}
 		if r, ok := req.(*rocketryv1.SendMessageRequest); ok {
 			for i, m := range r.GetMessages() {
 				if i == 0 {
-					x.id = m.GetMessageId()
+					x.ID = m.GetMessageId()
 				}
-				x.transactional = x.transactional || m.GetTransactional()
+				x.Transactional = x.Transactional || m.GetTransactional()
 			}
 		}
 		if o, ok := tooLargeToSend(req, copts); !ok {
-			se := x.refuse(o, ErrNotRetryable)
+			f := x.Refuse(o.internal(), send.EndNotRetryable)
+			se := newSendError(&f)
 			cfg.finish(ctx, se)
 			return se
 		}
-		if se := x.run(ctx); se != nil {
+		if se := runSend(ctx, &x); se != nil {
 			cfg.finish(ctx, se)
 			return se
 		}
@@ -113,10 +116,10 @@ type interceptCall struct {
 	pc      pace.Pace // the target's, and the topic's there
 }
 
-func (c *interceptCall) pacer(int) pace.Pace { return c.pc }
+func (c *interceptCall) Pacer(int) pace.Pace { return c.pc }
 
-// paceScope is the scope of a call's pacer at its target (pacing.go): a
-// send's topic, else the method.
+// paceScope is the scope of a call's pacer at its target
+// (internal/send/pacing.go): a send's topic, else the method.
 func paceScope(method string, req any) string {
 	if r, ok := req.(*rocketryv1.SendMessageRequest); ok && len(r.GetMessages()) > 0 {
 		return r.GetMessages()[0].GetTopic()
@@ -126,17 +129,24 @@ func paceScope(method string, req any) string {
 
 // reach is none: the interceptor keeps no state per broker, so a retry to
 // its target waits for the connection unless WithWaitForReady(false).
-func (c *interceptCall) reach(int) *reach { return nil }
+func (c *interceptCall) Reach(int) *send.Reach { return nil }
 
-func (c *interceptCall) endpoint(int) string {
+func (c *interceptCall) Endpoint(int) string {
 	if c.cc == nil {
 		return ""
 	}
 	return c.cc.Target()
 }
 
+// Attempt is attempt's outcome as the executor reads it
+// (send.Attempter).
+func (c *interceptCall) Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (send.Outcome, bool) {
+	o, unsent := c.attempt(ctx, ep, waitForReady, deadline)
+	return o.internal(), unsent
+}
+
 func (c *interceptCall) attempt(ctx context.Context, _ int, wait bool, deadline time.Time) (Outcome, bool) {
-	ctx, cancel := attemptContext(ctx, deadline)
+	ctx, cancel := send.AttemptContext(ctx, deadline)
 	defer cancel()
 	c.peer = peer.Peer{}
 	opts := c.opts
@@ -144,7 +154,7 @@ func (c *interceptCall) attempt(ctx context.Context, _ int, wait bool, deadline 
 		opts = append(opts[:len(opts):len(opts)], waitForReady)
 	}
 	err := c.invoker(ctx, c.method, c.req, c.reply, c.cc, opts...)
-	return notSent(c.cls.Classify(c.reply, err), err, &c.peer, c.endpoint(0))
+	return notSent(c.cls.Classify(c.reply, err), err, &c.peer, c.Endpoint(0))
 }
 
 // tooLargeToSend fails a request over the call's grpc.MaxCallSendMsgSize

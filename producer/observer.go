@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rocketry-go/rocketry/brokercode"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
 )
 
 // Observer is called on every event of every send (WithObserver). It runs on
@@ -190,6 +191,45 @@ func (c *config) emit(ctx context.Context, e Event) {
 
 // watched reports whether anyone sees events: when not, none is made.
 func (c *config) watched() bool { return c.observer != nil || c.hook != nil }
+
+// events sets the executor's event callback (send.Config.Event): nil when
+// nobody watches, so that a send makes no event; else one that reports
+// each of the executor's events as an Event to the observer and the hook.
+func (c *config) events() {
+	c.Event = nil
+	if !c.watched() {
+		return
+	}
+	obs, hook := c.observer, c.hook
+	c.Event = func(ctx context.Context, e send.Event) {
+		pe := Event{Kind: eventKinds[e.Kind], MessageID: e.ID, Attempt: e.Attempt, Delay: e.Delay, Why: OutcomeKind(e.Why), Code: e.Code, Reason: e.Reason, Endpoint: e.Endpoint, Err: e.Err}
+		if obs != nil {
+			obs(pe)
+		}
+		if hook != nil {
+			hook.OnEvent(ctx, pe)
+		}
+	}
+}
+
+// eventKinds are the executor's event kinds as this package's.
+var eventKinds = [...]EventKind{
+	send.EventAttempt:  EventAttempt,
+	send.EventSuccess:  EventSuccess,
+	send.EventThrottle: EventThrottle,
+	send.EventRetry:    EventRetry,
+}
+
+// finish reports the end of a failed send: EventExhausted, then
+// EventDeadLetter when the message was handed off.
+func (c *config) finish(ctx context.Context, se *SendError) {
+	if c.watched() {
+		c.emit(ctx, Event{Kind: EventExhausted, MessageID: se.MessageID, Attempt: se.Attempts, Code: se.Code, Reason: se.Reason, Err: se})
+		if se.DeadLettered {
+			c.emit(ctx, Event{Kind: EventDeadLetter, MessageID: se.MessageID, Attempt: se.Attempts, Code: se.Code, Reason: se.Reason, Err: se})
+		}
+	}
+}
 
 // startSend runs the hook's StartSend: it returns the send's context and
 // the message to put on the wire (m, or a copy with the hook's

@@ -12,6 +12,8 @@ import (
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/resolver"
+
+	"github.com/rocketry-go/rocketry/producer/internal/send"
 )
 
 // Defaults of the options.
@@ -66,53 +68,50 @@ func (o option) name() string          { return o.n }
 // config is the whole configuration; defaultConfig gives its defaults and
 // finish checks what spans options.
 type config struct {
-	maxAttempts    int
-	attemptTimeout time.Duration
-	throttle       backoff.Schedule
-	failure        backoff.Schedule
-	rateLimit      float64 // per second; 0: none
-	rateBurst      int
-	rand           backoff.Rand
-	maxInFlight    int
-	sink           DeadLetterSink // WithDeadLetterSink, WithFallback
-	sinkAfter      bool           // sink is a fallback: run after the send leaves the core (handOff)
-	observer       Observer
-	hook           Hook
-	budgetMax      float64 // 0: no budget
-	budgetRatio    float64
-	maxBody        int
-	logger         *slog.Logger
-	dialOpts       []grpc.DialOption
-	resolvers      []resolver.Builder // WithResolvers: see targets.go
-	waitFor        waitMode           // WithWaitForReady: see connect.go
-	failoverAlways bool               // fail over after an unknown outcome too
-	classifier     Classifier
-	attemptsSet    bool // WithMaxAttempts was given
-	pacing         bool // pace endpoints that throttle without a hint
-	protocol       Protocol
-	rmq            rmqSettings // apache.rocketmq.v2: see rocketmq_options.go
-	batch          batchConfig // async first attempts: see batch.go
+	// The retry policy the executor reads (producer/internal/send): the
+	// attempts, their timeout, the schedules and their Rand, WithLogger's
+	// logger, WithWaitForReady, WithFailoverOnUnknownOutcome; and, built
+	// by build, the rate limiter, the retry budget and the events.
+	send.Config
 
-	// Built by finish.
-	limiter *rate.Limiter
-	budget  *retryBudget
+	rateLimit   float64 // per second; 0: none
+	rateBurst   int
+	maxInFlight int
+	sink        DeadLetterSink // WithDeadLetterSink, WithFallback
+	sinkAfter   bool           // sink is a fallback: run after the send leaves the core (handOff)
+	observer    Observer
+	hook        Hook
+	budgetMax   float64 // 0: no budget
+	budgetRatio float64
+	maxBody     int
+	dialOpts    []grpc.DialOption
+	resolvers   []resolver.Builder // WithResolvers: see targets.go
+	classifier  Classifier
+	attemptsSet bool // WithMaxAttempts was given
+	pacing      bool // pace endpoints that throttle without a hint
+	protocol    Protocol
+	rmq         rmqSettings // apache.rocketmq.v2: see rocketmq_options.go
+	batch       batchConfig // async first attempts: see batch.go
 }
 
 var discardLogger = slog.New(slog.DiscardHandler)
 
 func defaultConfig() config {
 	return config{
-		maxAttempts:    DefaultMaxAttempts,
-		attemptTimeout: DefaultAttemptTimeout,
-		throttle:       defaultThrottle,
-		failure:        backoff.Immediate,
-		rand:           globalRand{},
-		maxInFlight:    DefaultMaxInFlight,
-		maxBody:        DefaultMaxBodyBytes,
-		logger:         discardLogger,
-		classifier:     autoClassifier{},
-		pacing:         true,
-		batch:          defaultBatchConfig,
+		Config: send.Config{
+			MaxAttempts:    DefaultMaxAttempts,
+			AttemptTimeout: DefaultAttemptTimeout,
+			Throttle:       defaultThrottle,
+			Failure:        backoff.Immediate,
+			Rand:           globalRand{},
+			Logger:         discardLogger,
+			Closed:         ErrClosed,
+		},
+		maxInFlight: DefaultMaxInFlight,
+		maxBody:     DefaultMaxBodyBytes,
+		classifier:  autoClassifier{},
+		pacing:      true,
+		batch:       defaultBatchConfig,
 	}
 }
 
@@ -140,11 +139,12 @@ func build(sc scope, where string, opts []Option) (config, error) {
 		return config{}, err
 	}
 	if c.rateLimit > 0 {
-		c.limiter = rate.NewLimiter(rate.Limit(c.rateLimit), c.rateBurst)
+		c.Limiter = rate.NewLimiter(rate.Limit(c.rateLimit), c.rateBurst)
 	}
 	if c.budgetMax > 0 {
-		c.budget = newRetryBudget(c.budgetMax, c.budgetRatio)
+		c.Budget = send.NewBudget(c.budgetMax, c.budgetRatio)
 	}
+	c.events()
 	return c, nil
 }
 
@@ -156,8 +156,8 @@ func (c *config) settleAttempts() {
 	if c.attemptsSet {
 		return
 	}
-	if b, ok := c.throttle.(backoff.Bounded); ok && b.Retries() >= 0 {
-		c.maxAttempts = b.Retries() + 1
+	if b, ok := c.Throttle.(backoff.Bounded); ok && b.Retries() >= 0 {
+		c.MaxAttempts = b.Retries() + 1
 	}
 }
 
@@ -196,7 +196,7 @@ func WithMaxAttempts(n int) Option {
 		if n < 1 {
 			return invalid(fmt.Sprintf("%d", n), "must be >= 1")
 		}
-		c.maxAttempts, c.attemptsSet = n, true
+		c.MaxAttempts, c.attemptsSet = n, true
 		return nil
 	}}
 }
@@ -216,7 +216,7 @@ func WithAttemptTimeout(d time.Duration) Option {
 		if d <= 0 {
 			return invalid(fmt.Sprintf("%v", d), "must be > 0")
 		}
-		c.attemptTimeout = d
+		c.AttemptTimeout = d
 		return nil
 	}}
 }
@@ -231,7 +231,7 @@ func WithThrottleSchedule(s backoff.Schedule) Option {
 		if s == nil {
 			return invalid("nil", "must not be nil")
 		}
-		c.throttle = s
+		c.Throttle = s
 		return nil
 	}}
 }
@@ -247,7 +247,7 @@ func WithFailureSchedule(s backoff.Schedule) Option {
 		if s == nil {
 			return invalid("nil", "must not be nil")
 		}
-		c.failure = s
+		c.Failure = s
 		return nil
 	}}
 }
@@ -264,7 +264,7 @@ func WithFailureSchedule(s backoff.Schedule) Option {
 // New and NewFromConn.
 func WithFailoverOnUnknownOutcome() Option {
 	return option{"WithFailoverOnUnknownOutcome", scopeProducer, func(c *config) error {
-		c.failoverAlways = true
+		c.FailoverAlways = true
 		return nil
 	}}
 }
@@ -294,7 +294,7 @@ func WithRateLimit(perSecond float64, burst int) Option {
 // Applies everywhere.
 func WithRand(r backoff.Rand) Option {
 	return option{"WithRand", scopeAll, func(c *config) error {
-		c.rand = r
+		c.Rand = r
 		return nil
 	}}
 }
@@ -381,7 +381,7 @@ func WithLogger(l *slog.Logger) Option {
 		if l == nil {
 			return invalid("nil", "must not be nil")
 		}
-		c.logger = l
+		c.Logger = l
 		return nil
 	}}
 }
@@ -414,7 +414,7 @@ func WithDeliveryPolicy(p *backoff.DeliveryPolicy) Option {
 		if p == nil {
 			return invalid("nil", "must not be nil")
 		}
-		c.throttle = p
+		c.Throttle = p
 		if r := p.MaxReceivesPerSecond(); r > 0 {
 			c.rateLimit, c.rateBurst = r, 1
 		}

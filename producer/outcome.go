@@ -1,12 +1,11 @@
 package producer
 
 import (
-	"context"
 	"strconv"
 	"time"
 
 	"github.com/rocketry-go/rocketry/brokercode"
-	"github.com/rocketry-go/rocketry/producer/internal/pace"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
 )
 
 // OutcomeKind is what one attempt's answer says of its message.
@@ -80,36 +79,9 @@ type Classifier interface {
 	Classify(reply any, err error) Outcome
 }
 
-// attemptContext is ctx with the attempt's deadline, when it has one; its
-// expiry reads as the attempt's timeout.
-func attemptContext(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
-	if deadline.IsZero() {
-		return ctx, func() {}
-	}
-	return context.WithDeadlineCause(ctx, deadline, errAttemptTimeout)
-}
-
-// attempter makes the attempts of one send over one wire protocol. The
-// executor owns every decision (what follows, where and when); an attempter
-// only carries an attempt to endpoint ep and back.
-type attempter interface {
-	// attempt makes one attempt on endpoint ep (an index the attempter
-	// takes modulo its endpoints; ep+1 is the next one, on another broker
-	// where there is one), waiting for the connection within ctx when
-	// waitForReady is set. deadline, when not zero, is the attempt's own
-	// deadline, sooner than ctx's: the attempter makes it the deadline of
-	// its call (attemptContext), or of the batch the message joins. It
-	// returns the attempt's outcome and whether the request never left
-	// the client (so the message is known not stored).
-	attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (o Outcome, unsent bool)
-	// endpoint names endpoint ep for events and logs; two indexes with the
-	// same name are the same broker.
-	endpoint(ep int) string
-	// pacer is the throttle state of an attempt to endpoint ep (pacing.go).
-	pacer(ep int) pace.Pace
-	// reach is when a request last reached endpoint ep's broker: a retry
-	// that stays there after a request that never left waits for the
-	// connection when it is recent (connect.go). nil: none kept. Called
-	// after an attempt on ep, or before a retry to the same broker.
-	reach(ep int) *reach
+// internal is o as the executor reads it (producer/internal/send): a
+// field copy, once per attempt, by each attempter's Attempt. The kinds'
+// values are the same.
+func (o Outcome) internal() send.Outcome {
+	return send.Outcome{Kind: send.Kind(o.Kind), Code: o.Code, WireCode: o.WireCode, Reason: o.Reason, Hint: o.Hint, Err: o.Err}
 }

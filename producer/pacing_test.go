@@ -2,7 +2,6 @@ package producer
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,37 +14,13 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/rocketry-go/rocketry/backoff"
-	"github.com/rocketry-go/rocketry/brokercode"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
-	"github.com/rocketry-go/rocketry/producer/internal/pace"
 )
 
 // This file tests pacing through a Producer (producer/internal/pace tests
-// the pacer itself): what the pacer counts of an outcome, which attempts
-// wait their turn, and senders against a bucket without hints.
-
-// TestPaceResult: what the pacer counts of each outcome; a refusal that
-// names the broker's state ([TIMEOUT_CLEAN_QUEUE], STORAGE_LOAD) paces
-// every topic of the endpoint (pace's TestPacerScope).
-func TestPaceResult(t *testing.T) {
-	busy := brokerErr(codes.ResourceExhausted, rocketryv1.Code_CODE_TOO_MANY_REQUESTS, 0, 0)
-	assert.False(t, wideThrottle(Outcome{Kind: Throttled, Err: busy}))
-	assert.True(t, wideThrottle(Outcome{Kind: Throttled, Err: errors.New("42900 [TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while")}))
-	assert.True(t, wideThrottle(Outcome{Kind: Throttled, Reason: brokercode.ReasonStorageLoad}))
-	for _, c := range []struct {
-		o    Outcome
-		want pace.Result
-	}{
-		{Outcome{Kind: Stored}, pace.Stored},
-		{Outcome{Kind: Throttled, Reason: brokercode.ReasonBacklog, Err: err530}, pace.Throttled},
-		{Outcome{Kind: Throttled, Err: errors.New("[TIMEOUT_CLEAN_QUEUE]broker busy")}, pace.ThrottledWide},
-		{Outcome{Kind: Throttled, Reason: brokercode.ReasonStorageLoad}, pace.ThrottledWide},
-		{Outcome{Kind: Throttled, Hint: time.Second, Err: errors.New("[TIMEOUT_CLEAN_QUEUE]broker busy")}, pace.Hinted},
-		{Outcome{Kind: FailedUnknown, Err: err500}, pace.Other},
-	} {
-		assert.Equal(t, c.want, paceResult(c.o), "paceResult(%+v)", c.o)
-	}
-}
+// the pacer itself, producer/internal/send what it counts of an outcome):
+// which attempts wait their turn, and senders against a bucket without
+// hints.
 
 // TestFailureRetryNotPaced is the regression test of "a retry after a
 // failure waited for its turn at the pacer": a send answered 530,

@@ -353,7 +353,7 @@ func (p *Producer) Close(ctx context.Context) error {
 	p.hardStop(ErrClosed)
 	// RocketMQ 5's NotifyClientTermination, then every goroutine and
 	// connection of the transport ends.
-	if cerr := p.tr.close(ctx, p.cfg.attemptTimeout); cerr != nil && err == nil {
+	if cerr := p.tr.close(ctx, p.cfg.AttemptTimeout); cerr != nil && err == nil {
 		err = cerr
 	}
 	return err

@@ -85,14 +85,14 @@ func newRocketMQ(target string, cfg config, addrs []string) (*Producer, error) {
 		return nil, fmt.Errorf("producer: New(%q): %w", target, err)
 	}
 	if cfg.rmq.serverRetryPolicy {
-		cfg.throttle = serverSchedule{c: c, fallback: cfg.throttle}
+		cfg.Throttle = serverSchedule{c: c, fallback: cfg.Throttle}
 	}
 	// The options first, the network after.
 	p, err := newProducer(cfg, nil)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.attemptTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.AttemptTimeout)
 	defer cancel()
 	if err := c.start(ctx); err != nil {
 		p.hardStop(ErrClosed)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"slices"
 	"strings"
 )
@@ -72,7 +73,7 @@ func (p *Producer) pinFor(ctx context.Context, m *Message, at string) (*pin, err
 	switch {
 	case err != nil:
 		return nil, err
-	case pn == nil && !p.cfg.failoverAlways:
+	case pn == nil && !p.cfg.FailoverAlways:
 		return nil, fmt.Errorf("%w: message %q, endpoint %q (this producer has %v; WithFailoverOnUnknownOutcome sends it elsewhere)",
 			ErrEndpointUnknown, m.ID, at, p.tr.endpointNames())
 	}
@@ -134,17 +135,11 @@ func sameAddrs(a, b string) bool {
 	return slices.Equal(x, y)
 }
 
-// pinNamer is an attempter whose endpoints are pinned by a name that says
-// more than their event name (RocketMQ 5: the broker's name and endpoints).
-type pinNamer interface {
-	pinName(ep int) string
-}
-
-// pinName is what a send's MaybeStoredAt says of endpoint ep of a: its
-// pin name where a has one, else its endpoint name.
-func pinName(a attempter, ep int) string {
-	if pn, ok := a.(pinNamer); ok {
-		return pn.pinName(ep)
+// pinTo starts x where pn says its message may be stored: on pn's
+// endpoint, as after an unknown outcome there (a retry stays unless
+// WithFailoverOnUnknownOutcome). nil: no pin.
+func pinTo(x *send.Executor, pn *pin) {
+	if pn != nil {
+		x.Pin(pn.ep, pn.at)
 	}
-	return a.endpoint(ep)
 }

@@ -24,7 +24,7 @@ func TestRmqAgainstBundledBroker(t *testing.T) {
 	o, unsent := call.attempt(context.Background(), 1, true, time.Time{})
 	require.Equal(t, Stored, o.Kind, "%v", o.Err)
 	assert.False(t, unsent)
-	assert.Equal(t, "broker-a", call.endpoint(1))
+	assert.Equal(t, "broker-a", call.Endpoint(1))
 	q, _, _, ok := call.result()
 	assert.True(t, ok)
 	assert.Equal(t, int32(1), q)

@@ -9,6 +9,7 @@ import (
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 )
@@ -52,6 +53,13 @@ func (c *rmqClient) newCall(m *Message) *rmqCall {
 	return a
 }
 
+// Attempt is attempt's outcome as the executor reads it
+// (send.Attempter).
+func (a *rmqCall) Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (send.Outcome, bool) {
+	o, unsent := a.attempt(ctx, ep, waitForReady, deadline)
+	return o.internal(), unsent
+}
+
 // attempt sends the message to queue ep's broker, waiting for the
 // connection within ctx when waitForReady is set. unsent reports that the
 // request never left the client: the body is over the server's
@@ -63,7 +71,7 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 		return Outcome{Kind: Permanent, Code: brokercode.MessageTooLarge, Err: err}, true
 	}
 	if !a.cachedRoute() {
-		rctx, cancel := attemptContext(ctx, deadline)
+		rctx, cancel := send.AttemptContext(ctx, deadline)
 		r, err := a.c.route(rctx, a.topic)
 		cancel()
 		if err != nil {
@@ -83,7 +91,7 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 			return o, unsent
 		}
 	}
-	ctx, cancel := attemptContext(ctx, deadline)
+	ctx, cancel := send.AttemptContext(ctx, deadline)
 	defer cancel()
 	a.last = q
 	a.msg.SystemProperties.QueueId = q.id
@@ -118,7 +126,7 @@ func routeOutcome(err error) Outcome {
 
 // endpoint names endpoint ep: the broker of its queue, or "rocketmq:" and
 // the topic while its route is neither read nor cached.
-func (a *rmqCall) endpoint(ep int) string {
+func (a *rmqCall) Endpoint(ep int) string {
 	if !a.cachedRoute() {
 		return "rocketmq:" + a.topic
 	}
@@ -131,9 +139,9 @@ func (a *rmqCall) endpoint(ep int) string {
 // is not unique (every bundled broker is broker-0 by default; clusters
 // reuse broker-a) and a new broker of the same name elsewhere does not
 // hold the message. Before the route is read it is endpoint(ep).
-func (a *rmqCall) pinName(ep int) string {
+func (a *rmqCall) PinName(ep int) string {
 	if !a.cachedRoute() {
-		return a.endpoint(ep)
+		return a.Endpoint(ep)
 	}
 	q := a.route.queue(ep)
 	return q.broker + "@" + q.addr
@@ -142,9 +150,9 @@ func (a *rmqCall) pinName(ep int) string {
 // reach is the reach of the connection of the call's last attempt, which
 // is queue ep's broker's when asked (after an attempt on ep, or before a
 // retry to the same broker); none before the first attempt.
-func (a *rmqCall) reach(int) *reach {
+func (a *rmqCall) Reach(int) *send.Reach {
 	if a.cn == nil {
-		return &reach{}
+		return &send.Reach{}
 	}
 	return &a.cn.reach
 }

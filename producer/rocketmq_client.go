@@ -18,6 +18,7 @@ import (
 	"time"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -111,7 +112,7 @@ type rmqConn struct {
 	cc    *grpc.ClientConn
 	stub  rocketmqv2.MessagingServiceClient
 	tel   *rmqTelemetry
-	reach reach // of SendMessage calls (connect.go)
+	reach send.Reach // of SendMessage calls (internal/send)
 }
 
 // newRMQClient makes the client of the access points addrs (host:port
@@ -147,9 +148,9 @@ func newRMQClient(addrs []string, cfg *config) (*rmqClient, error) {
 		access:         append([]string(nil), addrs...),
 		accessPoint:    ep,
 		dialOpts:       cfg.dialOpts,
-		timeout:        cfg.attemptTimeout,
+		timeout:        cfg.AttemptTimeout,
 		pacing:         cfg.pacing,
-		logger:         cfg.logger,
+		logger:         cfg.Logger,
 		id:             newRMQClientID(now()),
 		ids:            newRMQIDGen(),
 		bornHost:       rmqBornHost(),

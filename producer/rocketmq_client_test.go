@@ -141,7 +141,7 @@ func TestRmqRouteThroughAttempts(t *testing.T) {
 	for ep, want := range []string{"broker-a", "broker-b", "broker-a"} {
 		o, _ := call.attempt(context.Background(), ep, false, time.Time{})
 		require.Equal(t, Stored, o.Kind, "ep %d: %v", ep, o.Err)
-		assert.Equal(t, want, call.endpoint(ep), "ep %d", ep)
+		assert.Equal(t, want, call.Endpoint(ep), "ep %d", ep)
 	}
 	var queuesA, queuesB []int32
 	a.seen(func(s *rmqServer) {

@@ -49,7 +49,7 @@ func TestRmqBrokerSeveralAddresses(t *testing.T) {
 			o, unsent := call.attempt(context.Background(), 0, false, time.Time{})
 			require.Equal(t, Stored, o.Kind, "%s: %v", topic, o.Err)
 			assert.False(t, unsent)
-			assert.Equal(t, "broker-a", call.endpoint(0))
+			assert.Equal(t, "broker-a", call.Endpoint(0))
 		}
 	}
 }

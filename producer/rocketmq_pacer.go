@@ -3,12 +3,12 @@ package producer
 import "github.com/rocketry-go/rocketry/producer/internal/pace"
 
 // pacer is the throttle state of an attempt to queue ep's broker: the
-// broker's, and the topic's there (pacing.go says which throttle is whose),
+// broker's, and the topic's there (internal/send/pacing.go says which throttle is whose),
 // shared by every send of the client; a broker name is the finest scope a
 // client can name behind a cluster-mode proxy. None when pacing is off, or
 // before the first attempt has read the topic's route from the cache or
 // the server.
-func (a *rmqCall) pacer(ep int) pace.Pace {
+func (a *rmqCall) Pacer(ep int) pace.Pace {
 	if !a.c.pacing {
 		return pace.Pace{}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -76,8 +77,8 @@ func TestRmqMaxBodySize(t *testing.T) {
 	srv.seen(func(s *rmqServer) { assert.Len(t, s.sends, 1) })
 }
 
-// rmqCall is an attempter.
-var _ attempter = (*rmqCall)(nil)
+// rmqCall is a send.Attempter.
+var _ send.Attempter = (*rmqCall)(nil)
 
 // TestRmqPacerPerBroker: endpoints on the same broker share one pacer,
 // across sends; pacing off gives none.
@@ -89,19 +90,19 @@ func TestRmqPacerPerBroker(t *testing.T) {
 	require.NoError(t, c.start(context.Background()))
 
 	first := c.newCall(&Message{ID: "1", Topic: "t"})
-	assert.Nil(t, first.pacer(0).Endpoint, "route not known yet")
+	assert.Nil(t, first.Pacer(0).Endpoint, "route not known yet")
 	o, _ := first.attempt(context.Background(), 0, false, time.Time{})
 	require.Equal(t, Stored, o.Kind, "%v", o.Err)
 	// Queues interleave a0 b0 a1: ep 0 and 2 are broker-a.
-	require.NotNil(t, first.pacer(0).Endpoint)
-	assert.Same(t, first.pacer(0).Endpoint, first.pacer(2).Endpoint)
-	assert.NotSame(t, first.pacer(0).Endpoint, first.pacer(1).Endpoint)
+	require.NotNil(t, first.Pacer(0).Endpoint)
+	assert.Same(t, first.Pacer(0).Endpoint, first.Pacer(2).Endpoint)
+	assert.NotSame(t, first.Pacer(0).Endpoint, first.Pacer(1).Endpoint)
 	second := c.newCall(&Message{ID: "2", Topic: "t"})
-	assert.Same(t, first.pacer(1).Endpoint, second.pacer(1).Endpoint, "the route is read from the cache")
-	assert.Same(t, first.pacer(0).Topic, second.pacer(0).Topic, "and the topic's pacer there")
+	assert.Same(t, first.Pacer(1).Endpoint, second.Pacer(1).Endpoint, "the route is read from the cache")
+	assert.Same(t, first.Pacer(0).Topic, second.Pacer(0).Topic, "and the topic's pacer there")
 
 	off := newTestRMQClient(t, []string{a.addr}, WithPacing(false))
-	assert.Nil(t, off.newCall(&Message{ID: "3", Topic: "t"}).pacer(0).Endpoint)
+	assert.Nil(t, off.newCall(&Message{ID: "3", Topic: "t"}).Pacer(0).Endpoint)
 }
 
 // An endpoint is named by its broker from the first attempt of a send
@@ -113,9 +114,9 @@ func TestRmqEndpointName(t *testing.T) {
 	c := newTestRMQClient(t, []string{srv.addr})
 	require.NoError(t, c.start(context.Background()))
 	first := c.newCall(&Message{ID: "1", Topic: "t"})
-	assert.Equal(t, "rocketmq:t", first.endpoint(0))
+	assert.Equal(t, "rocketmq:t", first.Endpoint(0))
 	o, _ := first.attempt(context.Background(), 0, false, time.Time{})
 	require.Equal(t, Stored, o.Kind, "%v", o.Err)
-	assert.Equal(t, "broker-a", first.endpoint(0))
-	assert.Equal(t, "broker-a", c.newCall(&Message{ID: "2", Topic: "t"}).endpoint(5))
+	assert.Equal(t, "broker-a", first.Endpoint(0))
+	assert.Equal(t, "broker-a", c.newCall(&Message{ID: "2", Topic: "t"}).Endpoint(5))
 }

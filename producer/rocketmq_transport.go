@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
 )
 
 // rmqTransport is apache.rocketmq.v2 (transport.go): the RocketMQ 5
@@ -41,17 +42,17 @@ func (t *rmqTransport) prepare(m *Message) error {
 func (t *rmqTransport) send(ctx context.Context, p *Producer, m *Message, bt *batch.Batcher, pn *pin) (*SendReceipt, *SendError) {
 	c := t.c.newCall(m)
 	c.bt = bt
-	x := executor{cfg: &p.cfg, a: c, id: m.ID, ep: int(t.next.Add(1))}
+	x := send.Executor{Cfg: &p.cfg.Config, A: c, ID: m.ID, EP: int(t.next.Add(1))}
 	if pn != nil && pn.route != nil {
 		c.route = pn.route // the route pn.ep indexes, for the whole send
 	}
-	x.fifo(m)
-	x.pin(pn)
-	if se := x.run(ctx); se != nil {
+	fifo(&x, m)
+	pinTo(&x, pn)
+	if se := runSend(ctx, &x); se != nil {
 		return nil, se
 	}
 	q, off, _, _ := c.result()
-	return &SendReceipt{MessageID: m.ID, QueueID: q, Offset: off, Attempts: x.attempts, RecallHandle: c.recallHandle()}, nil
+	return &SendReceipt{MessageID: m.ID, QueueID: q, Offset: off, Attempts: x.Attempts(), RecallHandle: c.recallHandle()}, nil
 }
 
 // findPin finds a queue of the broker of that name and endpoints in

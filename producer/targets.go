@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/serviceconfig"
 
 	"github.com/rocketry-go/rocketry/producer/internal/pace"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
 )
 
 // This file maps a target to the brokers a send may use. A host:port list
@@ -31,7 +32,7 @@ type endpoint struct {
 	cc    grpc.ClientConnInterface
 	owned *grpc.ClientConn // closed by the Producer; nil for NewFromConn's
 	pace  pace.Pacers
-	reach reach
+	reach send.Reach
 	held  int // targetResolver.mu: the endpointSets holding it
 }
 

@@ -13,21 +13,22 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/rocketry-go/rocketry/producer/internal/pace"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
 )
 
-// fakeWaits replaces newTimer, and the pacer's pace.NewTimer, for the
+// fakeWaits replaces the executor's send.NewTimer, and the pacer's pace.NewTimer, for the
 // test: every wait is recorded and ends at once.
 func fakeWaits(t *testing.T) func() []time.Duration {
 	var mu sync.Mutex
 	var waits []time.Duration
-	t.Cleanup(func() { newTimer, pace.NewTimer = time.NewTimer, time.NewTimer })
-	newTimer = func(d time.Duration) *time.Timer {
+	t.Cleanup(func() { send.NewTimer, pace.NewTimer = time.NewTimer, time.NewTimer })
+	send.NewTimer = func(d time.Duration) *time.Timer {
 		mu.Lock()
 		waits = append(waits, d)
 		mu.Unlock()
 		return time.NewTimer(0)
 	}
-	pace.NewTimer = newTimer
+	pace.NewTimer = send.NewTimer
 	return func() []time.Duration {
 		mu.Lock()
 		defer mu.Unlock()

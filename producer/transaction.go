@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
 )
 
 // This file holds RocketMQ 5 transactions and recall. A transaction's
@@ -277,17 +278,17 @@ func (tx *Transaction) end(ctx context.Context, op string, res rocketmqv2.Transa
 // connection that stored it, for EndTransaction.
 func (p *Producer) sendHalf(ctx context.Context, rt *rmqTransport, m *Message) (*SendReceipt, string, *SendError) {
 	if err := ctx.Err(); err != nil {
-		return nil, "", newSendError(m.ID, decision{act: actFail, kind: err, ctxErr: err}, 0, Outcome{Err: err}, 0, "")
+		return nil, "", newSendError(&send.Failure{ID: m.ID, End: send.EndContext, Cause: err, CtxErr: err, Last: send.Outcome{Err: err}})
 	}
 	if !p.enter() {
-		return nil, "", newSendError(m.ID, decision{act: actFail, kind: ErrClosed}, 0, Outcome{Err: ErrClosed}, 0, "")
+		return nil, "", newSendError(&send.Failure{ID: m.ID, End: send.EndClosed, Last: send.Outcome{Err: ErrClosed}})
 	}
 	ctx, wm := p.startSend(ctx, m, false)
 	sctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(p.hardCtx, func() { cancel(ErrClosed) })
 	c := rt.c.newCall(wm)
-	x := executor{cfg: &p.cfg, a: c, id: m.ID, ep: int(rt.next.Add(1)), transactional: true, half: true}
-	se := x.run(sctx)
+	x := send.Executor{Cfg: &p.cfg.Config, A: c, ID: m.ID, EP: int(rt.next.Add(1)), Transactional: true, Half: true}
+	se := runSend(sctx, &x)
 	stop()
 	cancel(nil)
 	p.core.leave()
@@ -298,7 +299,7 @@ func (p *Producer) sendHalf(ctx context.Context, rt *rmqTransport, m *Message) (
 		return nil, "", se
 	}
 	q, off, txID, _ := c.result()
-	r := &SendReceipt{MessageID: m.ID, QueueID: q, Offset: off, Attempts: x.attempts, TransactionID: txID}
+	r := &SendReceipt{MessageID: m.ID, QueueID: q, Offset: off, Attempts: x.Attempts(), TransactionID: txID}
 	p.endSend(ctx, r, nil)
 	return r, c.cn.addr, nil
 }
@@ -366,7 +367,7 @@ func (c *rmqClient) retry(ctx context.Context, addrs []string, call func(context
 		if err != nil {
 			return n - 1, err
 		}
-		actx, cancel := context.WithTimeout(c.outgoing(ctx), cfg.attemptTimeout)
+		actx, cancel := context.WithTimeout(c.outgoing(ctx), cfg.AttemptTimeout)
 		o, err := call(actx, cn)
 		cancel()
 		switch {
@@ -376,17 +377,17 @@ func (c *rmqClient) retry(ctx context.Context, addrs []string, call func(context
 			return n, err
 		case ctx.Err() != nil:
 			return n, fmt.Errorf("%w (last attempt: %w)", context.Cause(ctx), err)
-		case n >= cfg.maxAttempts:
+		case n >= cfg.MaxAttempts:
 			return n, fmt.Errorf("%w: %w", ErrAttemptsExhausted, err)
 		}
 		if o.Kind == FailedNotStored {
 			ai++
 		}
-		d, ok := cfg.failure.Delay(n, cfg.rand)
+		d, ok := cfg.Failure.Delay(n, cfg.Rand)
 		if !ok {
 			return n, fmt.Errorf("%w: %w", ErrAttemptsExhausted, err)
 		}
-		t := newTimer(d)
+		t := send.NewTimer(d)
 		select {
 		case <-ctx.Done():
 			t.Stop()

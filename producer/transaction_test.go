@@ -17,6 +17,7 @@ import (
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
 )
 
 // ids of the stored (visible) messages of topic on b.
@@ -260,17 +261,17 @@ func TestTransactionsNeedRocketMQ5(t *testing.T) {
 	assert.True(t, errors.As(err, &oe) && oe.Option == "WithTransactionChecker")
 }
 
-// TestHalfMessageRetryRule: decide retries a half message only when it is
+// TestHalfMessageRetryRule: Decide retries a half message only when it is
 // known not stored.
 func TestHalfMessageRetryRule(t *testing.T) {
 	cfg := defaultConfig()
-	cfg.failure = msSchedule(t)
-	cfg.throttle = msSchedule(t)
+	cfg.Failure = msSchedule(t)
+	cfg.Throttle = msSchedule(t)
 	now := time.Now()
 	for _, tc := range []struct {
 		kind   OutcomeKind
 		unsent bool
-		want   action
+		want   send.Act
 	}{
 		{Throttled, false, actRetry},
 		{FailedNotStored, false, actRetry},
@@ -279,12 +280,14 @@ func TestHalfMessageRetryRule(t *testing.T) {
 		{FailedUnknown, false, actFail},
 		{Permanent, false, actFail},
 	} {
-		x := executor{cfg: &cfg, transactional: true, half: true, attempts: 1}
-		d := x.decide(context.Background(), Outcome{Kind: tc.kind}, tc.unsent, now, now)
-		assert.Equal(t, tc.want, d.act, "%v, unsent %v", tc.kind, tc.unsent)
-		v1 := executor{cfg: &cfg, transactional: true, attempts: 1}
+		x := send.Executor{Cfg: &cfg.Config, Transactional: true, Half: true}
+		x.SetCounts(1, 0)
+		d := x.Decide(context.Background(), Outcome{Kind: tc.kind}.internal(), tc.unsent, now, now)
+		assert.Equal(t, tc.want, d.Act, "%v, unsent %v", tc.kind, tc.unsent)
+		v1 := send.Executor{Cfg: &cfg.Config, Transactional: true}
+		v1.SetCounts(1, 0)
 		if tc.kind == FailedNotStored && !tc.unsent {
-			assert.Equal(t, actFail, v1.decide(context.Background(), Outcome{Kind: tc.kind}, tc.unsent, now, now).act,
+			assert.Equal(t, actFail, v1.Decide(context.Background(), Outcome{Kind: tc.kind}.internal(), tc.unsent, now, now).Act,
 				"rocketry.v1's rule is unchanged: no retry once the request left")
 		}
 	}

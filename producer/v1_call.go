@@ -8,6 +8,7 @@ import (
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"github.com/rocketry-go/rocketry/producer/internal/pace"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -70,13 +71,13 @@ func (t *v1Transport) send(ctx context.Context, p *Producer, m *Message, bt *bat
 	c.req.Messages = c.ptrs[:]
 	c.opts[0] = grpc.Peer(&c.peer)
 
-	x := executor{cfg: cfg, a: c, id: m.ID, transactional: m.Transactional}
+	x := send.Executor{Cfg: &cfg.Config, A: c, ID: m.ID, Transactional: m.Transactional}
 	if t.targets != nil || len(t.eps.eps) > 1 {
-		x.ep = int(t.next.Add(1))
+		x.EP = int(t.next.Add(1))
 	}
-	x.fifo(m)
-	x.pin(pn)
-	se := x.run(ctx)
+	fifo(&x, m)
+	pinTo(&x, pn)
+	se := runSend(ctx, &x)
 	if t.targets != nil && c.set != nil {
 		t.targets.release(c.set)
 	}
@@ -87,30 +88,37 @@ func (t *v1Transport) send(ctx context.Context, p *Producer, m *Message, bt *bat
 		return nil, se
 	}
 	r := c.resp.Results[0]
-	c.receipt = SendReceipt{MessageID: m.ID, QueueID: r.GetQueueId(), Offset: r.GetOffset(), Duplicate: r.GetDuplicate(), Attempts: x.attempts}
+	c.receipt = SendReceipt{MessageID: m.ID, QueueID: r.GetQueueId(), Offset: r.GetOffset(), Duplicate: r.GetDuplicate(), Attempts: x.Attempts()}
 	c.resp.Results = nil
 	return &c.receipt, nil
 }
 
-func (c *sendCall) endpoint(ep int) string {
+func (c *sendCall) Endpoint(ep int) string {
 	if c.set == nil {
 		return c.t.targets.target // not resolved yet
 	}
 	return c.set.at(ep).name
 }
 
-func (c *sendCall) pacer(ep int) pace.Pace {
+func (c *sendCall) Pacer(ep int) pace.Pace {
 	if !c.cfg.pacing || c.set == nil {
 		return pace.Pace{}
 	}
 	return c.set.at(ep).pace.Of(c.msg.Topic)
 }
 
-func (c *sendCall) reach(ep int) *reach {
+func (c *sendCall) Reach(ep int) *send.Reach {
 	if c.set == nil {
-		return &reach{} // not resolved yet: never reached
+		return &send.Reach{} // not resolved yet: never reached
 	}
 	return &c.set.at(ep).reach
+}
+
+// Attempt is attempt's outcome as the executor reads it
+// (send.Attempter).
+func (c *sendCall) Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (send.Outcome, bool) {
+	o, unsent := c.attempt(ctx, ep, waitForReady, deadline)
+	return o.internal(), unsent
 }
 
 // attempt makes one attempt on endpoint ep. gRPC fills c.peer only when the
@@ -129,7 +137,7 @@ func (c *sendCall) attempt(ctx context.Context, ep int, wait bool, deadline time
 			return o, unsent
 		}
 	}
-	ctx, cancel := attemptContext(ctx, deadline)
+	ctx, cancel := send.AttemptContext(ctx, deadline)
 	defer cancel()
 	c.peer = peer.Peer{}
 	opts := c.opts[:1]
@@ -151,7 +159,7 @@ func (c *sendCall) attempt(ctx context.Context, ep int, wait bool, deadline time
 // the send, waiting for the resolver's first answer within the attempt; ok
 // is false when there is none (the attempt's outcome, known not stored).
 func (c *sendCall) resolve(ctx context.Context, deadline time.Time) (o Outcome, ok bool) {
-	actx, cancel := attemptContext(ctx, deadline)
+	actx, cancel := send.AttemptContext(ctx, deadline)
 	s, err := c.t.targets.acquire(actx)
 	cancel()
 	if err != nil {

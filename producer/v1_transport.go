@@ -38,7 +38,7 @@ func (t *v1Transport) findPin(ctx context.Context, p *Producer, _, name string) 
 	if t.targets != nil {
 		// A resolver that has not answered is waited for as an attempt
 		// waits for it, not beyond Close.
-		actx, cancel := context.WithTimeout(ctx, p.cfg.attemptTimeout)
+		actx, cancel := context.WithTimeout(ctx, p.cfg.AttemptTimeout)
 		stop := context.AfterFunc(p.hardCtx, cancel)
 		s, err := t.targets.acquire(actx)
 		stop()

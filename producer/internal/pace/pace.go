@@ -29,8 +29,9 @@ import (
 // backlog hold back topic "cold". So the scope is the endpoint and topic,
 // unless the refusal names a state of the whole broker process
 // (ThrottledWide): its disk and page cache (STORAGE_LOAD), or its send
-// thread pool's queue (RocketMQ's fast failures); the producer's
-// pacing.go reads which refusals do, with RocketMQ's sources.
+// thread pool's queue (RocketMQ's fast failures);
+// producer/internal/send/pacing.go reads which refusals do, with
+// RocketMQ's sources.
 //
 // Those widen the scope to the endpoint: every topic's attempts to it wait
 // for the endpoint's pacer, then for their topic's.

@@ -1,26 +1,28 @@
-package producer
+package send
 
 import "sync"
 
-// retryBudget is the token bucket of gRPC's retry throttling (gRFC A6): it
+// Budget is the token bucket of gRPC's retry throttling (gRFC A6): it
 // starts full at max tokens; every failed or throttled attempt takes one,
 // every success gives back ratio, and retries are allowed only while more
-// than max/2 tokens are left. A nil *retryBudget allows every retry. It is
+// than max/2 tokens are left. A nil *Budget allows every retry. It is
 // safe for concurrent use.
-type retryBudget struct {
+type Budget struct {
 	mu     sync.Mutex
 	max    float64
 	ratio  float64
 	tokens float64
 }
 
-func newRetryBudget(max, ratio float64) *retryBudget {
-	return &retryBudget{max: max, ratio: ratio, tokens: max}
+// NewBudget returns a full budget of max tokens, giving back ratio per
+// success.
+func NewBudget(max, ratio float64) *Budget {
+	return &Budget{max: max, ratio: ratio, tokens: max}
 }
 
 // throttle records a failed attempt and reports whether its retry must be
 // refused.
-func (b *retryBudget) throttle() bool {
+func (b *Budget) throttle() bool {
 	if b == nil {
 		return false
 	}
@@ -31,7 +33,7 @@ func (b *retryBudget) throttle() bool {
 }
 
 // success records a successful attempt.
-func (b *retryBudget) success() {
+func (b *Budget) success() {
 	if b == nil {
 		return
 	}

@@ -1,0 +1,139 @@
+package send
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/rocketry-go/rocketry/brokercode"
+	"github.com/rocketry-go/rocketry/producer/internal/pace"
+)
+
+// Kind is what one attempt's answer says of its message. Its values are
+// those of the public producer.OutcomeKind, which documents them, so that
+// the producer converts one to the other with a cast.
+type Kind uint8
+
+const (
+	Stored          Kind = iota + 1 // the broker stored the message (or had it already)
+	Throttled                       // refused for overload; known not stored
+	FailedNotStored                 // failed; the broker stored nothing
+	FailedUnknown                   // failed; the message may be stored
+	Permanent                       // refused for good (4xx); not stored
+)
+
+var kindNames = [...]string{
+	Stored:          "stored",
+	Throttled:       "throttled",
+	FailedNotStored: "failed-not-stored",
+	FailedUnknown:   "failed-unknown",
+	Permanent:       "permanent",
+}
+
+// String returns the kind's name, such as "throttled", as
+// producer.OutcomeKind does.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) && kindNames[k] != "" {
+		return kindNames[k]
+	}
+	return "OutcomeKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Outcome is one attempt's answer as the executor reads it: the public
+// producer.Outcome, field for field (its docs say what each one means),
+// which an attempter copies into this once per attempt.
+type Outcome struct {
+	Kind     Kind
+	Code     brokercode.Code
+	WireCode int32
+	Reason   brokercode.Reason
+	Hint     time.Duration
+	Err      error
+}
+
+// ErrAttemptTimeout is the cause of an attempt's context when its timeout
+// passes.
+var ErrAttemptTimeout = errors.New("producer: attempt timeout exceeded")
+
+// AttemptContext is ctx with the attempt's deadline, when it has one; its
+// expiry reads as the attempt's timeout (ErrAttemptTimeout).
+func AttemptContext(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	if deadline.IsZero() {
+		return ctx, func() {}
+	}
+	return context.WithDeadlineCause(ctx, deadline, ErrAttemptTimeout)
+}
+
+// Attempter makes the attempts of one send over one wire protocol. The
+// executor owns every decision (what follows, where and when); an attempter
+// only carries an attempt to endpoint ep and back.
+type Attempter interface {
+	// Attempt makes one attempt on endpoint ep (an index the attempter
+	// takes modulo its endpoints; ep+1 is the next one, on another broker
+	// where there is one), waiting for the connection within ctx when
+	// waitForReady is set. deadline, when not zero, is the attempt's own
+	// deadline, sooner than ctx's: the attempter makes it the deadline of
+	// its call (AttemptContext), or of the batch the message joins. It
+	// returns the attempt's outcome and whether the request never left
+	// the client (so the message is known not stored).
+	Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (o Outcome, unsent bool)
+	// Endpoint names endpoint ep for events and logs; two indexes with the
+	// same name are the same broker.
+	Endpoint(ep int) string
+	// Pacer is the throttle state of an attempt to endpoint ep.
+	Pacer(ep int) pace.Pace
+	// Reach is when a request last reached endpoint ep's broker: a retry
+	// that stays there after a request that never left waits for the
+	// connection when it is recent. nil: none kept. Called after an
+	// attempt on ep, or before a retry to the same broker.
+	Reach(ep int) *Reach
+}
+
+// PinNamer is an Attempter whose endpoints are pinned by a name that says
+// more than their event name (RocketMQ 5: the broker's name and endpoints).
+type PinNamer interface {
+	PinName(ep int) string
+}
+
+// pinName is what a send's MaybeStoredAt says of endpoint ep of a: its
+// pin name where a has one, else its endpoint name.
+func pinName(a Attempter, ep int) string {
+	if pn, ok := a.(PinNamer); ok {
+		return pn.PinName(ep)
+	}
+	return a.Endpoint(ep)
+}
+
+// ReachWindow is how long after a request last reached a broker a retry
+// to it still waits for its connection by default (WaitReached).
+const ReachWindow = 10 * time.Second
+
+// Reach is when a request last reached a broker (unix nanoseconds, to the
+// second: it is written at most once a second); 0: never.
+type Reach struct{ last atomic.Int64 }
+
+// SetLast sets the time a request last reached the broker to t: for the
+// tests that age it.
+func (r *Reach) SetLast(t time.Time) { r.last.Store(t.UnixNano()) }
+
+// sent notes an attempt, started at start, whose request left.
+func (r *Reach) sent(start time.Time) {
+	if r == nil {
+		return
+	}
+	if t := start.UnixNano(); t-r.last.Load() >= int64(time.Second) {
+		r.last.Store(t)
+	}
+}
+
+// recent reports whether a request reached the broker within ReachWindow
+// of now; a nil Reach (the interceptor keeps none) always is.
+func (r *Reach) recent(now time.Time) bool {
+	if r == nil {
+		return true
+	}
+	last := r.last.Load()
+	return last != 0 && now.UnixNano()-last < int64(ReachWindow)
+}
