@@ -426,7 +426,9 @@ func WithDeliveryPolicy(p *backoff.DeliveryPolicy) Option {
 // the default: a reply of apache.rocketmq.v2's SendMessageResponse is read
 // by RocketMQClassifier, anything else by GRPCClassifier. Give one for a
 // service whose status is in the response body. c must not be nil. Applies
-// to the interceptor and per call.
+// to the interceptor and per call. A call whose request never left the
+// client because the connection failed (refused, unknown host, not a gRPC
+// server) is FailedNotStored with a *ConnectError whatever c says.
 func WithClassifier(c Classifier) Option {
 	return option{"WithClassifier", scopeInterceptor | scopeCall, func(cfg *config) error {
 		if c == nil {

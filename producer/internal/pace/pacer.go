@@ -121,7 +121,7 @@ type Pacer struct {
 	idleAt     atomic.Int64  // unix ns of the end of the last idle gap
 	gapNs      atomic.Int64  // the longest gap between attempts that is not idle
 	waiting    atomic.Int32  // attempts waiting for their turn now
-	minFlight  atomic.Int64  // ns, the quickest store of the episode
+	minFlight  atomic.Int64  // ns, the quickest store of the episode; 0: none yet (reset when one opens)
 	queuedAt   atomic.Int64  // unix ns of the last store that waited in the broker's queue
 
 	mu       sync.Mutex
@@ -191,17 +191,20 @@ func (p *Pacer) throttled(start, now time.Time) {
 		p.changed = make(chan struct{})
 		p.on.Store(true)
 		p.probe = pacerProbe
+		p.minFlight.Store(0) // the episode's own quickest store
 		p.lastBind.Store(now.UnixNano())
 		p.cutLocked(now, acc, n, now.Sub(start))
 		p.slow = k < pacerTrust
 		if !p.slow && p.nhist < pacerHistory {
 			// The scope's first second: its store rate counts the
 			// broker's first burst (a bucket full from the start), so
-			// the rate that got through is taken as pacerFirst of it,
-			// and the probe finds the rest (4 senders at 0.7 of a rate
-			// that counted a 200 burst were all refused again; climbing
-			// back to that rate, refused at 1.5 times the capacity
-			// four times over: 84% of capacity in 10 s).
+			// the rate that got through is taken as pacerFirst of it:
+			// the rate starts at pacerBeta of that (the cubic's first
+			// step), climbs back to it as from a cut, and the probe
+			// finds the rest (4 senders at 0.7 of a rate that counted
+			// a 200 burst were all refused again; climbing back to
+			// that rate, refused at 1.5 times the capacity four times
+			// over: 84% of capacity in 10 s).
 			p.r = max(pacerFirst*acc, pacerMinRate)
 			p.wmax = p.r
 			p.lim = newTurns(now, p.r)
@@ -322,7 +325,9 @@ func (p *Pacer) throttled(start, now time.Time) {
 	// probe is slower (CUBIC's plateau, which grows with the window), so
 	// refusals, each a second lost to a sender, come seconds apart. When
 	// it moves, the probe is fast again.
-	if got >= pacerHoldLow*p.wmax && got <= pacerHoldHigh*p.wmax {
+	// (Not after an idle gap: the rate read then is clamped to wmax, and
+	// tells nothing.)
+	if !idled && got >= pacerHoldLow*p.wmax && got <= pacerHoldHigh*p.wmax {
 		p.probe = min(2*p.probe, pacerProbeMax)
 	} else {
 		p.probe = pacerProbe
@@ -408,7 +413,9 @@ func (p *Pacer) stepLocked(now time.Time) {
 		p.topSet, p.topAt, p.topN, p.topIdle = true, now, p.stores.Load(), p.idle.Load()
 	}
 	past := t >= pacerRecover+p.probe
-	if (past || p.slow || now.Sub(p.cutAt) > pacerRecover+p.probe) && now.UnixNano()-p.lastBind.Load() > int64(pacerIdle) && now.Sub(p.cutAt) > pacerIdle {
+	// (The end does not wait for a slowed probe: an episode nobody waited
+	// in ends pacerIdle after the cut's climb, whatever the probe.)
+	if (past || p.slow || now.Sub(p.cutAt) > pacerRecover+pacerProbe) && now.UnixNano()-p.lastBind.Load() > int64(pacerIdle) && now.Sub(p.cutAt) > pacerIdle {
 		p.endLocked() // nobody held back
 		return
 	}

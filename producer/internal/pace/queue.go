@@ -15,7 +15,7 @@ func (p *Pacer) flew(start, end time.Time) {
 	if p == nil || !p.on.Load() {
 		return
 	}
-	d := int64(end.Sub(start))
+	d := max(int64(end.Sub(start)), 1) // 0 marks none yet
 	for {
 		m := p.minFlight.Load()
 		if (m != 0 && m <= d) || p.minFlight.CompareAndSwap(m, d) {
