@@ -87,6 +87,7 @@ const (
 	pacerProbeMax = 8 * time.Second        // the probe's time scale, at most, while the capacity holds
 	pacerHoldLow  = 0.99                   // a rate that got through in this share of wmax
 	pacerHoldHigh = 1.05                   // to this share holds the capacity
+	pacerShallow  = 0.9                    // a cut before any refusal (the broker queues): the rate and turns it starts with, of what it stores
 	pacerFar      = 1.25                   // a rate refused this far over what got through: the capacity is between
 	pacerMany     = 16                     // attempts waiting their turn that make a refusal cheap
 	pacerDouble   = 100 * time.Millisecond // past the cubic, the rate grows this often
@@ -273,7 +274,7 @@ func (p *Pacer) throttled(start, now time.Time) {
 			p.endLocked()
 		}
 		return
-	case p.climb < pacerRecover && p.waiting.Load() >= pacerMany:
+	case p.climb < pacerRecover && p.waiting.Load() >= pacerMany && now.Sub(start) <= pacerQueued:
 		// A refusal while the rate is still climbing back to wmax, under
 		// what got through: not the rate's (a 5 ms bucket refuses the
 		// requests that reach it together, at any rate near its
@@ -281,6 +282,8 @@ func (p *Pacer) throttled(start, now time.Time) {
 		// of many its second, and a cut costs all of them the dip: against
 		// a 2,000/s bucket with a burst of 10, cutting again at each one
 		// kept the rate in its dips, 87-89% of capacity against 92-93%.
+		// Not a refusal the broker queued: while stores queue, the climb
+		// does not advance, and a queue's refusals are the rate's.
 		return
 	}
 	// A refusal after a clean run: the rate is over what the broker

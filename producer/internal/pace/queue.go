@@ -49,10 +49,15 @@ func (p *Pacer) queuedLocked(now time.Time, flight time.Duration) {
 	}
 	p.cutLocked(now, acc, n, flight)
 	// Not held: nothing was refused, and the queue is short (a store
-	// waited pacerQueued in it); it drains during the cut's dip. (Held
-	// while a refused queue would drain, a 200/s send queue got 95.5% of
-	// its capacity.)
+	// waited pacerQueued in it). (Held while a refused queue would
+	// drain, a 200/s send queue got 95.5% of its capacity.) The rate and
+	// its turns start at pacerShallow of what the broker stores; the
+	// cubic takes the rate from its next step. Measured against a
+	// rocketry broker with a 100/s send queue: 96% of its capacity in 3
+	// runs, against 91-93% in 4 with the turns of a plain cut.
 	p.drain = 0
+	p.r = max(pacerShallow*p.wmax, pacerMinRate)
+	p.lim = newTurns(now, p.r)
 }
 
 // queueing reports whether a store waited in the broker's queue within d
