@@ -328,13 +328,14 @@ func (p *Pacer) throttled(start, now time.Time) {
 	// probe is slower (CUBIC's plateau, which grows with the window), so
 	// refusals, each a second lost to a sender, come seconds apart. When
 	// it moves, the probe is fast again.
-	// After an idle gap the rate read is clamped to wmax and tells
-	// nothing: the probe stays as it was.
-	switch {
-	case idled:
-	case got >= pacerHoldLow*p.wmax && got <= pacerHoldHigh*p.wmax:
+	// (After an idle gap the rate read is clamped to wmax below, and
+	// counts as holding: the probe slows. Leaving it as it was instead
+	// took a bucket of 5 under 97% after the first 2 s in the
+	// simulation, in 8 runs of 8 without the recovering-refusal rule
+	// above and 1 of 8 with it.)
+	if got >= pacerHoldLow*p.wmax && got <= pacerHoldHigh*p.wmax {
 		p.probe = min(2*p.probe, pacerProbeMax)
-	default:
+	} else {
 		p.probe = pacerProbe
 	}
 	if idled {

@@ -267,7 +267,12 @@ func TestPacerShapeBuckets(t *testing.T) {
 		// second, and when all four sleep at once the broker's capacity
 		// is lost: the bubble's interleavings swing it from 93% to 100%.
 		{"few senders", 4, 2000, 200, 0.85, 0.92},
-		{"small burst", 64, 2000, 5, 0.9, 0.97},
+		// A bucket of 5 (2.5 ms of its rate) refuses attempts that reach
+		// it together: the bubble's interleavings swing its share after
+		// 2 s from 96% to 98% (1 run in 8 under -race fell under 97%),
+		// and the real server's burst of 10 misses issue 20's 97%
+		// (BENCHMARKS.md, "Shapes of throttling").
+		{"small burst", 64, 2000, 5, 0.9, 0.95},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
