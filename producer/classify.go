@@ -2,14 +2,10 @@ package producer
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
 )
 
 // GRPCClassifier reads an attempt's gRPC status, with rocketry.v1's
@@ -47,61 +43,10 @@ func (autoClassifier) Classify(reply any, err error) Outcome {
 	return classifyError(err)
 }
 
-// classifyError classifies a gRPC error; nil is Stored.
+// classifyError classifies a gRPC error; nil is Stored. rocketry.v1's
+// reading (producer/internal/wire/v1), as a public Outcome.
 func classifyError(err error) Outcome {
-	if err == nil {
-		return Outcome{Kind: Stored}
-	}
-	s, ok := status.FromError(err)
-	if !ok {
-		// Not a status: the context's own error, or a transport error.
-		return Outcome{Kind: FailedUnknown, Err: err}
-	}
-	o := Outcome{Err: err}
-	if len(s.Proto().GetDetails()) > 0 {
-		for _, d := range s.Details() {
-			switch d := d.(type) {
-			case *rocketryv1.ErrorDetail:
-				o.Code, o.Reason = fromV1(d)
-				o.WireCode = int32(o.Code)
-			case *errdetails.RetryInfo:
-				if d.GetRetryDelay() != nil {
-					o.Hint = max(d.GetRetryDelay().AsDuration(), 0)
-				}
-			}
-		}
-	}
-	switch gc := s.Code(); {
-	case o.Code == brokercode.TooManyRequests:
-		o.Kind = Throttled
-	case gc == codes.ResourceExhausted && tooLarge(s.Message()):
-		o.Kind, o.Code, o.Hint = Permanent, brokercode.MessageTooLarge, 0
-	case gc == codes.ResourceExhausted:
-		o.Kind = Throttled
-		o.Code = brokercode.TooManyRequests
-	case o.Code == brokercode.InternalError || o.Code == brokercode.Unavailable:
-		o.Kind = FailedNotStored
-	case gc == codes.Unavailable, gc == codes.Internal, gc == codes.Unknown, gc == codes.Aborted,
-		gc == codes.DeadlineExceeded, gc == codes.Canceled:
-		o.Kind = FailedUnknown
-	default:
-		o.Kind = Permanent
-	}
-	return o
-}
-
-// fromV1 reads rocketry.v1's ErrorDetail into the project's code and
-// reason: rocketry.v1's numbers are brokercode's (its tests pin them), so
-// the mapping is the identity, and a code outside brokercode's table keeps
-// its number.
-func fromV1(d *rocketryv1.ErrorDetail) (brokercode.Code, brokercode.Reason) {
-	return brokercode.Code(d.GetCode()), brokercode.Reason(d.GetReason())
-}
-
-// tooLarge reports whether a RESOURCE_EXHAUSTED message is gRPC's own
-// refusal of a message over a size limit, on either side.
-func tooLarge(msg string) bool {
-	return strings.Contains(msg, "message larger than max")
+	return publicOutcome(wirev1.Classify(err))
 }
 
 // errOutcome reads an error returned by a send or an attempt: a *SendError

@@ -85,3 +85,9 @@ type Classifier interface {
 func (o Outcome) internal() send.Outcome {
 	return send.Outcome{Kind: send.Kind(o.Kind), Code: o.Code, WireCode: o.WireCode, Reason: o.Reason, Hint: o.Hint, Err: o.Err}
 }
+
+// publicOutcome is o (producer/internal/send) as the public Outcome: the
+// inverse of internal, a field copy. The kinds' values are the same.
+func publicOutcome(o send.Outcome) Outcome {
+	return Outcome{Kind: OutcomeKind(o.Kind), Code: o.Code, WireCode: o.WireCode, Reason: o.Reason, Hint: o.Hint, Err: o.Err}
+}

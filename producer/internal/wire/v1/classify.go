@@ -1,0 +1,76 @@
+// Package wirev1 is the rocketry.v1 wire protocol under the producer. For
+// now it holds how an attempt's gRPC error is read (Classify); the rest of
+// rocketry.v1 (its transport, attempter, batch sender and target resolver)
+// is still in package producer.
+package wirev1
+
+import (
+	"strings"
+
+	"github.com/rocketry-go/rocketry/brokercode"
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Classify classifies a gRPC error, reading rocketry.v1's ErrorDetail and
+// google.rpc.RetryInfo when the server sent them; nil is Stored. It is
+// producer.GRPCClassifier's reading (whose doc lists the cases), which the
+// producer converts to its public Outcome.
+func Classify(err error) send.Outcome {
+	if err == nil {
+		return send.Outcome{Kind: send.Stored}
+	}
+	s, ok := status.FromError(err)
+	if !ok {
+		// Not a status: the context's own error, or a transport error.
+		return send.Outcome{Kind: send.FailedUnknown, Err: err}
+	}
+	o := send.Outcome{Err: err}
+	if len(s.Proto().GetDetails()) > 0 {
+		for _, d := range s.Details() {
+			switch d := d.(type) {
+			case *rocketryv1.ErrorDetail:
+				o.Code, o.Reason = fromV1(d)
+				o.WireCode = int32(o.Code)
+			case *errdetails.RetryInfo:
+				if d.GetRetryDelay() != nil {
+					o.Hint = max(d.GetRetryDelay().AsDuration(), 0)
+				}
+			}
+		}
+	}
+	switch gc := s.Code(); {
+	case o.Code == brokercode.TooManyRequests:
+		o.Kind = send.Throttled
+	case gc == codes.ResourceExhausted && tooLarge(s.Message()):
+		o.Kind, o.Code, o.Hint = send.Permanent, brokercode.MessageTooLarge, 0
+	case gc == codes.ResourceExhausted:
+		o.Kind = send.Throttled
+		o.Code = brokercode.TooManyRequests
+	case o.Code == brokercode.InternalError || o.Code == brokercode.Unavailable:
+		o.Kind = send.FailedNotStored
+	case gc == codes.Unavailable, gc == codes.Internal, gc == codes.Unknown, gc == codes.Aborted,
+		gc == codes.DeadlineExceeded, gc == codes.Canceled:
+		o.Kind = send.FailedUnknown
+	default:
+		o.Kind = send.Permanent
+	}
+	return o
+}
+
+// fromV1 reads rocketry.v1's ErrorDetail into the project's code and
+// reason: rocketry.v1's numbers are brokercode's (its tests pin them), so
+// the mapping is the identity, and a code outside brokercode's table keeps
+// its number.
+func fromV1(d *rocketryv1.ErrorDetail) (brokercode.Code, brokercode.Reason) {
+	return brokercode.Code(d.GetCode()), brokercode.Reason(d.GetReason())
+}
+
+// tooLarge reports whether a RESOURCE_EXHAUSTED message is gRPC's own
+// refusal of a message over a size limit, on either side.
+func tooLarge(msg string) bool {
+	return strings.Contains(msg, "message larger than max")
+}
