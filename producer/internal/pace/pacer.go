@@ -70,8 +70,8 @@ import (
 // retry after a failure leaves at once, as the contract says.
 //
 // The pacer costs the fast path one atomic load per attempt, and two
-// atomic adds and a compare-and-swap per stored message, while no episode
-// is open.
+// atomic adds, a compare-and-swap and one more atomic load (flew's check
+// of an episode, queue.go) per stored message, while no episode is open.
 
 const (
 	pacerRing     = 16                     // the attempts that say whether refusals are sustained
