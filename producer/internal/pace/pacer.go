@@ -55,10 +55,13 @@ import (
 // In an episode, a refusal cuts again when refusals are a sustained share
 // of the attempts since the cut (the cut was not deep enough, or the
 // capacity fell), or when it comes after a clean run of pacerClean
-// attempts since the cut (the rate is over what the broker accepts). A
-// refusal alone sooner than that is a message's own, or the rate's; a
-// second one says the refusals go on whatever the rate, and ends the
-// episode. An episode in which nobody waited for pacerIdle ends. A
+// attempts since the cut (the rate is over what the broker accepts),
+// unless it is lone: with many attempts waiting, the first refusal in
+// pacerQuiet attempts, and those of the same stall, are let pass (a
+// stall on the way lets a few requests reach a small bucket together, at
+// any rate). A refusal alone sooner than pacerClean is a message's own,
+// or the rate's; a second one says the refusals go on whatever the rate,
+// and ends the episode. An episode in which nobody waited for pacerIdle ends. A
 // throttle carrying the broker's own hint (google.rpc.RetryInfo) ends it
 // too: each send already waits what the broker said.
 //
@@ -105,6 +108,8 @@ const (
 	pacerRetake   = 1.1                    // a rate this much above the turns' voids them
 	pacerQueued   = 50 * time.Millisecond  // a refusal after longer in flight was queued by the broker
 	pacerCeil     = 2.0                    // after a queued refusal, the rate grows to this many times the store rate, at most
+	pacerPlateau  = 1.01                   // a rate past this share of wmax is the probe's: wmax got through
+	pacerQuiet    = 256                    // attempts since the last lone refusal that make the next one lone
 )
 
 // Pacer is one scope's throttle state; its zero value has no episode. It
@@ -122,6 +127,7 @@ type Pacer struct {
 	idleAt     atomic.Int64  // unix ns of the end of the last idle gap
 	gapNs      atomic.Int64  // the longest gap between attempts that is not idle
 	waiting    atomic.Int32  // attempts waiting for their turn now
+	peakWait   atomic.Int32  // the most waiting at once in the episode
 	minFlight  atomic.Int64  // ns, the quickest store of the episode; 0: none yet (reset when one opens)
 	queuedAt   atomic.Int64  // unix ns of the last store that waited in the broker's queue
 
@@ -146,6 +152,8 @@ type Pacer struct {
 	topIdle  int64         // idle then
 	drain    time.Duration // from the cut, the time the broker's queue needs to drain
 	low      int           // refusals since the cut well under wmax
+	quietA   int64         // attempts at the last refusal let pass as lone
+	quietAt  time.Time     // and its time
 	probe    time.Duration // the convex side's time scale now
 	hist     [pacerHistory]sample
 	nhist    int // samples in hist, hist[nhist%len] is the next slot
@@ -193,6 +201,7 @@ func (p *Pacer) throttled(start, now time.Time) {
 		p.on.Store(true)
 		p.probe = pacerProbe
 		p.minFlight.Store(0) // the episode's own quickest store
+		p.peakWait.Store(0)
 		p.lastBind.Store(now.UnixNano())
 		p.cutLocked(now, acc, n, now.Sub(start))
 		p.slow = k < pacerTrust
@@ -228,7 +237,9 @@ func (p *Pacer) throttled(start, now time.Time) {
 	}
 	busy := max(dt-time.Duration(p.idle.Load()-p.cutIdle), pacerMinGap)
 	got := min(float64(n-p.cutN)/busy.Seconds(), p.r)
-	idled := p.idleAt.Load() > p.cutAt.UnixNano()
+	// idled: nobody sent for a while since the cut (a gap with many
+	// attempts waiting their turn is a stall, not senders away).
+	idled := p.idleAt.Load() > p.cutAt.UnixNano() && p.waiting.Load() < pacerMany
 	// far: the rate got far past wmax before any refusal, so wmax was too
 	// low, and is no bound on what got through.
 	far := p.r > pacerFar*p.wmax
@@ -248,7 +259,7 @@ func (p *Pacer) throttled(start, now time.Time) {
 	}
 	since := p.attempts.Load() - p.cutA
 	switch {
-	case sustained(ring) || (p.refused >= pacerRun && float64(p.refused) >= pacerShare*float64(since)):
+	case (sustained(ring) && !start.Before(p.quietAt.Add(pacerStep))) || (p.refused >= pacerRun && float64(p.refused) >= pacerShare*float64(since)):
 		// The cut was not deep enough, or the capacity fell. Soon after
 		// the cut, the few stores since tell no rate (one store in the
 		// 67 ms after a cut read as 20 a second, and a broker that had
@@ -285,6 +296,20 @@ func (p *Pacer) throttled(start, now time.Time) {
 		// Not a refusal the broker queued: while stores queue, the climb
 		// does not advance, and a queue's refusals are the rate's.
 		return
+	case p.peakWait.Load() >= pacerMany && now.Sub(start) <= pacerQueued && p.lone(start, now):
+		// A lone refusal, the first in pacerQuiet attempts (with those
+		// of the same stall), while many attempts wait their turn: not
+		// the rate's. A bucket of 10 (5 ms of a 2,000/s rate) refuses
+		// a few of the requests that a stall on their way (a
+		// collection, a descheduled process) lets reach it together,
+		// at any rate near its capacity: a cut at each kept the rate
+		// in its dips and walked wmax down, 85-90% of capacity in
+		// shapes_test.go's simulation of it and against the real
+		// server. Under one in pacerQuiet, each refused message waits
+		// its second, a cost to one sender of many; a second refusal
+		// sooner says the rate is over, and cuts. With a few senders
+		// a refusal costs a quarter of them their second, and cuts.
+		return
 	}
 	// A refusal after a clean run: the rate is over what the broker
 	// accepts. Between two such refusals the broker's bucket was empty at
@@ -302,11 +327,25 @@ func (p *Pacer) throttled(start, now time.Time) {
 	// clearly higher (it counts the cut's savings too, so it is taken
 	// only then: taken always, it set the rate 1-2% over a 2,000/s
 	// bucket, refused every second).
+	//
+	// A refusal of the probe (past wmax, which got through) takes what got
+	// through since the rate was back at wmax in any case: the probe's
+	// rates, not the cut's dip. A refusal at wmax or under, soon after
+	// the cut, takes what was stored over the last second, up to wmax,
+	// as its floor: the dip alone is no capacity (a bucket of 10 refusing
+	// twice in 160 ms, cut from the average since the cut: wmax 1,715/s
+	// to 1,497/s).
+	probe := p.r > pacerPlateau*p.wmax && !idled
 	if p.topSet {
 		busy := max(now.Sub(p.topAt)-time.Duration(p.idle.Load()-p.topIdle), pacerMinGap)
-		if top := min(float64(n-p.topN)/busy.Seconds(), p.r); top > pacerHoldHigh*got {
-			got = top
+		top := min(float64(n-p.topN)/busy.Seconds(), p.r)
+		if top > pacerHoldHigh*got || probe {
+			got = max(got, top)
 		}
+	}
+	if !probe && dt < time.Second {
+		acc, _ := p.recentRate(now, n, time.Second)
+		got = max(got, min(acc, p.wmax))
 	}
 	// And when the rate refused is far over what got through, the
 	// capacity lies between: with many attempts waiting (a refusal costs
@@ -323,6 +362,16 @@ func (p *Pacer) throttled(start, now time.Time) {
 		} else {
 			got += (p.r - got) / 4
 		}
+	}
+	// A refusal of the probe says the capacity is between wmax, which got
+	// through (lone refusals at most), and the rate refused: the cut is
+	// from wmax at least. What got through since the cut reads lower
+	// whenever the rate was under the capacity (the dip, a plateau under
+	// it: a small bucket spills what it cannot save), and taken alone it
+	// walked the rate down cut after cut. A wmax over the capacity is
+	// refused before the probe leaves it, and cut from what got through.
+	if probe {
+		got = max(got, p.wmax)
 	}
 	// When the rate that got through holds, the capacity holds: the next
 	// probe is slower (CUBIC's plateau, which grows with the window), so
@@ -354,6 +403,25 @@ func (p *Pacer) throttled(start, now time.Time) {
 		}
 	}
 	p.cutLocked(now, got, n, now.Sub(start))
+}
+
+// lone reports whether a refusal is not the rate's: the first in
+// pacerQuiet attempts, or one of the same stall as that one (an attempt
+// that started before it was answered, or within pacerStep after); and
+// counts it. Called with mu held.
+func (p *Pacer) lone(start, now time.Time) bool {
+	if start.Before(p.quietAt.Add(pacerStep)) {
+		// The same stall's: the requests it held reach the broker
+		// together, and a few are refused together, then one or two
+		// more while its bucket, emptied, fills again.
+		return true
+	}
+	a := p.attempts.Load()
+	if p.quietA != 0 && a-p.quietA < pacerQuiet {
+		return false
+	}
+	p.quietA, p.quietAt = a, now
+	return true
 }
 
 // cutLocked cuts the rate to pacerBeta of w, the rate that was getting

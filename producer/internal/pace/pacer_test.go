@@ -366,3 +366,78 @@ func TestPacerRefusalWhileRecoveringWithManyWaiting(t *testing.T) {
 		assert.Equal(t, c.cuts, p.cutAt.Equal(at), "waiting %d: cut again", c.waiting)
 	}
 }
+
+// TestPacerLetsALoneRefusalPass: with many attempts waiting their turn, a
+// refusal after pacerQuiet attempts without one does not cut, nor do the
+// refusals of the same stall (attempts in flight when it was answered, or
+// started just after); a second refusal within pacerQuiet attempts does.
+// With a few senders, each refusal a quarter of them asleep for a second,
+// the first cuts. Regression: a bucket of 10 behind a server that stalls
+// now and then refuses a few requests at any rate near its capacity, and
+// cutting at each kept the rate at 85-90% of it.
+func TestPacerLetsALoneRefusalPass(t *testing.T) {
+	for _, c := range []struct {
+		peak int32
+		cuts bool
+	}{{pacerMany, false}, {4, true}} {
+		var p Pacer
+		t0 := time.Unix(1000, 0)
+		engage(t, &p, t0, 2000)
+		cut := p.cutAt
+		p.peakWait.Store(c.peak)
+		at := cut.Add(60 * time.Millisecond)
+		store := func(n int) {
+			for range n {
+				p.stored(at)
+				at = at.Add(500 * time.Microsecond)
+			}
+		}
+		store(2 * pacerQuiet)
+		p.throttled(at.Add(-time.Millisecond), at)
+		require.True(t, p.on.Load())
+		if c.cuts {
+			assert.Equal(t, at, p.cutAt, "few senders: the refusal cuts")
+			continue
+		}
+		assert.Equal(t, cut, p.cutAt, "a lone refusal does not cut")
+		stall := at
+		p.throttled(stall.Add(-2*time.Millisecond), stall.Add(time.Millisecond))
+		p.throttled(stall.Add(pacerStep/2), stall.Add(pacerStep))
+		assert.Equal(t, cut, p.cutAt, "nor do the same stall's")
+		store(pacerQuiet / 4)
+		p.throttled(at.Add(-time.Millisecond), at)
+		assert.Equal(t, at, p.cutAt, "a second refusal within pacerQuiet attempts cuts")
+		store(pacerQuiet + 1)
+		p.throttled(at.Add(-time.Millisecond), at)
+		assert.NotEqual(t, at, p.cutAt, "after pacerQuiet attempts, a refusal is lone again")
+	}
+}
+
+// TestPacerProbeRefusalCutsFromWmax: a refusal of the probe, past the
+// plateau, cuts from wmax at least, which got through, even when less got
+// through since the cut (the dip, a plateau under the capacity: a small
+// bucket spills what it cannot save); a refusal on the plateau cuts from
+// what got through. Regression: cut after cut from the average since the
+// cut walked a bucket of 10's rate down from 2,040/s to 1,600/s.
+func TestPacerProbeRefusalCutsFromWmax(t *testing.T) {
+	for _, c := range []struct {
+		r, want float64
+	}{{1.05 * 2000, 2000}, {2000, 1800}} {
+		var p Pacer
+		t0 := time.Unix(1000, 0)
+		engage(t, &p, t0, 2000)
+		p.mu.Lock()
+		p.wmax, p.r = 2000, c.r
+		cut := p.cutAt
+		p.mu.Unlock()
+		at := cut
+		for range 1800 { // 1,800 a second since the cut
+			at = at.Add(time.Second / 1800)
+			p.stored(at)
+		}
+		p.throttled(at, at)
+		require.True(t, p.on.Load())
+		require.Equal(t, at, p.cutAt)
+		assert.InDelta(t, c.want, p.wmax, 20, "refused at %.0f/s", c.r)
+	}
+}

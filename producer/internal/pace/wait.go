@@ -52,7 +52,9 @@ func (p *Pacer) wait(ctx context.Context) (ok bool, late bool) {
 		p.mu.Unlock()
 		p.binding.Store(true)
 		p.lastBind.Store(now.UnixNano())
-		p.waiting.Add(1)
+		if w := p.waiting.Add(1); w > p.peakWait.Load() {
+			p.peakWait.Store(w) // a lost race loses one of many
+		}
 		t := NewTimer(d)
 		select {
 		case <-t.C:
