@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/proto" // registers protoCodec
 	"google.golang.org/grpc/mem"
@@ -83,12 +84,12 @@ func (o Outcome) refusal() batch.Refusal {
 
 // failAll answers every entry of b with the outcome o of a call that
 // failed as a whole with err, whose peer pr is empty when the request
-// never left the client for the broker at name (notSent), unless the
+// never left the client for the broker at name (wire.NotSent), unless the
 // batcher splits b.
 func failAll[M any](b *batch.Batch[M, Outcome], o Outcome, err error, pr *peer.Peer, name string) {
 	r := o.refusal()
-	o, unsent := notSent(o, err, pr, name)
-	b.FailAll(o, unsent, r)
+	so, unsent := wire.NotSent(o.internal(), err, pr, name)
+	b.FailAll(publicOutcome(so), unsent, r)
 }
 
 // batchDeadline is when an entry's wait, and so its batch's call, ends: the

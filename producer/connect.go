@@ -1,15 +1,12 @@
 package producer
 
 import (
-	"strings"
-
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
 )
 
 // This file is about reaching a broker: how an endpoint is dialled, how an
@@ -84,27 +81,7 @@ type ConnectError struct {
 }
 
 // Error says which broker, why, and what gRPC said, on one line.
-func (e *ConnectError) Error() string {
-	detail, waited := "", false
-	if s, ok := status.FromError(e.Err); ok {
-		detail, waited = s.Message(), s.Code() == codes.DeadlineExceeded
-	} else if e.Err != nil {
-		detail = e.Err.Error()
-	}
-	detail = strings.TrimPrefix(detail, "latest balancer error: ")
-	detail = strings.TrimPrefix(detail, `connection error: desc = "`)
-	detail = strings.TrimSuffix(detail, `"`)
-	detail = strings.TrimPrefix(detail, "transport: Error while dialing: ")
-	msg := "producer: broker " + e.Endpoint + " unreachable"
-	if waited {
-		msg += " until the attempt's deadline"
-	}
-	msg += ": " + strings.TrimPrefix(e.Reason.Error(), "producer: ")
-	if detail != "" {
-		msg += " (" + detail + ")"
-	}
-	return msg
-}
+func (e *ConnectError) Error() string { return wire.ConnectMessage(e.Endpoint, e.Reason, e.Err) }
 
 // Unwrap returns Reason and Err.
 func (e *ConnectError) Unwrap() []error { return []error{e.Reason, e.Err} }
@@ -115,49 +92,28 @@ func (e *ConnectError) GRPCStatus() *status.Status {
 	return s
 }
 
-// notSent is the one reading of "the request never left the client" for
-// every call that sends (alone, in a batch, through the interceptor): a
-// call that failed before gRPC gave it a peer. It returns o, read as
-// unreachable says when the request never left for the broker at
-// endpoint, and whether it never left (the message is known not stored).
-func notSent(o Outcome, err error, pr *peer.Peer, endpoint string) (Outcome, bool) {
-	if err == nil || pr.Addr != nil {
-		return o, false
+// publicError is err as the public API gives it: the one mapping of the
+// errors of the wire (producer/internal/wire, which knows no public name)
+// to this package's, made where an error leaves for the caller (a
+// SendError's Cause, an Event's Err, a constructor's or Resend's error).
+// A *wire.ConnectError becomes a *ConnectError with the public Reason;
+// any other error is returned as it is.
+func publicError(err error) error {
+	if ce, ok := err.(*wire.ConnectError); ok {
+		return &ConnectError{Endpoint: ce.Endpoint, Reason: publicReason(ce.Reason), Err: ce.Err}
 	}
-	return unreachable(o, endpoint), true
+	return err
 }
 
-// unreachable reads the outcome of an attempt whose request never left the
-// client: when gRPC's error (UNAVAILABLE, or DEADLINE_EXCEEDED after
-// waiting for the connection, with the connection's last error) says that
-// the broker at endpoint could not be reached, the outcome is
-// FailedNotStored with a *ConnectError naming the cause; otherwise o is
-// returned as it is.
-func unreachable(o Outcome, endpoint string) Outcome {
-	s, ok := status.FromError(o.Err)
-	if !ok || (s.Code() != codes.Unavailable && s.Code() != codes.DeadlineExceeded) {
-		return o
-	}
-	reason := connectReason(s.Message())
-	if reason == nil {
-		return o
-	}
-	o.Kind = FailedNotStored
-	o.Err = &ConnectError{Endpoint: endpoint, Reason: reason, Err: o.Err}
-	return o
-}
-
-// connectReason reads why a connection failed from gRPC's words for it,
-// which carry the dialer's and HTTP/2's error texts; nil when they say
-// something else.
-func connectReason(msg string) error {
-	switch {
-	case strings.Contains(msg, "connection refused"), strings.Contains(msg, "actively refused"):
+// publicReason is a wire sentinel as this package's.
+func publicReason(err error) error {
+	switch err {
+	case wire.ErrConnectionRefused:
 		return ErrConnectionRefused
-	case strings.Contains(msg, "no such host"):
+	case wire.ErrUnknownHost:
 		return ErrUnknownHost
-	case strings.Contains(msg, "error reading server preface"), strings.Contains(msg, "looked like an HTTP/1.1 header"):
+	case wire.ErrNotGRPC:
 		return ErrNotGRPC
 	}
-	return nil
+	return err
 }

@@ -10,6 +10,7 @@ import (
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 )
@@ -102,7 +103,8 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 	}
 	resp, err := cn.stub.SendMessage(a.c.outgoing(ctx), &a.req, opts...)
 	a.resp = resp
-	return notSent(RocketMQClassifier.Classify(resp, err), err, &a.peer, q.addr)
+	o, unsent := wire.NotSent(RocketMQClassifier.Classify(resp, err).internal(), err, &a.peer, q.addr)
+	return publicOutcome(o), unsent
 }
 
 // routeOutcome reads the error of a route look-up, which sent nothing: the

@@ -9,6 +9,8 @@ import (
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"github.com/rocketry-go/rocketry/producer/internal/pace"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -117,24 +119,23 @@ func (c *sendCall) Reach(ep int) *send.Reach {
 // Attempt is attempt's outcome as the executor reads it
 // (send.Attempter).
 func (c *sendCall) Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (send.Outcome, bool) {
-	o, unsent := c.attempt(ctx, ep, waitForReady, deadline)
-	return o.internal(), unsent
+	return c.attempt(ctx, ep, waitForReady, deadline)
 }
 
 // attempt makes one attempt on endpoint ep. gRPC fills c.peer only when the
 // request left on a transport: an attempt that fails with c.peer empty was
 // never sent, so its message is known not stored (and when gRPC says the
 // broker could not be reached, the outcome names why: a *ConnectError).
-func (c *sendCall) attempt(ctx context.Context, ep int, wait bool, deadline time.Time) (Outcome, bool) {
+func (c *sendCall) attempt(ctx context.Context, ep int, wait bool, deadline time.Time) (send.Outcome, bool) {
 	if c.set == nil {
 		if o, ok := c.resolve(ctx, deadline); !ok {
-			return o, true
+			return o.internal(), true
 		}
 	}
 	e := c.set.at(ep)
 	if c.bt != nil {
 		if o, unsent, ok := c.attemptBatched(ctx, e, deadline); ok {
-			return o, unsent
+			return o.internal(), unsent
 		}
 	}
 	ctx, cancel := send.AttemptContext(ctx, deadline)
@@ -148,11 +149,11 @@ func (c *sendCall) attempt(ctx context.Context, ep int, wait bool, deadline time
 	if err == nil {
 		if n := len(c.resp.Results); n != 1 {
 			err = fmt.Errorf("producer: broker answered %d results for one message", n)
-			return Outcome{Kind: FailedUnknown, Err: err}, false
+			return send.Outcome{Kind: send.FailedUnknown, Err: err}, false
 		}
-		return Outcome{Kind: Stored}, false
+		return send.Outcome{Kind: send.Stored}, false
 	}
-	return notSent(classifyError(err), err, &c.peer, e.name)
+	return wire.NotSent(wirev1.Classify(err), err, &c.peer, e.name)
 }
 
 // resolve takes the endpoints of a target with a scheme for the rest of
