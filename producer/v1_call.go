@@ -135,7 +135,7 @@ func (c *sendCall) attempt(ctx context.Context, ep int, wait bool, deadline time
 	e := c.set.at(ep)
 	if c.bt != nil {
 		if o, unsent, ok := c.attemptBatched(ctx, e, deadline); ok {
-			return o.internal(), unsent
+			return o, unsent
 		}
 	}
 	ctx, cancel := send.AttemptContext(ctx, deadline)
