@@ -1,6 +1,8 @@
 package producer
 
 import (
+	"errors"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -25,13 +27,6 @@ import (
 // wrong address, nothing listening) or not reached for that long fails as
 // fast as gRPC does, naming the cause. A retry after an unknown outcome
 // always waits: its broker may hold the message.
-
-// passthrough is the gRPC target of a host:port endpoint: the address is
-// handed to the dialer as it is, so that a host that does not resolve
-// fails the dial with "no such host" (the DNS resolver would say only
-// "produced zero addresses"); the dialer resolves the name on every
-// connection.
-func passthrough(addr string) string { return "passthrough:///" + addr }
 
 // v1DialOptions are the dial options of a rocketry.v1 connection: insecure
 // credentials, then WithDialOptions (which may replace them).
@@ -96,24 +91,64 @@ func (e *ConnectError) GRPCStatus() *status.Status {
 // errors of the wire (producer/internal/wire, which knows no public name)
 // to this package's, made where an error leaves for the caller (a
 // SendError's Cause, an Event's Err, a constructor's or Resend's error).
-// A *wire.ConnectError becomes a *ConnectError with the public Reason;
-// any other error is returned as it is.
+// A *wire.ConnectError becomes a *ConnectError with the public Reason, a
+// *wire.TargetError a bad target's error (ErrInvalidTarget), and an error
+// wrapping another wire sentinel (ErrNoEndpoints, ErrClosed) is wrapped
+// so that errors.Is matches the public one, with the same text; any other
+// error is returned as it is.
 func publicError(err error) error {
-	if ce, ok := err.(*wire.ConnectError); ok {
-		return &ConnectError{Endpoint: ce.Endpoint, Reason: publicReason(ce.Reason), Err: ce.Err}
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case *wire.ConnectError:
+		return &ConnectError{Endpoint: e.Endpoint, Reason: publicSentinel(e.Reason), Err: e.Err}
+	case *wire.TargetError:
+		return &targetError{msg: e.Msg}
+	}
+	for _, s := range sentinels {
+		if errors.Is(err, s.wire) {
+			return &wireError{err}
+		}
 	}
 	return err
 }
 
-// publicReason is a wire sentinel as this package's.
-func publicReason(err error) error {
-	switch err {
-	case wire.ErrConnectionRefused:
-		return ErrConnectionRefused
-	case wire.ErrUnknownHost:
-		return ErrUnknownHost
-	case wire.ErrNotGRPC:
-		return ErrNotGRPC
+// sentinels pairs each wire sentinel with this package's.
+var sentinels = [...]struct{ wire, public error }{
+	{wire.ErrConnectionRefused, ErrConnectionRefused},
+	{wire.ErrUnknownHost, ErrUnknownHost},
+	{wire.ErrNotGRPC, ErrNotGRPC},
+	{wire.ErrNoEndpoints, ErrNoEndpoints},
+	{wire.ErrClosed, ErrClosed},
+	{wire.ErrInvalidTarget, ErrInvalidTarget},
+}
+
+// publicSentinel is a wire sentinel as this package's; any other error as
+// it is.
+func publicSentinel(err error) error {
+	for _, s := range sentinels {
+		if err == s.wire {
+			return s.public
+		}
 	}
 	return err
+}
+
+// wireError is an error of the wire that wraps one of its sentinels, as
+// publicError gives it: the same text and chain, and errors.Is matches
+// the public sentinel of each wire sentinel in the chain.
+type wireError struct{ err error }
+
+func (e *wireError) Error() string { return e.err.Error() }
+func (e *wireError) Unwrap() error { return e.err }
+
+// Is reports whether target is the public sentinel of a wire sentinel
+// that the error wraps.
+func (e *wireError) Is(target error) bool {
+	for _, s := range sentinels {
+		if target == s.public {
+			return errors.Is(e.err, s.wire)
+		}
+	}
+	return false
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/rocketry-go/rocketry/producer/internal/pace"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -151,7 +152,7 @@ func (c *interceptCall) attempt(ctx context.Context, _ int, wait bool, deadline 
 	c.peer = peer.Peer{}
 	opts := c.opts
 	if wait {
-		opts = append(opts[:len(opts):len(opts)], waitForReady)
+		opts = append(opts[:len(opts):len(opts)], wirev1.WaitForReady)
 	}
 	err := c.invoker(ctx, c.method, c.req, c.reply, c.cc, opts...)
 	return wire.NotSent(c.cls.Classify(c.reply, err).internal(), err, &c.peer, c.Endpoint(0))

@@ -320,7 +320,7 @@ func (c *rmqClient) conn(addr string) (*rmqConn, error) {
 		creds = credentials.NewTLS(c.set.tls)
 	}
 	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, c.dialOpts...)
-	target := passthrough(addr)
+	target := wire.Passthrough(addr)
 	if strings.Contains(addr, ";") {
 		target, opts = multiAddrTarget(addr, opts)
 	}

@@ -245,10 +245,8 @@ func TestSchemeTargetFollowsTheResolver(t *testing.T) {
 		held <- err
 	}()
 	<-g.reached
-	old := p.tr.(*v1Transport).targets.tryAcquire()
-	require.NotNil(t, old)
-	ccA := old.eps[0].owned
-	p.tr.(*v1Transport).targets.release(old)
+	ccA, ok := v1Of(p).ResolvedConn(0)
+	require.True(t, ok)
 	require.NotNil(t, ccA)
 
 	r.UpdateState(stateOf(b.Addr()))
@@ -262,10 +260,7 @@ func TestSchemeTargetFollowsTheResolver(t *testing.T) {
 	g.release()
 	require.NoError(t, <-held)
 	assert.Equal(t, connectivity.Shutdown, ccA.GetState(), "A's connection once no send holds it")
-	p.tr.(*v1Transport).targets.mu.Lock()
-	_, live := p.tr.(*v1Transport).targets.live[a.Addr()]
-	p.tr.(*v1Transport).targets.mu.Unlock()
-	assert.False(t, live, "A is still among the live endpoints")
+	assert.False(t, v1Of(p).Live(a.Addr()), "A is still among the live endpoints")
 
 	r.UpdateState(stateOf(a.Addr(), b.Addr()))
 	before := len(a.Messages("t"))

@@ -79,6 +79,13 @@ func ConnectMessage(endpoint string, reason, err error) string {
 	return msg
 }
 
+// Passthrough is the gRPC target of a host:port endpoint: the address is
+// handed to the dialer as it is, so that a host that does not resolve
+// fails the dial with "no such host" (the DNS resolver would say only
+// "produced zero addresses"); the dialer resolves the name on every
+// connection.
+func Passthrough(addr string) string { return "passthrough:///" + addr }
+
 // NotSent is the one reading of "the request never left the client" for
 // every call that sends (alone, in a batch, through the interceptor; both
 // protocols): a call that failed before gRPC gave it a peer. It returns o,

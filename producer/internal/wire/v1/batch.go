@@ -1,4 +1,4 @@
-package producer
+package wirev1
 
 import (
 	"context"
@@ -9,12 +9,11 @@ import (
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
-	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 )
 
-// This file is the rocketry.v1 side of the batcher (batch.go): one
+// This file is the rocketry.v1 side of the batcher (producer/batch.go): one
 // SendMessage of a batch on an endpoint's connection, and how its answer
 // is read for each message.
 
@@ -50,7 +49,7 @@ func (s v1Batch) SendBatch(ctx context.Context, b *batch.Batch[v1Item, send.Outc
 	err := s.ep.cc.Invoke(ctx, sendMethod, req, &resp, grpc.Peer(&pr), grpc.ForceCodecV2(wire.BatchCodec{B: b}))
 	b.MarkEncoded()
 	if err != nil {
-		wire.FailAll(b, wirev1.Classify(err), err, &pr, s.ep.name)
+		wire.FailAll(b, Classify(err), err, &pr, s.ep.name)
 		return
 	}
 	if len(resp.Results) != n {
@@ -74,7 +73,7 @@ func (s v1Batch) SendBatch(ctx context.Context, b *batch.Batch[v1Item, send.Outc
 // its message joins the batch of its connection and topic. ok is false
 // when the message goes alone instead: it could not join, or the batch's
 // answer said nothing of it.
-func (c *sendCall) attemptBatched(ctx context.Context, ep *endpoint, deadline time.Time) (o send.Outcome, unsent, ok bool) {
+func (c *sendCall[R]) attemptBatched(ctx context.Context, ep *endpoint, deadline time.Time) (o send.Outcome, unsent, ok bool) {
 	bt := c.bt
 	c.bt = nil // only the first attempt joins a batch
 	e := &v1Entry{
