@@ -46,21 +46,20 @@ func (t *rmqTransport) Prepare(m wire.Message) (string, error) {
 // Send runs the executor over apache.rocketmq.v2: first attempts go round
 // robin over the queues of the topic's route.
 func (t *rmqTransport) Send(ctx context.Context, wm wire.Message, bt *batch.Batcher, pn *wire.Pin) (*SendReceipt, *send.Failure) {
-	m := fromWire(wm)
-	c := t.c.newCall(&m)
+	c := t.c.newWireCall(wm)
 	c.bt = bt
-	x := send.Executor{Cfg: t.cfg, A: c, ID: m.ID, EP: int(t.next.Add(1))}
+	x := send.Executor{Cfg: t.cfg, A: c, ID: wm.ID, EP: int(t.next.Add(1))}
 	if pn != nil {
 		if r, ok := pn.Hold.(*rmqRoute); ok {
 			c.route = r // the route pn.EP indexes, for the whole send
 		}
 	}
-	wire.Start(&x, m.MessageGroup, pn)
-	if f, failed := x.Run(ctx); failed {
-		return nil, &f
+	wire.Start(&x, wm.MessageGroup, pn)
+	if f := wire.Run(ctx, &x); f != nil {
+		return nil, f
 	}
 	q, off, _, _ := c.result()
-	return &SendReceipt{MessageID: m.ID, QueueID: q, Offset: off, Attempts: x.Attempts(), RecallHandle: c.recallHandle()}, nil
+	return &SendReceipt{MessageID: wm.ID, QueueID: q, Offset: off, Attempts: x.Attempts(), RecallHandle: c.recallHandle()}, nil
 }
 
 // FindPin finds a queue of the broker of that name and endpoints in

@@ -21,9 +21,6 @@ func (p *Producer) env() wire.Env {
 // (a field copy).
 func fillReceipt(dst *SendReceipt, r wire.Receipt) { *dst = SendReceipt(r) }
 
-// fromWire is the inverse of toWire.
-func fromWire(m wire.Message) Message { return Message(m) }
-
 // toWire is m as the transport takes it (a field copy: wire.Message has
 // Message's fields, which this conversion keeps in step).
 func (m *Message) toWire() wire.Message { return wire.Message(*m) }

@@ -105,6 +105,20 @@ func Start(x *send.Executor, group string, pn *Pin) {
 	}
 }
 
+// Run runs x to its end: nil when its message is stored, else the send's
+// failure, which a transport's Send returns.
+func Run(ctx context.Context, x *send.Executor) *send.Failure {
+	if f, failed := x.Run(ctx); failed {
+		return heapFailure(f)
+	}
+	return nil
+}
+
+// heapFailure is f on the heap. Its own function, so that a send that
+// succeeds allocates nothing for it: a variable whose address is returned
+// is allocated where it is declared, on every path.
+func heapFailure(f send.Failure) *send.Failure { return &f }
+
 // GroupEndpoint is the endpoint a group's sends go to, every attempt: the
 // FNV-1a hash of the group, so that a group goes to one broker while the
 // endpoints stay the same (a proxy in cluster mode hashes the group over

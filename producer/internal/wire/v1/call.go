@@ -76,15 +76,15 @@ func (t *Transport[R]) Send(ctx context.Context, m wire.Message, bt *batch.Batch
 		x.EP = int(t.next.Add(1))
 	}
 	wire.Start(&x, m.MessageGroup, pn)
-	f, failed := x.Run(ctx)
+	f := wire.Run(ctx, &x)
 	if t.targets != nil && c.set != nil {
 		t.targets.release(c.set)
 	}
 	c.set = nil
 	// The receipt keeps c alive: drop the references to the caller's data.
 	c.msg.Keys, c.msg.Properties, c.msg.Body = nil, nil, nil
-	if failed {
-		return nil, &f
+	if f != nil {
+		return nil, f
 	}
 	r := c.resp.Results[0]
 	t.fill(&c.receipt, wire.Receipt{MessageID: m.ID, QueueID: r.GetQueueId(), Offset: r.GetOffset(), Duplicate: r.GetDuplicate(), Attempts: x.Attempts()})
