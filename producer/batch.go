@@ -45,7 +45,8 @@ import (
 //     grpc.ForceCodecV2, an API gRPC marks experimental.
 //
 // Each protocol's sender, and the payload of its entries, is in its own
-// file: v1_batch.go (rocketry.v1), rocketmq_batch.go (apache.rocketmq.v2);
+// file: producer/internal/wire/v1/batch.go (rocketry.v1),
+// rocketmq_batch.go (apache.rocketmq.v2);
 // what they share is in producer/internal/wire (batch.go), where an
 // entry's answer is a send.Outcome, the executor's reading.
 // The batcher costs a sync Send nothing: Send never batches.
