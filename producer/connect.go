@@ -12,8 +12,10 @@ import (
 )
 
 // This file is about reaching a broker: how an endpoint is dialled, how an
-// attempt that could not reach its broker is named (ConnectError), and
-// whether a retry waits for the connection (WithWaitForReady).
+// attempt that could not reach its broker is named (ConnectError; the
+// reading itself, wire.NotSent, is in producer/internal/wire, and
+// publicError here gives its errors their public names), and whether a
+// retry waits for the connection (WithWaitForReady).
 //
 // Why an unreachable broker used to cost the attempt timeout: the first
 // attempt fails fast (gRPC fails a call at once while its channel is in
