@@ -34,7 +34,7 @@ type sendCall[R any] struct {
 	resp    rocketryv1.SendMessageResponse
 	peer    peer.Peer // filled by gRPC when the request left the client
 	opts    [numCallOpts]grpc.CallOption
-	bt      *batch.Batcher // set by send, cleared by the first attempt, which joins a batch (async sends); nil: alone
+	bt      *batch.Batcher // set by Send, cleared by the first attempt, which joins a batch (async sends); nil: alone
 	set     *endpointSet   // the send's endpoints; with a scheme, held from the first attempt
 }
 
