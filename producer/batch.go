@@ -1,15 +1,9 @@
 package producer
 
 import (
-	"context"
 	"time"
 
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
-	"google.golang.org/grpc/encoding"
-	_ "google.golang.org/grpc/encoding/proto" // registers protoCodec
-	"google.golang.org/grpc/mem"
-	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 )
 
 // This file joins the batcher of async sends (WithBatching; the batcher
@@ -45,13 +39,16 @@ import (
 //     the same attempt, its answer the attempt's outcome (batch.Split
 //     decides it, for both protocols).
 //   - An entry whose context ends while it waits leaves at once with an
-//     unknown outcome (cutShort), and the batch goes on for the others.
-//     Once sent, it leaves as soon as the request is encoded, seen through
-//     batchCodec, the proto codec given with grpc.ForceCodecV2, an API gRPC
-//     marks experimental.
+//     unknown outcome (wire.CutShort), and the batch goes on for the
+//     others. Once sent, it leaves as soon as the request is encoded, seen
+//     through wire.BatchCodec, the proto codec given with
+//     grpc.ForceCodecV2, an API gRPC marks experimental.
 //
 // Each protocol's sender, and the payload of its entries, is in its own
-// file: v1_batch.go (rocketry.v1), rocketmq_batch.go (apache.rocketmq.v2).
+// file: producer/internal/wire/v1/batch.go (rocketry.v1),
+// rocketmq_batch.go (apache.rocketmq.v2);
+// what they share is in producer/internal/wire (batch.go), where an
+// entry's answer is a send.Outcome, the executor's reading.
 // The batcher costs a sync Send nothing: Send never batches.
 
 // Defaults of WithBatching.
@@ -75,61 +72,3 @@ const maxBatchLinger = time.Second
 type batchConfig = batch.Config
 
 var defaultBatchConfig = batchConfig{Linger: DefaultBatchLinger, MaxMessages: DefaultBatchMessages, MaxBytes: DefaultBatchBytes}
-
-// refusal is what the batcher's split decision reads of o.
-func (o Outcome) refusal() batch.Refusal {
-	return batch.Refusal{Permanent: o.Kind == Permanent, Code: o.Code}
-}
-
-// failAll answers every entry of b with the outcome o of a call that
-// failed as a whole with err, whose peer pr is empty when the request
-// never left the client for the broker at name (notSent), unless the
-// batcher splits b.
-func failAll[M any](b *batch.Batch[M, Outcome], o Outcome, err error, pr *peer.Peer, name string) {
-	r := o.refusal()
-	o, unsent := notSent(o, err, pr, name)
-	b.FailAll(o, unsent, r)
-}
-
-// batchDeadline is when an entry's wait, and so its batch's call, ends: the
-// attempt's deadline, or ctx's when the attempt has none.
-func batchDeadline(ctx context.Context, deadline time.Time) time.Time {
-	if deadline.IsZero() {
-		deadline, _ = ctx.Deadline()
-	}
-	return deadline
-}
-
-// cutShort is the unknown outcome of a first attempt whose context ended
-// while its message waited in a batch.
-func cutShort(ctx context.Context) Outcome {
-	return classifyError(status.FromContextError(ctx.Err()).Err())
-}
-
-// batchCodec is the proto codec, which tells the batch when its request
-// has been encoded, so that an entry that leaves need not wait for the
-// answer before its caller may change the message.
-type batchCodec struct{ b interface{ MarkEncoded() } }
-
-var protoCodec = encoding.GetCodecV2("proto")
-
-func (c batchCodec) Marshal(v any) (mem.BufferSlice, error) {
-	out, err := protoCodec.Marshal(v)
-	c.b.MarkEncoded()
-	return out, err
-}
-
-func (batchCodec) Unmarshal(data mem.BufferSlice, v any) error { return protoCodec.Unmarshal(data, v) }
-func (batchCodec) Name() string                                { return protoCodec.Name() }
-
-// entrySize is what a message counts towards a batch's bytes.
-func entrySize(id, topic, tag string, keys []string, props map[string]string, body []byte) int {
-	n := 32 + len(id) + len(topic) + len(tag) + len(body)
-	for _, k := range keys {
-		n += len(k) + 2
-	}
-	for k, v := range props {
-		n += len(k) + len(v) + 4
-	}
-	return n
-}

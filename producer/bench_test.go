@@ -13,6 +13,7 @@ import (
 	"github.com/rocketry-go/rocketry/broker/brokertest"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -63,14 +64,14 @@ func benchRun(b *testing.B, parallel bool, op func(ctx context.Context) error) {
 	})
 }
 
-func rawSend(client rocketryv1.MessagingServiceClient, ids *idGen, timeout time.Duration) func(context.Context) error {
+func rawSend(client rocketryv1.MessagingServiceClient, ids *wire.IDGen, timeout time.Duration) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if timeout > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, timeout)
 			defer cancel()
 		}
-		_, err := client.SendMessage(ctx, &rocketryv1.SendMessageRequest{Messages: []*rocketryv1.Message{{MessageId: ids.next(), Topic: "bench", Body: benchBody}}})
+		_, err := client.SendMessage(ctx, &rocketryv1.SendMessageRequest{Messages: []*rocketryv1.Message{{MessageId: ids.Next(), Topic: "bench", Body: benchBody}}})
 		return err
 	}
 }
@@ -86,10 +87,12 @@ func BenchmarkRawClient(b *testing.B) {
 	br := brokertest.Start(b)
 	client := rocketryv1.NewMessagingServiceClient(benchConn(b, br.Addr()))
 	b.Run("no-timeout", func(b *testing.B) {
-		forBoth(b, func(b *testing.B, par bool) { benchRun(b, par, rawSend(client, newIDGen(), 0)) })
+		forBoth(b, func(b *testing.B, par bool) { benchRun(b, par, rawSend(client, wire.NewIDGen(), 0)) })
 	})
 	b.Run("timeout", func(b *testing.B) {
-		forBoth(b, func(b *testing.B, par bool) { benchRun(b, par, rawSend(client, newIDGen(), DefaultAttemptTimeout)) })
+		forBoth(b, func(b *testing.B, par bool) {
+			benchRun(b, par, rawSend(client, wire.NewIDGen(), DefaultAttemptTimeout))
+		})
 	})
 }
 
@@ -118,13 +121,13 @@ func BenchmarkInterceptor(b *testing.B) {
 	br := brokertest.Start(b)
 	b.Run("rocketry", func(b *testing.B) {
 		client := rocketryv1.NewMessagingServiceClient(benchConn(b, br.Addr(), grpc.WithUnaryInterceptor(UnaryClientInterceptor())))
-		forBoth(b, func(b *testing.B, par bool) { benchRun(b, par, rawSend(client, newIDGen(), 0)) })
+		forBoth(b, func(b *testing.B, par bool) { benchRun(b, par, rawSend(client, wire.NewIDGen(), 0)) })
 	})
 	b.Run("middleware", func(b *testing.B) {
 		ic := retry.UnaryClientInterceptor(retry.WithMax(3), retry.WithPerRetryTimeout(DefaultAttemptTimeout),
 			retry.WithCodes(codes.Unavailable, codes.ResourceExhausted))
 		client := rocketryv1.NewMessagingServiceClient(benchConn(b, br.Addr(), grpc.WithUnaryInterceptor(ic)))
-		forBoth(b, func(b *testing.B, par bool) { benchRun(b, par, rawSend(client, newIDGen(), 0)) })
+		forBoth(b, func(b *testing.B, par bool) { benchRun(b, par, rawSend(client, wire.NewIDGen(), 0)) })
 	})
 }
 
@@ -173,12 +176,12 @@ func (nopConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.Call
 // deadline context included), "send-deadline" Send under a caller deadline
 // sooner than the attempt timeout (no deadline of its own).
 func BenchmarkOverhead(b *testing.B) {
-	ids := newIDGen()
+	ids := wire.NewIDGen()
 	client := rocketryv1.NewMessagingServiceClient(nopConn{})
 	b.Run("raw", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			req := &rocketryv1.SendMessageRequest{Messages: []*rocketryv1.Message{{MessageId: ids.next(), Topic: "bench", Body: benchBody}}}
+			req := &rocketryv1.SendMessageRequest{Messages: []*rocketryv1.Message{{MessageId: ids.Next(), Topic: "bench", Body: benchBody}}}
 			if _, err := client.SendMessage(context.Background(), req); err != nil {
 				b.Fatal(err)
 			}
@@ -264,13 +267,13 @@ func benchAsyncBatchPaired(b *testing.B, proto Protocol, conc int, opts ...Optio
 	defer p.Close(context.Background())
 	cc := benchConn(b, br.Addr())
 	body := make([]byte, 1024)
-	ids := newIDGen()
+	ids := wire.NewIDGen()
 	var raw func(ctx context.Context) error
 	switch proto {
 	case RocketryV1:
 		client := rocketryv1.NewMessagingServiceClient(cc)
 		raw = func(ctx context.Context) error {
-			_, err := client.SendMessage(ctx, &rocketryv1.SendMessageRequest{Messages: []*rocketryv1.Message{{MessageId: ids.next(), Topic: "bench", Body: body}}})
+			_, err := client.SendMessage(ctx, &rocketryv1.SendMessageRequest{Messages: []*rocketryv1.Message{{MessageId: ids.Next(), Topic: "bench", Body: body}}})
 			return err
 		}
 	default:
@@ -278,7 +281,7 @@ func benchAsyncBatchPaired(b *testing.B, proto Protocol, conc int, opts ...Optio
 		raw = func(ctx context.Context) error {
 			r, err := client.SendMessage(ctx, &rocketmqv2.SendMessageRequest{Messages: []*rocketmqv2.Message{{
 				Topic:            &rocketmqv2.Resource{Name: "bench"},
-				SystemProperties: &rocketmqv2.SystemProperties{MessageId: ids.next(), BodyEncoding: rocketmqv2.Encoding_IDENTITY, MessageType: rocketmqv2.MessageType_NORMAL},
+				SystemProperties: &rocketmqv2.SystemProperties{MessageId: ids.Next(), BodyEncoding: rocketmqv2.Encoding_IDENTITY, MessageType: rocketmqv2.MessageType_NORMAL},
 				Body:             body,
 			}}})
 			if err == nil && r.GetStatus().GetCode() != rocketmqv2.Code_OK {

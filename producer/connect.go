@@ -1,20 +1,21 @@
 package producer
 
 import (
-	"strings"
+	"errors"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
 )
 
 // This file is about reaching a broker: how an endpoint is dialled, how an
-// attempt that could not reach its broker is named (ConnectError), and
-// whether a retry waits for the connection (WithWaitForReady).
+// attempt that could not reach its broker is named (ConnectError; the
+// reading itself, wire.NotSent, is in producer/internal/wire, and
+// publicError here gives its errors their public names), and whether a
+// retry waits for the connection (WithWaitForReady).
 //
 // Why an unreachable broker used to cost the attempt timeout: the first
 // attempt fails fast (gRPC fails a call at once while its channel is in
@@ -28,13 +29,6 @@ import (
 // wrong address, nothing listening) or not reached for that long fails as
 // fast as gRPC does, naming the cause. A retry after an unknown outcome
 // always waits: its broker may hold the message.
-
-// passthrough is the gRPC target of a host:port endpoint: the address is
-// handed to the dialer as it is, so that a host that does not resolve
-// fails the dial with "no such host" (the DNS resolver would say only
-// "produced zero addresses"); the dialer resolves the name on every
-// connection.
-func passthrough(addr string) string { return "passthrough:///" + addr }
 
 // v1DialOptions are the dial options of a rocketry.v1 connection: insecure
 // credentials, then WithDialOptions (which may replace them).
@@ -84,27 +78,7 @@ type ConnectError struct {
 }
 
 // Error says which broker, why, and what gRPC said, on one line.
-func (e *ConnectError) Error() string {
-	detail, waited := "", false
-	if s, ok := status.FromError(e.Err); ok {
-		detail, waited = s.Message(), s.Code() == codes.DeadlineExceeded
-	} else if e.Err != nil {
-		detail = e.Err.Error()
-	}
-	detail = strings.TrimPrefix(detail, "latest balancer error: ")
-	detail = strings.TrimPrefix(detail, `connection error: desc = "`)
-	detail = strings.TrimSuffix(detail, `"`)
-	detail = strings.TrimPrefix(detail, "transport: Error while dialing: ")
-	msg := "producer: broker " + e.Endpoint + " unreachable"
-	if waited {
-		msg += " until the attempt's deadline"
-	}
-	msg += ": " + strings.TrimPrefix(e.Reason.Error(), "producer: ")
-	if detail != "" {
-		msg += " (" + detail + ")"
-	}
-	return msg
-}
+func (e *ConnectError) Error() string { return wire.ConnectMessage(e.Endpoint, e.Reason, e.Err) }
 
 // Unwrap returns Reason and Err.
 func (e *ConnectError) Unwrap() []error { return []error{e.Reason, e.Err} }
@@ -115,49 +89,68 @@ func (e *ConnectError) GRPCStatus() *status.Status {
 	return s
 }
 
-// notSent is the one reading of "the request never left the client" for
-// every call that sends (alone, in a batch, through the interceptor): a
-// call that failed before gRPC gave it a peer. It returns o, read as
-// unreachable says when the request never left for the broker at
-// endpoint, and whether it never left (the message is known not stored).
-func notSent(o Outcome, err error, pr *peer.Peer, endpoint string) (Outcome, bool) {
-	if err == nil || pr.Addr != nil {
-		return o, false
+// publicError is err as the public API gives it: the one mapping of the
+// errors of the wire (producer/internal/wire, which knows no public name)
+// to this package's, made where an error leaves for the caller (a
+// SendError's Cause, an Event's Err, a constructor's or Resend's error).
+// A *wire.ConnectError becomes a *ConnectError with the public Reason, a
+// *wire.TargetError a bad target's error (ErrInvalidTarget), and an error
+// wrapping another wire sentinel (ErrNoEndpoints, ErrClosed) is wrapped
+// so that errors.Is matches the public one, with the same text; any other
+// error is returned as it is.
+func publicError(err error) error {
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case *wire.ConnectError:
+		return &ConnectError{Endpoint: e.Endpoint, Reason: publicSentinel(e.Reason), Err: e.Err}
+	case *wire.TargetError:
+		return &targetError{msg: e.Msg}
 	}
-	return unreachable(o, endpoint), true
+	for _, s := range sentinels {
+		if errors.Is(err, s.wire) {
+			return &wireError{err}
+		}
+	}
+	return err
 }
 
-// unreachable reads the outcome of an attempt whose request never left the
-// client: when gRPC's error (UNAVAILABLE, or DEADLINE_EXCEEDED after
-// waiting for the connection, with the connection's last error) says that
-// the broker at endpoint could not be reached, the outcome is
-// FailedNotStored with a *ConnectError naming the cause; otherwise o is
-// returned as it is.
-func unreachable(o Outcome, endpoint string) Outcome {
-	s, ok := status.FromError(o.Err)
-	if !ok || (s.Code() != codes.Unavailable && s.Code() != codes.DeadlineExceeded) {
-		return o
-	}
-	reason := connectReason(s.Message())
-	if reason == nil {
-		return o
-	}
-	o.Kind = FailedNotStored
-	o.Err = &ConnectError{Endpoint: endpoint, Reason: reason, Err: o.Err}
-	return o
+// sentinels pairs each wire sentinel with this package's.
+var sentinels = [...]struct{ wire, public error }{
+	{wire.ErrConnectionRefused, ErrConnectionRefused},
+	{wire.ErrUnknownHost, ErrUnknownHost},
+	{wire.ErrNotGRPC, ErrNotGRPC},
+	{wire.ErrNoEndpoints, ErrNoEndpoints},
+	{wire.ErrClosed, ErrClosed},
+	{wire.ErrInvalidTarget, ErrInvalidTarget},
 }
 
-// connectReason reads why a connection failed from gRPC's words for it,
-// which carry the dialer's and HTTP/2's error texts; nil when they say
-// something else.
-func connectReason(msg string) error {
-	switch {
-	case strings.Contains(msg, "connection refused"), strings.Contains(msg, "actively refused"):
-		return ErrConnectionRefused
-	case strings.Contains(msg, "no such host"):
-		return ErrUnknownHost
-	case strings.Contains(msg, "error reading server preface"), strings.Contains(msg, "looked like an HTTP/1.1 header"):
-		return ErrNotGRPC
+// publicSentinel is a wire sentinel as this package's; any other error as
+// it is.
+func publicSentinel(err error) error {
+	for _, s := range sentinels {
+		if err == s.wire {
+			return s.public
+		}
 	}
-	return nil
+	return err
+}
+
+// wireError is an error of the wire that wraps one of its sentinels, as
+// publicError gives it: the same text and chain, and errors.Is matches
+// the public sentinel of each wire sentinel in the chain.
+type wireError struct{ err error }
+
+func (e *wireError) Error() string { return e.err.Error() }
+func (e *wireError) Unwrap() error { return e.err }
+
+// Is reports whether target is the public sentinel of a wire sentinel
+// that the error wraps.
+func (e *wireError) Is(target error) bool {
+	for _, s := range sentinels {
+		if target == s.public {
+			return errors.Is(e.err, s.wire)
+		}
+	}
+	return false
 }

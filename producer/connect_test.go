@@ -198,7 +198,7 @@ func TestWaitsForABrokerReachedLately(t *testing.T) {
 	assert.Contains(t, err.Error(), "unreachable until the attempt's deadline: connection refused")
 
 	// The last request to reach the broker is now older than send.ReachWindow.
-	p.tr.(*v1Transport).eps.eps[0].reach.SetLast(time.Now().Add(-send.ReachWindow - time.Second))
+	v1Of(p).FixedReach(0).SetLast(time.Now().Add(-send.ReachWindow - time.Second))
 	_, err = p.Send(ctx, msg("t"))
 	require.ErrorAs(t, err, &se)
 	assert.ErrorIs(t, err, ErrConnectionRefused, "a broker not reached lately is not waited for")

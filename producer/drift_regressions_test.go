@@ -70,7 +70,7 @@ func TestRmqBodyOverServerMaxIsRefusedBeforeAnyAttempt(t *testing.T) {
 // TestInterceptorNamesConnectError: a call through the interceptor to a
 // port nobody listens on fails as a Producer's send does, with a
 // *ConnectError that names the target and ErrConnectionRefused (issue 21:
-// "the request never left the client" is read in one function, notSent;
+// "the request never left the client" is read in one function, wire.NotSent;
 // the interceptor's reading named no ConnectError).
 func TestInterceptorNamesConnectError(t *testing.T) {
 	addr := closedAddr(t)

@@ -135,7 +135,7 @@ func newSendError(f *send.Failure) *SendError {
 		Code:          f.Last.Code,
 		WireCode:      f.Last.WireCode,
 		Reason:        f.Reason,
-		Cause:         f.Last.Err,
+		Cause:         publicError(f.Last.Err),
 		Last:          OutcomeKind(f.Last.Kind),
 		MaybeStoredAt: f.MaybeAt,
 		kind:          endError(f.End, f.Cause),

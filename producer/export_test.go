@@ -1,5 +1,7 @@
 package producer
 
+import wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
+
 // OptionPlaces returns where o applies, by the names its errors use: New,
 // NewFromConn, UnaryClientInterceptor, WithCallOptions.
 func OptionPlaces(o Option) map[string]bool {
@@ -14,3 +16,8 @@ func OptionPlaces(o Option) map[string]bool {
 
 // OptionName is o's name, such as "WithMaxAttempts".
 func OptionName(o Option) string { return o.name() }
+
+// v1Of is p's rocketry.v1 transport, for a look at its endpoints' state.
+func v1Of(p *Producer) *wirev1.Transport[SendReceipt] {
+	return p.tr.(*wirev1.Transport[SendReceipt])
+}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
-	"hash/fnv"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"sync"
 )
 
@@ -195,7 +195,7 @@ func (p *Producer) awaitTurn(ctx context.Context, m *Message, t *ticket) *SendEr
 // turn to the next send of its group: it fails behind the group's failure
 // (ErrGroupFailed), or without an attempt when its context has ended,
 // else it runs as any send.
-func (p *Producer) sendInTurn(ctx context.Context, m, wm *Message, t *ticket, pn *pin) (*SendReceipt, *SendError) {
+func (p *Producer) sendInTurn(ctx context.Context, m, wm *Message, t *ticket, pn *wire.Pin) (*SendReceipt, *SendError) {
 	var r *SendReceipt
 	var se *SendError
 	switch {
@@ -223,22 +223,4 @@ func (p *Producer) stoppedSend(ctx context.Context, m *Message) *SendError {
 		f = send.Stopped(ctx, m.ID, p.cfg.Closed)
 	}
 	return newSendError(&f)
-}
-
-// groupEndpoint is the endpoint a group's sends go to, every attempt: the
-// FNV-1a hash of the group, so that a group goes to one broker while the
-// endpoints stay the same (a proxy in cluster mode hashes the group over
-// its own queues again).
-func groupEndpoint(group string) int {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(group))
-	return int(h.Sum32() & 0x7fffffff)
-}
-
-// fifo makes x a FIFO message's send when m has a group: its first attempt
-// on the group's endpoint, every retry there.
-func fifo(x *send.Executor, m *Message) {
-	if m.MessageGroup != "" {
-		x.EP, x.Stay = groupEndpoint(m.MessageGroup), true
-	}
 }

@@ -9,6 +9,8 @@ import (
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/producer/internal/pace"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -141,20 +143,19 @@ func (c *interceptCall) Endpoint(int) string {
 // Attempt is attempt's outcome as the executor reads it
 // (send.Attempter).
 func (c *interceptCall) Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (send.Outcome, bool) {
-	o, unsent := c.attempt(ctx, ep, waitForReady, deadline)
-	return o.internal(), unsent
+	return c.attempt(ctx, ep, waitForReady, deadline)
 }
 
-func (c *interceptCall) attempt(ctx context.Context, _ int, wait bool, deadline time.Time) (Outcome, bool) {
+func (c *interceptCall) attempt(ctx context.Context, _ int, wait bool, deadline time.Time) (send.Outcome, bool) {
 	ctx, cancel := send.AttemptContext(ctx, deadline)
 	defer cancel()
 	c.peer = peer.Peer{}
 	opts := c.opts
 	if wait {
-		opts = append(opts[:len(opts):len(opts)], waitForReady)
+		opts = append(opts[:len(opts):len(opts)], wirev1.WaitForReady)
 	}
 	err := c.invoker(ctx, c.method, c.req, c.reply, c.cc, opts...)
-	return notSent(c.cls.Classify(c.reply, err), err, &c.peer, c.Endpoint(0))
+	return wire.NotSent(c.cls.Classify(c.reply, err).internal(), err, &c.peer, c.Endpoint(0))
 }
 
 // tooLargeToSend fails a request over the call's grpc.MaxCallSendMsgSize

@@ -1,12 +1,8 @@
 package producer
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -130,24 +126,4 @@ func (m *Message) validateType(now time.Time) error {
 		return fmt.Errorf("%w: MessageGroup %q has a control character", ErrInvalidMessage, g)
 	}
 	return nil
-}
-
-// idGen makes message IDs: a random per-process prefix and a counter, so an
-// ID costs one small allocation and never repeats within a process.
-type idGen struct {
-	prefix string
-	n      atomic.Uint64
-}
-
-func newIDGen() *idGen {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return &idGen{prefix: hex.EncodeToString(b[:]) + "-"}
-}
-
-func (g *idGen) next() string {
-	var buf [40]byte
-	out := append(buf[:0], g.prefix...)
-	out = strconv.AppendUint(out, g.n.Add(1), 36)
-	return string(out)
 }

@@ -202,7 +202,7 @@ func (c *config) events() {
 	}
 	obs, hook := c.observer, c.hook
 	c.Event = func(ctx context.Context, e send.Event) {
-		pe := Event{Kind: eventKinds[e.Kind], MessageID: e.ID, Attempt: e.Attempt, Delay: e.Delay, Why: OutcomeKind(e.Why), Code: e.Code, Reason: e.Reason, Endpoint: e.Endpoint, Err: e.Err}
+		pe := Event{Kind: eventKinds[e.Kind], MessageID: e.ID, Attempt: e.Attempt, Delay: e.Delay, Why: OutcomeKind(e.Why), Code: e.Code, Reason: e.Reason, Endpoint: e.Endpoint, Err: publicError(e.Err)}
 		if obs != nil {
 			obs(pe)
 		}

@@ -85,7 +85,7 @@ type config struct {
 	budgetRatio float64
 	maxBody     int
 	dialOpts    []grpc.DialOption
-	resolvers   []resolver.Builder // WithResolvers: see targets.go
+	resolvers   []resolver.Builder // WithResolvers: resolved in producer/internal/wire/v1
 	classifier  Classifier
 	attemptsSet bool // WithMaxAttempts was given
 	pacing      bool // pace endpoints that throttle without a hint

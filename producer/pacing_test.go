@@ -51,8 +51,9 @@ func TestFailureRetryNotPaced(t *testing.T) {
 		waits := fakeWaits(t)
 		s := &stub{script: []error{err530, err500, err530}}
 		p := newTestProducer(t, startStub(t, s), WithRand(nil), WithMaxAttempts(4), WithThrottleSchedule(sched))
-		require.NotNil(t, p.tr.(*v1Transport).eps, "a host:port target has fixed endpoints")
-		pc := p.tr.(*v1Transport).eps.at(0).pace.Of("t").Topic
+		ps := v1Of(p).FixedPacers(0)
+		require.NotNil(t, ps, "a host:port target has fixed endpoints")
+		pc := ps.Of("t").Topic
 		// One turn every 2 s: every turn shows as a wait.
 		require.True(t, pc.Hold(time.Now(), 0.5), "a run of refusals opens an episode")
 		_, err := p.Send(context.Background(), msg("t"))

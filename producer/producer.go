@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
 	"google.golang.org/grpc"
 )
 
@@ -60,7 +62,7 @@ func New(target string, opts ...Option) (*Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t := strings.TrimSpace(target); hasScheme(t) {
+	if t := strings.TrimSpace(target); wirev1.HasScheme(t) {
 		if cfg.protocol == RocketMQ5 {
 			return nil, badTarget("producer: New(%q): %v takes the proxy's access points as host:port[,host:port] (or ;), not a target with a scheme (the brokers come from the proxy's routes)", target, RocketMQ5)
 		}
@@ -76,35 +78,26 @@ func New(target string, opts ...Option) (*Producer, error) {
 	if cfg.protocol == RocketMQ5 {
 		return newRocketMQ(target, cfg, addrs)
 	}
-	dial := cfg.v1DialOptions()
-	set := &endpointSet{eps: make([]*endpoint, 0, len(addrs))}
-	for _, a := range addrs {
-		cc, err := grpc.NewClient(passthrough(a), dial...)
-		if err != nil {
-			_ = set.close()
-			return nil, fmt.Errorf("producer: New(%q): %s: %w", target, a, err)
-		}
-		set.eps = append(set.eps, &endpoint{name: a, cc: cc, owned: cc})
-	}
-	p, err := newProducer(cfg, newV1Transport(set, nil))
+	p := newProducer(cfg)
+	tr, err := wirev1.New(target, addrs, cfg.v1DialOptions(), p.env(), fillReceipt)
 	if err != nil {
-		_ = set.close()
+		p.abandon()
 		return nil, err
 	}
+	p.tr = tr
 	return p, nil
 }
 
-// newResolved makes the Producer of a target with a scheme (targets.go).
+// newResolved makes the Producer of a target with a scheme
+// (producer/internal/wire/v1, targets.go).
 func newResolved(target string, cfg config) (*Producer, error) {
-	t, err := newTargetResolver(target, &cfg)
+	p := newProducer(cfg)
+	tr, err := wirev1.NewResolved(target, cfg.resolvers, cfg.v1DialOptions(), p.env(), fillReceipt)
 	if err != nil {
-		return nil, err
+		p.abandon()
+		return nil, publicError(err)
 	}
-	p, err := newProducer(cfg, newV1Transport(nil, t))
-	if err != nil {
-		_ = t.close()
-		return nil, err
-	}
+	p.tr = tr
 	return p, nil
 }
 
@@ -119,19 +112,17 @@ func NewFromConn(cc grpc.ClientConnInterface, opts ...Option) (*Producer, error)
 	if err != nil {
 		return nil, err
 	}
-	name := ""
-	if c, ok := cc.(interface{ Target() string }); ok {
-		name = c.Target()
-	}
-	return newProducer(cfg, newV1Transport(&endpointSet{eps: []*endpoint{{name: name, cc: cc}}}, nil))
+	p := newProducer(cfg)
+	p.tr = wirev1.NewFromConn(cc, p.env(), fillReceipt)
+	return p, nil
 }
 
-// newProducer makes a Producer that sends over tr (nil for RocketMQ 5,
-// whose transport is set once its client has started).
-func newProducer(cfg config, tr transport) (*Producer, error) {
+// newProducer makes a Producer without its transport, which its
+// constructor sets before returning it (for RocketMQ 5, once its client
+// has started).
+func newProducer(cfg config) *Producer {
 	p := &Producer{
 		cfg:       cfg,
-		tr:        tr,
 		closing:   make(chan struct{}),
 		closeDone: make(chan struct{}),
 	}
@@ -140,7 +131,14 @@ func newProducer(cfg config, tr transport) (*Producer, error) {
 	p.async.init(cfg.maxInFlight)
 	p.hardCtx, p.hardStop = context.WithCancelCause(context.Background())
 	p.async.batch = batch.New(cfg.batch, p.async.slots, p.hardCtx)
-	return p, nil
+	return p
+}
+
+// abandon ends what newProducer started, for a constructor that fails
+// after it: no send has been made.
+func (p *Producer) abandon() {
+	p.hardStop(ErrClosed)
+	p.async.stop(true)
 }
 
 // splitTarget splits a host:port list at ",", and at ";" too when
@@ -215,7 +213,7 @@ func (p *Producer) sendSync(ctx context.Context, m *Message, maybeAt string) (*S
 	if !p.enter() {
 		return nil, ErrClosed
 	}
-	var pn *pin
+	var pn *wire.Pin
 	if maybeAt != "" {
 		var err error
 		if pn, err = p.pinFor(ctx, m, maybeAt); err != nil {
@@ -276,10 +274,16 @@ func (p *Producer) prepare(m *Message) error {
 	if err := m.validate(p.cfg.maxBody); err != nil {
 		return err
 	}
-	if err := p.tr.refuse(m); err != nil {
+	wm := m.toWire()
+	if err := p.tr.Refuse(wm); err != nil {
 		return err
 	}
-	return p.tr.prepare(m)
+	id, err := p.tr.Prepare(wm)
+	if err != nil {
+		return err
+	}
+	m.ID = id
+	return nil
 }
 
 // send runs one prepared send through the executor; wm is what goes on the
@@ -288,7 +292,7 @@ func (p *Producer) prepare(m *Message) error {
 // caller's (handOff), after core.leave. With bt, the send's first attempt
 // joins a batch (batch.go); with pn, every attempt goes to the endpoint
 // where the message may be stored (Resend).
-func (p *Producer) send(ctx context.Context, m, wm *Message, bt *batch.Batcher, pn *pin) (*SendReceipt, *SendError) {
+func (p *Producer) send(ctx context.Context, m, wm *Message, bt *batch.Batcher, pn *wire.Pin) (*SendReceipt, *SendError) {
 	// One cancellation path: the send's context ends with the caller's,
 	// or with ErrClosed when Close gives up waiting. A caller's
 	// context.Background() can never end and carries nothing: the send
@@ -304,10 +308,11 @@ func (p *Producer) send(ctx context.Context, m, wm *Message, bt *batch.Batcher, 
 		sctx = c
 	}
 
-	r, se := p.tr.send(sctx, p, wm, bt, pn)
-	if se == nil {
+	r, f := p.tr.Send(sctx, wm.toWire(), bt, pn)
+	if f == nil {
 		return r, nil
 	}
+	se := newSendError(f)
 	p.putDeadLetter(m, se)
 	return nil, se
 }
@@ -353,7 +358,7 @@ func (p *Producer) Close(ctx context.Context) error {
 	p.hardStop(ErrClosed)
 	// RocketMQ 5's NotifyClientTermination, then every goroutine and
 	// connection of the transport ends.
-	if cerr := p.tr.close(ctx, p.cfg.AttemptTimeout); cerr != nil && err == nil {
+	if cerr := p.tr.Close(ctx, p.cfg.AttemptTimeout); cerr != nil && err == nil {
 		err = cerr
 	}
 	return err

@@ -88,18 +88,14 @@ func newRocketMQ(target string, cfg config, addrs []string) (*Producer, error) {
 		cfg.Throttle = serverSchedule{c: c, fallback: cfg.Throttle}
 	}
 	// The options first, the network after.
-	p, err := newProducer(cfg, nil)
-	if err != nil {
-		return nil, err
-	}
+	p := newProducer(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.AttemptTimeout)
 	defer cancel()
 	if err := c.start(ctx); err != nil {
-		p.hardStop(ErrClosed)
-		p.async.stop(true)
+		p.abandon()
 		return nil, fmt.Errorf("producer: New(%q): %w", target, err)
 	}
-	p.tr = &rmqTransport{c: c}
+	p.tr = &rmqTransport{c: c, cfg: &p.cfg.Config}
 	return p, nil
 }
 

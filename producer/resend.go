@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"slices"
 	"strings"
+
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
 )
 
 // ErrEndpointUnknown is returned by Resend, without an attempt, for a dead
@@ -14,14 +15,6 @@ import (
 // Producer does not send to, unless it was made with
 // WithFailoverOnUnknownOutcome: sending it elsewhere could store it twice.
 var ErrEndpointUnknown = errors.New("producer: dead letter may be stored on an endpoint this producer does not have")
-
-// pin is where a resend starts and stays: endpoint ep, named at.
-type pin struct {
-	ep    int
-	at    string
-	route *rmqRoute    // RocketMQ 5: the route ep indexes
-	set   *endpointSet // a target with a scheme: the endpoints ep indexes, held for the send
-}
 
 // Resend sends a dead letter again, as a replay does: it is Send with the
 // rule of a retry after an unknown outcome. A dead letter that may be
@@ -68,14 +61,14 @@ func (p *Producer) Resend(ctx context.Context, d *DeadLetter) (*SendReceipt, err
 // when this Producer does not have it and may send elsewhere
 // (WithFailoverOnUnknownOutcome), an error wrapping ErrEndpointUnknown when
 // it may not.
-func (p *Producer) pinFor(ctx context.Context, m *Message, at string) (*pin, error) {
-	pn, err := p.tr.findPin(ctx, p, m.Topic, at)
+func (p *Producer) pinFor(ctx context.Context, m *Message, at string) (*wire.Pin, error) {
+	pn, err := p.tr.FindPin(ctx, m.Topic, at)
 	switch {
 	case err != nil:
-		return nil, err
+		return nil, publicError(err)
 	case pn == nil && !p.cfg.FailoverAlways:
 		return nil, fmt.Errorf("%w: message %q, endpoint %q (this producer has %v; WithFailoverOnUnknownOutcome sends it elsewhere)",
-			ErrEndpointUnknown, m.ID, at, p.tr.endpointNames())
+			ErrEndpointUnknown, m.ID, at, p.tr.EndpointNames())
 	}
 	return pn, nil
 }
@@ -101,11 +94,11 @@ func (p *Producer) pinFor(ctx context.Context, m *Message, at string) (*pin, err
 // SendMessageActivity.java SendMessageQueueSelector): there the pin only
 // names the proxy cluster and a broker name, and neither the resend nor a
 // live retry can be kept on the broker that may hold the message.
-func findRMQPin(r *rmqRoute, at string) *pin {
+func findRMQPin(r *rmqRoute, at string) *wire.Pin {
 	name, addrs, full := splitPin(at)
 	for i, q := range r.queues {
 		if q.broker == name && (!full || sameAddrs(q.addr, addrs)) {
-			return &pin{ep: i, at: at, route: r}
+			return &wire.Pin{EP: i, At: at, Hold: r}
 		}
 	}
 	return nil
@@ -133,13 +126,4 @@ func sameAddrs(a, b string) bool {
 	slices.Sort(x)
 	slices.Sort(y)
 	return slices.Equal(x, y)
-}
-
-// pinTo starts x where pn says its message may be stored: on pn's
-// endpoint, as after an unknown outcome there (a retry stays unless
-// WithFailoverOnUnknownOutcome). nil: no pin.
-func pinTo(x *send.Executor, pn *pin) {
-	if pn != nil {
-		x.Pin(pn.ep, pn.at)
-	}
 }

@@ -7,6 +7,8 @@ import (
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 )
@@ -43,9 +45,9 @@ type rmqItem struct {
 }
 
 // rmqEntry is an apache.rocketmq.v2 message in a batch.
-type rmqEntry = batch.Entry[rmqItem, Outcome]
+type rmqEntry = batch.Entry[rmqItem, send.Outcome]
 
-func (s *rmqBatch) SendBatch(ctx context.Context, b *batch.Batch[rmqItem, Outcome]) {
+func (s *rmqBatch) SendBatch(ctx context.Context, b *batch.Batch[rmqItem, send.Outcome]) {
 	es := b.Entries()
 	n := len(es)
 	req := &rocketmqv2.SendMessageRequest{Messages: make([]*rocketmqv2.Message, n)}
@@ -55,10 +57,10 @@ func (s *rmqBatch) SendBatch(ctx context.Context, b *batch.Batch[rmqItem, Outcom
 		req.Messages[i] = e.Msg.msg
 	}
 	var pr peer.Peer
-	resp, err := s.cn.stub.SendMessage(s.c.outgoing(ctx), req, grpc.Peer(&pr), grpc.ForceCodecV2(batchCodec{b}))
+	resp, err := s.cn.stub.SendMessage(s.c.outgoing(ctx), req, grpc.Peer(&pr), grpc.ForceCodecV2(wire.BatchCodec{B: b}))
 	b.MarkEncoded()
 	if err != nil {
-		failAll(b, RocketMQClassifier.Classify(nil, err), err, &pr, s.cn.addr)
+		wire.FailAll(b, RocketMQClassifier.Classify(nil, err).internal(), err, &pr, s.cn.addr)
 		return
 	}
 	outs := classifyEntries(resp, n)
@@ -77,7 +79,8 @@ func (s *rmqBatch) SendBatch(ctx context.Context, b *batch.Batch[rmqItem, Outcom
 			own = entries[i]
 		}
 		// An entry without a status of its own has the request's.
-		if b.Answer(e, outs[i], !whole && own.GetStatus() != nil, outs[i].refusal()) {
+		o := outs[i].internal()
+		if b.Answer(e, o, !whole && own.GetStatus() != nil, wire.Refusal(o)) {
 			e.Msg.res = own
 		}
 	}
@@ -156,8 +159,8 @@ func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, d
 	sp := a.msg.GetSystemProperties()
 	e := &rmqEntry{
 		Msg:      rmqItem{msg: a.msg, id: sp.GetMessageId()},
-		Size:     entrySize(sp.GetMessageId(), a.topic, sp.GetTag(), sp.GetKeys(), a.msg.GetUserProperties(), a.msg.GetBody()),
-		Deadline: batchDeadline(ctx, deadline), // the batch's call ends by then, and so does the wait for it
+		Size:     wire.EntrySize(sp.GetMessageId(), a.topic, sp.GetTag(), sp.GetKeys(), a.msg.GetUserProperties(), a.msg.GetBody()),
+		Deadline: wire.BatchDeadline(ctx, deadline), // the batch's call ends by then, and so does the wait for it
 	}
 	if !batch.Join(bt, batch.Key{To: q.addr, Topic: a.topic}, &rmqBatch{c: a.c, cn: cn, queue: q.id}, e) {
 		return Outcome{}, false, q, false
@@ -166,10 +169,10 @@ func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, d
 	r, answered := batch.Wait(ctx, bt, e)
 	switch {
 	case !answered:
-		return cutShort(ctx), r.Unsent, q, true // where it may be; what the caller sees of it is unknown
+		return publicOutcome(wire.CutShort(ctx)), r.Unsent, q, true // where it may be; what the caller sees of it is unknown
 	case r.Split:
 		return Outcome{}, false, q, false
 	}
 	q.id = e.Msg.queue
-	return r.Outcome, r.Unsent, q, true
+	return publicOutcome(r.Outcome), r.Unsent, q, true
 }

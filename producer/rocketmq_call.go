@@ -10,6 +10,7 @@ import (
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 )
@@ -42,13 +43,26 @@ type rmqCall struct {
 	resp  *rocketmqv2.SendMessageResponse // written by attempt: the last answer
 	bt    *batch.Batcher                  // set by send, cleared by the first attempt, which joins a batch (async sends); nil: alone
 	be    *rmqEntry                       // written by attempt: the message's entry in the batch it joined; nil: none
+	own   Message                         // written by newWireCall: the copy msg points into; zero from newCall
 }
 
 // newCall returns the attempter of m, which must be validated and have its
 // ID (the Producer's prepare); m is converted once, its slices and map
 // shared.
 func (c *rmqClient) newCall(m *Message) *rmqCall {
-	a := &rmqCall{c: c, topic: m.Topic, msg: m.toRMQ(c.set.namespace, c.bornHost, c.now())}
+	return c.initCall(&rmqCall{}, m)
+}
+
+// newWireCall is newCall of the message the transport was given: a copy
+// in the call itself (own), which the v2 message points into (its tag and
+// group), so that the copy costs no allocation of its own.
+func (c *rmqClient) newWireCall(m wire.Message) *rmqCall {
+	a := &rmqCall{own: Message(m)}
+	return c.initCall(a, &a.own)
+}
+
+func (c *rmqClient) initCall(a *rmqCall, m *Message) *rmqCall {
+	a.c, a.topic, a.msg = c, m.Topic, m.toRMQ(c.set.namespace, c.bornHost, c.now())
 	a.req.Messages = []*rocketmqv2.Message{a.msg}
 	return a
 }
@@ -102,7 +116,8 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 	}
 	resp, err := cn.stub.SendMessage(a.c.outgoing(ctx), &a.req, opts...)
 	a.resp = resp
-	return notSent(RocketMQClassifier.Classify(resp, err), err, &a.peer, q.addr)
+	o, unsent := wire.NotSent(RocketMQClassifier.Classify(resp, err).internal(), err, &a.peer, q.addr)
+	return publicOutcome(o), unsent
 }
 
 // routeOutcome reads the error of a route look-up, which sent nothing: the

@@ -19,6 +19,7 @@ import (
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -235,12 +236,11 @@ func (c *rmqClient) unreachable() error {
 		if cn == nil {
 			return nil
 		}
-		var ce *ConnectError
-		o := unreachable(Outcome{Err: cn.tel.err()}, a)
-		if !errors.As(o.Err, &ce) {
+		o := wire.Unreachable(send.Outcome{Err: cn.tel.err()}, a)
+		if _, ok := o.Err.(*wire.ConnectError); !ok {
 			return nil
 		}
-		errs = append(errs, ce)
+		errs = append(errs, publicError(o.Err))
 	}
 	return errors.Join(errs...)
 }
@@ -320,7 +320,7 @@ func (c *rmqClient) conn(addr string) (*rmqConn, error) {
 		creds = credentials.NewTLS(c.set.tls)
 	}
 	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, c.dialOpts...)
-	target := passthrough(addr)
+	target := wire.Passthrough(addr)
 	if strings.Contains(addr, ";") {
 		target, opts = multiAddrTarget(addr, opts)
 	}

@@ -207,7 +207,7 @@ func TestRmqSendUnreachable(t *testing.T) {
 	defer cancel()
 	o, unsent := c.newCall(&Message{ID: "1", Topic: "t"}).attempt(ctx, 0, false, time.Time{})
 	assert.Equal(t, FailedNotStored, o.Kind, "a refused connection: %v", o.Err)
-	assert.ErrorIs(t, o.Err, ErrConnectionRefused)
+	assert.ErrorIs(t, publicError(o.Err), ErrConnectionRefused, "as the public API gives it")
 	assert.True(t, unsent, "the request never left: %v", o.Err)
 }
 

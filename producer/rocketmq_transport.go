@@ -8,57 +8,64 @@ import (
 
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
 )
 
 // rmqTransport is apache.rocketmq.v2 (transport.go): the RocketMQ 5
 // client, which makes the IDs.
 type rmqTransport struct {
 	c    *rmqClient
+	cfg  *send.Config  // the Producer's policy
 	next atomic.Uint32 // round robin over the queues of a route for first attempts
 }
 
-func (t *rmqTransport) refuse(m *Message) error {
+// Refuse refuses a transactional message: over RocketMQ 5 it is a half
+// message (BeginTransaction).
+func (t *rmqTransport) Refuse(m wire.Message) error {
 	if m.Transactional {
 		return fmt.Errorf("%w: over %v a transactional message is a half message of a transaction: send it with Producer.BeginTransaction and Transaction.Send", ErrInvalidMessage, RocketMQ5)
 	}
 	return nil
 }
 
-func (t *rmqTransport) prepare(m *Message) error {
+// Prepare checks the server's max_body_size and gives m an ID when it has
+// none.
+func (t *rmqTransport) Prepare(m wire.Message) (string, error) {
 	// The server's max_body_size (its Settings): refused here, before any
 	// attempt, as every invalid message is; the attempt's own check stays
 	// for Settings that shrink while a send is under way.
 	if n := t.c.maxBodySize(); n > 0 && len(m.Body) > n {
-		return fmt.Errorf("%w: body is %d bytes, over the server's max_body_size of %d", ErrInvalidMessage, len(m.Body), n)
+		return m.ID, fmt.Errorf("%w: body is %d bytes, over the server's max_body_size of %d", ErrInvalidMessage, len(m.Body), n)
 	}
 	if m.ID == "" {
-		m.ID = t.c.ids.next()
+		return t.c.ids.next(), nil
 	}
-	return nil
+	return m.ID, nil
 }
 
-// send runs the executor over apache.rocketmq.v2: first attempts go round
+// Send runs the executor over apache.rocketmq.v2: first attempts go round
 // robin over the queues of the topic's route.
-func (t *rmqTransport) send(ctx context.Context, p *Producer, m *Message, bt *batch.Batcher, pn *pin) (*SendReceipt, *SendError) {
-	c := t.c.newCall(m)
+func (t *rmqTransport) Send(ctx context.Context, wm wire.Message, bt *batch.Batcher, pn *wire.Pin) (*SendReceipt, *send.Failure) {
+	c := t.c.newWireCall(wm)
 	c.bt = bt
-	x := send.Executor{Cfg: &p.cfg.Config, A: c, ID: m.ID, EP: int(t.next.Add(1))}
-	if pn != nil && pn.route != nil {
-		c.route = pn.route // the route pn.ep indexes, for the whole send
+	x := send.Executor{Cfg: t.cfg, A: c, ID: wm.ID, EP: int(t.next.Add(1))}
+	if pn != nil {
+		if r, ok := pn.Hold.(*rmqRoute); ok {
+			c.route = r // the route pn.EP indexes, for the whole send
+		}
 	}
-	fifo(&x, m)
-	pinTo(&x, pn)
-	if se := runSend(ctx, &x); se != nil {
-		return nil, se
+	wire.Start(&x, wm.MessageGroup, pn)
+	if f := wire.Run(ctx, &x); f != nil {
+		return nil, f
 	}
 	q, off, _, _ := c.result()
-	return &SendReceipt{MessageID: m.ID, QueueID: q, Offset: off, Attempts: x.Attempts(), RecallHandle: c.recallHandle()}, nil
+	return &SendReceipt{MessageID: wm.ID, QueueID: q, Offset: off, Attempts: x.Attempts(), RecallHandle: c.recallHandle()}, nil
 }
 
-// findPin finds a queue of the broker of that name and endpoints in
+// FindPin finds a queue of the broker of that name and endpoints in
 // topic's route (read, from the cache or the server, for it; see
 // findRMQPin).
-func (t *rmqTransport) findPin(ctx context.Context, _ *Producer, topic, name string) (*pin, error) {
+func (t *rmqTransport) FindPin(ctx context.Context, topic, name string) (*wire.Pin, error) {
 	r, err := t.c.route(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("producer: Resend: route of topic %q: %w", topic, err)
@@ -66,7 +73,8 @@ func (t *rmqTransport) findPin(ctx context.Context, _ *Producer, topic, name str
 	return findRMQPin(r, name), nil
 }
 
-func (t *rmqTransport) endpointNames() []string {
+// EndpointNames lists the brokers of the routes read so far.
+func (t *rmqTransport) EndpointNames() []string {
 	t.c.mu.Lock()
 	defer t.c.mu.Unlock()
 	seen := map[string]bool{}
@@ -82,9 +90,9 @@ func (t *rmqTransport) endpointNames() []string {
 	return names
 }
 
-// close sends NotifyClientTermination, within ctx while it lasts (else on
+// Close sends NotifyClientTermination, within ctx while it lasts (else on
 // its own timeout), then ends every goroutine and connection of the client.
-func (t *rmqTransport) close(ctx context.Context, timeout time.Duration) error {
+func (t *rmqTransport) Close(ctx context.Context, timeout time.Duration) error {
 	base := context.Background()
 	if ctx.Err() == nil {
 		base = ctx

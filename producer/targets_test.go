@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 
@@ -199,82 +198,8 @@ func TestSchemeTargetSlowAnswerStaysOnItsBroker(t *testing.T) {
 	assert.NotEmpty(t, b.Messages("t"), "first attempts go round robin over the resolved addresses")
 }
 
-// gate holds the stored answer of one message until opened.
-type gate struct {
-	id      string
-	reached chan struct{}
-	open    chan struct{}
-	once    sync.Once
-}
-
-func newGate(t *testing.T, id string) *gate {
-	g := &gate{id: id, reached: make(chan struct{}), open: make(chan struct{})}
-	t.Cleanup(g.release)
-	return g
-}
-
-func (g *gate) release() {
-	select {
-	case <-g.open:
-	default:
-		close(g.open)
-	}
-}
-
-func (g *gate) observe(r broker.SendRecord) {
-	if r.MessageID == g.id && r.Result == broker.SendStored {
-		g.once.Do(func() { close(g.reached) })
-		<-g.open
-	}
-}
-
-// TestSchemeTargetFollowsTheResolver: the resolver replaces broker A by B
-// while a send to A is in flight. New sends go to B; A's connection stays
-// open until that send ends, then closes; A coming back gets a new one.
-func TestSchemeTargetFollowsTheResolver(t *testing.T) {
-	g := newGate(t, "held-1")
-	a := brokertest.Start(t, broker.WithSendObserver(g.observe))
-	b := brokertest.Start(t)
-	target, r, res := schemeTarget(a.Addr())
-	p := newTestProducer(t, target, res, WithAttemptTimeout(10*time.Second))
-	ctx := context.Background()
-
-	held := make(chan error, 1)
-	go func() {
-		_, err := p.Send(ctx, &Message{ID: "held-1", Topic: "t", Body: []byte("x")})
-		held <- err
-	}()
-	<-g.reached
-	old := p.tr.(*v1Transport).targets.tryAcquire()
-	require.NotNil(t, old)
-	ccA := old.eps[0].owned
-	p.tr.(*v1Transport).targets.release(old)
-	require.NotNil(t, ccA)
-
-	r.UpdateState(stateOf(b.Addr()))
-	for i := range 5 {
-		_, err := p.Send(ctx, msg("t"))
-		require.NoError(t, err, "Send(%d) after the update", i)
-	}
-	assert.Len(t, b.Messages("t"), 5, "sends after the update go to B")
-	assert.NotEqual(t, connectivity.Shutdown, ccA.GetState(), "A's connection closed while a send holds it")
-
-	g.release()
-	require.NoError(t, <-held)
-	assert.Equal(t, connectivity.Shutdown, ccA.GetState(), "A's connection once no send holds it")
-	p.tr.(*v1Transport).targets.mu.Lock()
-	_, live := p.tr.(*v1Transport).targets.live[a.Addr()]
-	p.tr.(*v1Transport).targets.mu.Unlock()
-	assert.False(t, live, "A is still among the live endpoints")
-
-	r.UpdateState(stateOf(a.Addr(), b.Addr()))
-	before := len(a.Messages("t"))
-	for i := range 4 {
-		_, err := p.Send(ctx, msg("t"))
-		require.NoError(t, err, "Send(%d) after A came back", i)
-	}
-	assert.Greater(t, len(a.Messages("t")), before, "A back in the resolver's answer gets sends again")
-}
+// TestSchemeTargetFollowsTheResolver, which looks at the resolver's
+// state, is in producer/internal/wire/v1.
 
 // TestSchemeTargetWaitsForTheResolver: a send made before the resolver's
 // first answer waits for it within its attempt; a resolver with no address

@@ -207,9 +207,11 @@ func (tx *Transaction) Send(ctx context.Context, m *Message) (*SendReceipt, erro
 	if err := m.validate(tx.p.cfg.maxBody); err != nil {
 		return nil, err
 	}
-	if err := tx.rt.prepare(m); err != nil {
+	id, err := tx.rt.Prepare(m.toWire())
+	if err != nil {
 		return nil, err
 	}
+	m.ID = id
 	r, addr, se := tx.p.sendHalf(ctx, tx.rt, m)
 	if se != nil {
 		unresolved := se.Last == FailedUnknown || se.MaybeStoredAt != ""

@@ -1,7 +1,10 @@
-// Package wirev1 is the rocketry.v1 wire protocol under the producer. For
-// now it holds how an attempt's gRPC error is read (Classify); the rest of
-// rocketry.v1 (its transport, attempter, batch sender and target resolver)
-// is still in package producer.
+// Package wirev1 is the rocketry.v1 wire protocol under the producer: its
+// transport (Transport, a wire.Transport: the fixed endpoints or a
+// target's resolver, the round robin, the IDs), its attempter (sendCall,
+// one SendMessage per attempt), its batch sender (v1Batch), the resolver
+// of a target with a scheme (targets.go), and how an attempt's gRPC error
+// is read (Classify). It knows no public name of the producer: its errors
+// are package wire's, which the producer maps to its own.
 package wirev1
 
 import (

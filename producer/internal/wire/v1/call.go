@@ -1,4 +1,4 @@
-package producer
+package wirev1
 
 import (
 	"context"
@@ -9,14 +9,15 @@ import (
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"github.com/rocketry-go/rocketry/producer/internal/pace"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // This file holds rocketry.v1's attempter: sendCall makes one SendMessage
-// per attempt (alone, or its message in a batch), and v1Transport.send
-// runs the executor over it. apache.rocketmq.v2's is in rocketmq_call.go.
+// per attempt (alone, or its message in a batch), and Transport.Send runs
+// the executor over it. apache.rocketmq.v2's is in producer/rocketmq_call.go.
 
 // sendMethod is the full name of MessagingService.SendMessage.
 const sendMethod = "/rocketry.v1.MessagingService/SendMessage"
@@ -24,17 +25,16 @@ const sendMethod = "/rocketry.v1.MessagingService/SendMessage"
 // sendCall is one rocketry.v1 send: its attempter and everything it
 // allocates, in one allocation (the receipt it returns, the request, the
 // response).
-type sendCall struct {
-	t       *v1Transport
-	cfg     *config
-	receipt SendReceipt
+type sendCall[R any] struct {
+	t       *Transport[R]
+	receipt R
 	msg     rocketryv1.Message
 	ptrs    [1]*rocketryv1.Message
 	req     rocketryv1.SendMessageRequest
 	resp    rocketryv1.SendMessageResponse
 	peer    peer.Peer // filled by gRPC when the request left the client
 	opts    [numCallOpts]grpc.CallOption
-	bt      *batch.Batcher // set by send, cleared by the first attempt, which joins a batch (async sends); nil: alone
+	bt      *batch.Batcher // set by Send, cleared by the first attempt, which joins a batch (async sends); nil: alone
 	set     *endpointSet   // the send's endpoints; with a scheme, held from the first attempt
 }
 
@@ -42,16 +42,16 @@ type sendCall struct {
 // when the attempt waits for its connection.
 const numCallOpts = 2
 
-// waitForReady makes an attempt wait for its connection within its timeout.
-var waitForReady = grpc.WaitForReady(true)
+// WaitForReady makes an attempt wait for its connection within its
+// timeout (the producer's interceptor uses it too).
+var WaitForReady = grpc.WaitForReady(true)
 
-// send runs the executor over rocketry.v1.
-func (t *v1Transport) send(ctx context.Context, p *Producer, m *Message, bt *batch.Batcher, pn *pin) (*SendReceipt, *SendError) {
-	cfg := &p.cfg
-	c := &sendCall{t: t, cfg: cfg, set: t.eps}
+// Send runs the executor over rocketry.v1.
+func (t *Transport[R]) Send(ctx context.Context, m wire.Message, bt *batch.Batcher, pn *wire.Pin) (*R, *send.Failure) {
+	c := &sendCall[R]{t: t, set: t.eps}
 	switch {
-	case pn != nil && pn.set != nil:
-		c.set = pn.set // acquired by pinFor: the set pn.ep indexes
+	case pn != nil && pn.Hold != nil:
+		c.set = pn.Hold.(*endpointSet) // acquired by FindPin: the set pn.EP indexes
 	case t.targets != nil:
 		c.set = t.targets.tryAcquire() // nil before the resolver's first answer: the attempt waits
 	}
@@ -71,43 +71,42 @@ func (t *v1Transport) send(ctx context.Context, p *Producer, m *Message, bt *bat
 	c.req.Messages = c.ptrs[:]
 	c.opts[0] = grpc.Peer(&c.peer)
 
-	x := send.Executor{Cfg: &cfg.Config, A: c, ID: m.ID, Transactional: m.Transactional}
+	x := send.Executor{Cfg: t.env.Cfg, A: c, ID: m.ID, Transactional: m.Transactional}
 	if t.targets != nil || len(t.eps.eps) > 1 {
 		x.EP = int(t.next.Add(1))
 	}
-	fifo(&x, m)
-	pinTo(&x, pn)
-	se := runSend(ctx, &x)
+	wire.Start(&x, m.MessageGroup, pn)
+	f := wire.Run(ctx, &x)
 	if t.targets != nil && c.set != nil {
 		t.targets.release(c.set)
 	}
 	c.set = nil
 	// The receipt keeps c alive: drop the references to the caller's data.
 	c.msg.Keys, c.msg.Properties, c.msg.Body = nil, nil, nil
-	if se != nil {
-		return nil, se
+	if f != nil {
+		return nil, f
 	}
 	r := c.resp.Results[0]
-	c.receipt = SendReceipt{MessageID: m.ID, QueueID: r.GetQueueId(), Offset: r.GetOffset(), Duplicate: r.GetDuplicate(), Attempts: x.Attempts()}
+	t.fill(&c.receipt, wire.Receipt{MessageID: m.ID, QueueID: r.GetQueueId(), Offset: r.GetOffset(), Duplicate: r.GetDuplicate(), Attempts: x.Attempts()})
 	c.resp.Results = nil
 	return &c.receipt, nil
 }
 
-func (c *sendCall) Endpoint(ep int) string {
+func (c *sendCall[R]) Endpoint(ep int) string {
 	if c.set == nil {
 		return c.t.targets.target // not resolved yet
 	}
 	return c.set.at(ep).name
 }
 
-func (c *sendCall) Pacer(ep int) pace.Pace {
-	if !c.cfg.pacing || c.set == nil {
+func (c *sendCall[R]) Pacer(ep int) pace.Pace {
+	if !c.t.env.Pacing || c.set == nil {
 		return pace.Pace{}
 	}
 	return c.set.at(ep).pace.Of(c.msg.Topic)
 }
 
-func (c *sendCall) Reach(ep int) *send.Reach {
+func (c *sendCall[R]) Reach(ep int) *send.Reach {
 	if c.set == nil {
 		return &send.Reach{} // not resolved yet: never reached
 	}
@@ -116,16 +115,16 @@ func (c *sendCall) Reach(ep int) *send.Reach {
 
 // Attempt is attempt's outcome as the executor reads it
 // (send.Attempter).
-func (c *sendCall) Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (send.Outcome, bool) {
-	o, unsent := c.attempt(ctx, ep, waitForReady, deadline)
-	return o.internal(), unsent
+func (c *sendCall[R]) Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (send.Outcome, bool) {
+	return c.attempt(ctx, ep, waitForReady, deadline)
 }
 
 // attempt makes one attempt on endpoint ep. gRPC fills c.peer only when the
 // request left on a transport: an attempt that fails with c.peer empty was
 // never sent, so its message is known not stored (and when gRPC says the
-// broker could not be reached, the outcome names why: a *ConnectError).
-func (c *sendCall) attempt(ctx context.Context, ep int, wait bool, deadline time.Time) (Outcome, bool) {
+// broker could not be reached, the outcome names why: a
+// *wire.ConnectError, wire.NotSent).
+func (c *sendCall[R]) attempt(ctx context.Context, ep int, wait bool, deadline time.Time) (send.Outcome, bool) {
 	if c.set == nil {
 		if o, ok := c.resolve(ctx, deadline); !ok {
 			return o, true
@@ -142,29 +141,29 @@ func (c *sendCall) attempt(ctx context.Context, ep int, wait bool, deadline time
 	c.peer = peer.Peer{}
 	opts := c.opts[:1]
 	if wait {
-		opts = append(opts, waitForReady)
+		opts = append(opts, WaitForReady)
 	}
 	err := e.cc.Invoke(ctx, sendMethod, &c.req, &c.resp, opts...)
 	if err == nil {
 		if n := len(c.resp.Results); n != 1 {
 			err = fmt.Errorf("producer: broker answered %d results for one message", n)
-			return Outcome{Kind: FailedUnknown, Err: err}, false
+			return send.Outcome{Kind: send.FailedUnknown, Err: err}, false
 		}
-		return Outcome{Kind: Stored}, false
+		return send.Outcome{Kind: send.Stored}, false
 	}
-	return notSent(classifyError(err), err, &c.peer, e.name)
+	return wire.NotSent(Classify(err), err, &c.peer, e.name)
 }
 
 // resolve takes the endpoints of a target with a scheme for the rest of
 // the send, waiting for the resolver's first answer within the attempt; ok
 // is false when there is none (the attempt's outcome, known not stored).
-func (c *sendCall) resolve(ctx context.Context, deadline time.Time) (o Outcome, ok bool) {
+func (c *sendCall[R]) resolve(ctx context.Context, deadline time.Time) (o send.Outcome, ok bool) {
 	actx, cancel := send.AttemptContext(ctx, deadline)
 	s, err := c.t.targets.acquire(actx)
 	cancel()
 	if err != nil {
-		return Outcome{Kind: FailedNotStored, Err: err}, false
+		return send.Outcome{Kind: send.FailedNotStored, Err: err}, false
 	}
 	c.set = s
-	return Outcome{}, true
+	return send.Outcome{}, true
 }

@@ -1,4 +1,4 @@
-package producer
+package wirev1
 
 import (
 	"context"
@@ -7,11 +7,13 @@ import (
 
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 )
 
-// This file is the rocketry.v1 side of the batcher (batch.go): one
+// This file is the rocketry.v1 side of the batcher (producer/batch.go): one
 // SendMessage of a batch on an endpoint's connection, and how its answer
 // is read for each message.
 
@@ -30,12 +32,12 @@ type v1Item struct {
 }
 
 // v1Entry is a rocketry.v1 message in a batch.
-type v1Entry = batch.Entry[v1Item, Outcome]
+type v1Entry = batch.Entry[v1Item, send.Outcome]
 
 // v1Batch sends a batch on one endpoint's connection.
 type v1Batch struct{ ep *endpoint }
 
-func (s v1Batch) SendBatch(ctx context.Context, b *batch.Batch[v1Item, Outcome]) {
+func (s v1Batch) SendBatch(ctx context.Context, b *batch.Batch[v1Item, send.Outcome]) {
 	es := b.Entries()
 	n := len(es)
 	req := &rocketryv1.SendMessageRequest{Messages: make([]*rocketryv1.Message, n)}
@@ -44,25 +46,25 @@ func (s v1Batch) SendBatch(ctx context.Context, b *batch.Batch[v1Item, Outcome])
 	}
 	var resp rocketryv1.SendMessageResponse
 	var pr peer.Peer
-	err := s.ep.cc.Invoke(ctx, sendMethod, req, &resp, grpc.Peer(&pr), grpc.ForceCodecV2(batchCodec{b}))
+	err := s.ep.cc.Invoke(ctx, sendMethod, req, &resp, grpc.Peer(&pr), grpc.ForceCodecV2(wire.BatchCodec{B: b}))
 	b.MarkEncoded()
 	if err != nil {
-		failAll(b, classifyError(err), err, &pr, s.ep.name)
+		wire.FailAll(b, Classify(err), err, &pr, s.ep.name)
 		return
 	}
 	if len(resp.Results) != n {
 		err = fmt.Errorf("producer: broker answered %d results for %d messages", len(resp.Results), n)
-		b.FailAll(Outcome{Kind: FailedUnknown, Err: err}, false, batch.Refusal{})
+		b.FailAll(send.Outcome{Kind: send.FailedUnknown, Err: err}, false, batch.Refusal{})
 		return
 	}
 	for i, e := range es {
 		r := resp.Results[i]
 		if id := r.GetMessageId(); id != "" && id != e.Msg.id {
-			o := Outcome{Kind: FailedUnknown, Err: fmt.Errorf("producer: broker answered result %d for message %q, sent as %q", i, id, e.Msg.id)}
-			b.Answer(e, o, true, o.refusal())
+			o := send.Outcome{Kind: send.FailedUnknown, Err: fmt.Errorf("producer: broker answered result %d for message %q, sent as %q", i, id, e.Msg.id)}
+			b.Answer(e, o, true, wire.Refusal(o))
 			continue
 		}
-		b.Answer(e, Outcome{Kind: Stored}, true, batch.Refusal{})
+		b.Answer(e, send.Outcome{Kind: send.Stored}, true, batch.Refusal{})
 		e.Msg.res[0] = r
 	}
 }
@@ -71,25 +73,25 @@ func (s v1Batch) SendBatch(ctx context.Context, b *batch.Batch[v1Item, Outcome])
 // its message joins the batch of its connection and topic. ok is false
 // when the message goes alone instead: it could not join, or the batch's
 // answer said nothing of it.
-func (c *sendCall) attemptBatched(ctx context.Context, ep *endpoint, deadline time.Time) (o Outcome, unsent, ok bool) {
+func (c *sendCall[R]) attemptBatched(ctx context.Context, ep *endpoint, deadline time.Time) (o send.Outcome, unsent, ok bool) {
 	bt := c.bt
 	c.bt = nil // only the first attempt joins a batch
 	e := &v1Entry{
 		Msg:      v1Item{msg: &c.msg, id: c.msg.MessageId},
-		Size:     entrySize(c.msg.MessageId, c.msg.Topic, c.msg.Tag, c.msg.Keys, c.msg.Properties, c.msg.Body),
-		Deadline: batchDeadline(ctx, deadline), // the batch's call ends by then, and so does the wait for it
+		Size:     wire.EntrySize(c.msg.MessageId, c.msg.Topic, c.msg.Tag, c.msg.Keys, c.msg.Properties, c.msg.Body),
+		Deadline: wire.BatchDeadline(ctx, deadline), // the batch's call ends by then, and so does the wait for it
 	}
 	if !batch.Join(bt, batch.Key{To: ep, Topic: c.msg.Topic}, v1Batch{ep}, e) {
-		return Outcome{}, false, false
+		return send.Outcome{}, false, false
 	}
 	a, answered := batch.Wait(ctx, bt, e)
 	switch {
 	case !answered:
-		return cutShort(ctx), a.Unsent, true
+		return wire.CutShort(ctx), a.Unsent, true
 	case a.Split:
-		return Outcome{}, false, false
+		return send.Outcome{}, false, false
 	}
-	if a.Outcome.Kind == Stored {
+	if a.Outcome.Kind == send.Stored {
 		c.resp.Results = e.Msg.res[:]
 	}
 	return a.Outcome, a.Unsent, true

@@ -1,0 +1,58 @@
+package producer
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
+)
+
+// TestPublicErrorMapsTheWire: each error of the wire leaves the producer
+// as the public one (publicError): a *wire.ConnectError as a
+// *ConnectError with the public Reason and the same text, a sentinel
+// wrapped with context so that errors.Is matches the public sentinel with
+// the same text, a bad target as ErrInvalidTarget; any other error as it
+// is.
+func TestPublicErrorMapsTheWire(t *testing.T) {
+	grpcErr := status.Error(codes.Unavailable, "connection error: desc = \"transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused\"")
+	for _, tt := range []struct{ wire, public error }{
+		{wire.ErrConnectionRefused, ErrConnectionRefused},
+		{wire.ErrUnknownHost, ErrUnknownHost},
+		{wire.ErrNotGRPC, ErrNotGRPC},
+	} {
+		in := &wire.ConnectError{Endpoint: "127.0.0.1:1", Reason: tt.wire, Err: grpcErr}
+		out := publicError(in)
+		var ce *ConnectError
+		require.ErrorAs(t, out, &ce, "%v", tt.public)
+		assert.Equal(t, "127.0.0.1:1", ce.Endpoint)
+		assert.Same(t, tt.public, ce.Reason)
+		assert.ErrorIs(t, out, tt.public)
+		assert.NotErrorIs(t, out, tt.wire, "the wire's sentinel does not leave")
+		assert.Equal(t, in.Error(), out.Error())
+		assert.Equal(t, codes.Unavailable, status.Code(out))
+	}
+	for _, tt := range []struct{ wire, public error }{
+		{wire.ErrNoEndpoints, ErrNoEndpoints},
+		{wire.ErrClosed, ErrClosed},
+	} {
+		assert.Equal(t, tt.wire.Error(), tt.public.Error(), "the same text")
+		in := fmt.Errorf("producer: Resend: %w: target %q", tt.wire, "dns:///x")
+		out := publicError(in)
+		assert.ErrorIs(t, out, tt.public)
+		assert.Equal(t, in.Error(), out.Error())
+		assert.ErrorIs(t, publicError(tt.wire), tt.public, "bare")
+	}
+	bad := publicError(wire.BadTarget("producer: New(%q): no resolver", "x://y"))
+	assert.ErrorIs(t, bad, ErrInvalidTarget)
+	assert.Equal(t, `producer: New("x://y"): no resolver`, bad.Error())
+
+	other := errors.New("other")
+	assert.Same(t, other, publicError(other))
+	assert.NoError(t, publicError(nil))
+}

@@ -1,0 +1,176 @@
+package wire
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/rocketry-go/rocketry/producer/internal/batch"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
+)
+
+// Transport is one wire protocol under a Producer, which holds one and
+// never asks which: rocketry.v1 (producer/internal/wire/v1) and
+// apache.rocketmq.v2 (producer's rmqTransport, for now in package
+// producer). R is the public receipt (producer.SendReceipt), which a
+// transport fills from a Receipt: so a send's receipt can be part of its
+// call's one allocation.
+type Transport[R any] interface {
+	// Refuse returns an error for a valid message that this protocol does
+	// not take from Send; nil otherwise.
+	Refuse(m Message) error
+	// Prepare makes the protocol's checks of a valid message before any
+	// attempt (the server's limits), and returns its ID: m's, or a new one
+	// when it has none.
+	Prepare(m Message) (id string, err error)
+	// Send runs one prepared send of m (what goes on the wire) through the
+	// executor; with bt its first attempt joins a batch, with pn every
+	// attempt goes where the message may be stored (a resend). It returns
+	// the receipt, or the send's failure.
+	Send(ctx context.Context, m Message, bt *batch.Batcher, pn *Pin) (*R, *send.Failure)
+	// FindPin returns the endpoint of a resend named name (nil when there
+	// is none): one of the rocketry.v1 connections, or for RocketMQ 5 a
+	// queue of the broker of that name and endpoints in topic's route.
+	FindPin(ctx context.Context, topic, name string) (*Pin, error)
+	// EndpointNames lists where the producer sends, for an error.
+	EndpointNames() []string
+	// Close ends the protocol's client (RocketMQ 5: NotifyClientTermination
+	// within ctx, or within timeout once ctx has ended) and then closes the
+	// connections it made.
+	Close(ctx context.Context, timeout time.Duration) error
+}
+
+// Env is what a transport takes of the producer, made once in New: the
+// executor's policy, whether endpoints are paced, and the context every
+// send's ends with (when Close gives up waiting).
+type Env struct {
+	Cfg     *send.Config
+	Pacing  bool
+	HardCtx context.Context
+}
+
+// Message is what the wire takes of a producer.Message, field for field
+// (its docs say what each one means); the producer passes it by value.
+type Message struct {
+	ID            string
+	Topic         string
+	Tag           string
+	Keys          []string
+	Properties    map[string]string
+	Body          []byte
+	Transactional bool
+	MessageGroup  string
+	DeliveryTime  time.Time
+}
+
+// Receipt is producer.SendReceipt, field for field (its docs say what
+// each one means).
+type Receipt struct {
+	MessageID     string
+	QueueID       int32
+	Offset        int64
+	Duplicate     bool
+	Attempts      int
+	TransactionID string
+	RecallHandle  string
+}
+
+// Pin is where a resend starts and stays: endpoint EP, named At. Hold is
+// the protocol's own, what EP indexes for the whole send: rocketry.v1's
+// endpoints of a target with a scheme (held until the send ends), or a
+// RocketMQ 5 route; nil when EP indexes the transport's fixed endpoints.
+type Pin struct {
+	EP   int
+	At   string
+	Hold any
+}
+
+// Start sets where x's first attempt goes and whether its retries stay:
+// a FIFO message's group (its first attempt on the group's endpoint,
+// every retry there), then a resend's pin (on pn's endpoint, as after an
+// unknown outcome there: a retry stays unless WithFailoverOnUnknownOutcome).
+// group is empty and pn nil for any other send.
+func Start(x *send.Executor, group string, pn *Pin) {
+	if group != "" {
+		x.EP, x.Stay = GroupEndpoint(group), true
+	}
+	if pn != nil {
+		x.Pin(pn.EP, pn.At)
+	}
+}
+
+// Run runs x to its end: nil when its message is stored, else the send's
+// failure, which a transport's Send returns.
+func Run(ctx context.Context, x *send.Executor) *send.Failure {
+	if f, failed := x.Run(ctx); failed {
+		return heapFailure(f)
+	}
+	return nil
+}
+
+// heapFailure is f on the heap. Its own function, so that a send that
+// succeeds allocates nothing for it: a variable whose address is returned
+// is allocated where it is declared, on every path.
+func heapFailure(f send.Failure) *send.Failure { return &f }
+
+// GroupEndpoint is the endpoint a group's sends go to, every attempt: the
+// FNV-1a hash of the group, so that a group goes to one broker while the
+// endpoints stay the same (a proxy in cluster mode hashes the group over
+// its own queues again).
+func GroupEndpoint(group string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(group))
+	return int(h.Sum32() & 0x7fffffff)
+}
+
+// IDGen makes message IDs: a random per-process prefix and a counter, so an
+// ID costs one small allocation and never repeats within a process.
+type IDGen struct {
+	prefix string
+	n      atomic.Uint64
+}
+
+// NewIDGen returns a generator with a new random prefix.
+func NewIDGen() *IDGen {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return &IDGen{prefix: hex.EncodeToString(b[:]) + "-"}
+}
+
+// Next returns a new ID.
+func (g *IDGen) Next() string {
+	var buf [40]byte
+	out := append(buf[:0], g.prefix...)
+	out = strconv.AppendUint(out, g.n.Add(1), 36)
+	return string(out)
+}
+
+// More neutral sentinels (reach.go has the ConnectError's): each is one of
+// the producer's public errors, the same text.
+var (
+	// ErrNoEndpoints is producer.ErrNoEndpoints.
+	ErrNoEndpoints = errors.New("producer: no endpoint resolved")
+	// ErrClosed is producer.ErrClosed.
+	ErrClosed = errors.New("producer: closed")
+	// ErrInvalidTarget is producer.ErrInvalidTarget.
+	ErrInvalidTarget = errors.New("producer: invalid target")
+)
+
+// TargetError is a constructor's error for a bad target; errors.Is
+// matches ErrInvalidTarget (and, as the producer gives it,
+// producer.ErrInvalidTarget).
+type TargetError struct{ Msg string }
+
+func (e *TargetError) Error() string        { return e.Msg }
+func (e *TargetError) Is(target error) bool { return target == ErrInvalidTarget }
+
+// BadTarget is a *TargetError of the formatted text.
+func BadTarget(format string, args ...any) error {
+	return &TargetError{Msg: fmt.Sprintf(format, args...)}
+}
