@@ -51,17 +51,24 @@ import (
 // its bucket is empty at both ends, so it stored C times the time between
 // them (unless nobody sent for a while: then the cut is from halfway
 // between the rate refused and its cut, as CUBIC's fast convergence).
+// Two exceptions, where the rate was under C for much of the time and a
+// small bucket spilled what it could not save: a refusal of the probe
+// (past wmax) cuts from wmax at least, and from what got through since
+// the rate was back at wmax; a refusal at wmax or under, within a second
+// of the cut, from the store rate of the last second up to wmax at least.
 //
 // In an episode, a refusal cuts again when refusals are a sustained share
 // of the attempts since the cut (the cut was not deep enough, or the
 // capacity fell), or when it comes after a clean run of pacerClean
 // attempts since the cut (the rate is over what the broker accepts),
-// unless it is lone: with many attempts waiting, the first refusal in
-// pacerQuiet attempts, and those of the same stall, are let pass (a
-// stall on the way lets a few requests reach a small bucket together, at
-// any rate). A refusal alone sooner than pacerClean is a message's own,
-// or the rate's; a second one says the refusals go on whatever the rate,
-// and ends the episode. An episode in which nobody waited for pacerIdle ends. A
+// unless it is lone: while pacerMany attempts or more have waited at once
+// since the cut (or the last lone refusal), and the rate is not far past
+// wmax, the first refusal in pacerQuiet attempts, and up to pacerMany of
+// the same stall, are let pass (a stall on the way lets a few requests
+// reach a small bucket together, at any rate near its capacity). A
+// refusal alone sooner than pacerClean is a message's own, or the rate's;
+// a second one says the refusals go on whatever the rate, and ends the
+// episode. An episode in which nobody waited for pacerIdle ends. A
 // throttle carrying the broker's own hint (google.rpc.RetryInfo) ends it
 // too: each send already waits what the broker said.
 //
@@ -154,6 +161,7 @@ type Pacer struct {
 	low      int           // refusals since the cut well under wmax
 	quietA   int64         // attempts at the last refusal let pass as lone
 	quietAt  time.Time     // and its time
+	quietN   int           // refusals of its stall let pass
 	probe    time.Duration // the convex side's time scale now
 	hist     [pacerHistory]sample
 	nhist    int // samples in hist, hist[nhist%len] is the next slot
@@ -237,9 +245,7 @@ func (p *Pacer) throttled(start, now time.Time) {
 	}
 	busy := max(dt-time.Duration(p.idle.Load()-p.cutIdle), pacerMinGap)
 	got := min(float64(n-p.cutN)/busy.Seconds(), p.r)
-	// idled: nobody sent for a while since the cut (a gap with many
-	// attempts waiting their turn is a stall, not senders away).
-	idled := p.idleAt.Load() > p.cutAt.UnixNano() && p.waiting.Load() < pacerMany
+	idled := p.idleAt.Load() > p.cutAt.UnixNano()
 	// far: the rate got far past wmax before any refusal, so wmax was too
 	// low, and is no bound on what got through.
 	far := p.r > pacerFar*p.wmax
@@ -296,10 +302,10 @@ func (p *Pacer) throttled(start, now time.Time) {
 		// Not a refusal the broker queued: while stores queue, the climb
 		// does not advance, and a queue's refusals are the rate's.
 		return
-	case p.peakWait.Load() >= pacerMany && now.Sub(start) <= pacerQueued && p.lone(start, now):
+	case !far && p.peakWait.Load() >= pacerMany && now.Sub(start) <= pacerQueued && p.lone(start, now):
 		// A lone refusal, the first in pacerQuiet attempts (with those
-		// of the same stall), while many attempts wait their turn: not
-		// the rate's. A bucket of 10 (5 ms of a 2,000/s rate) refuses
+		// of the same stall), while many attempts wait their turn and
+		// the rate is not far past wmax: not the rate's. A bucket of 10 (5 ms of a 2,000/s rate) refuses
 		// a few of the requests that a stall on their way (a
 		// collection, a descheduled process) lets reach it together,
 		// at any rate near its capacity: a cut at each kept the rate
@@ -308,7 +314,9 @@ func (p *Pacer) throttled(start, now time.Time) {
 		// server. Under one in pacerQuiet, each refused message waits
 		// its second, a cost to one sender of many; a second refusal
 		// sooner says the rate is over, and cuts. With a few senders
-		// a refusal costs a quarter of them their second, and cuts.
+		// waiting since the cut, or since the last lone refusal (the
+		// peak counts again from then: senders leave), a refusal costs
+		// a quarter of them their second, and cuts.
 		return
 	}
 	// A refusal after a clean run: the rate is over what the broker
@@ -369,7 +377,8 @@ func (p *Pacer) throttled(start, now time.Time) {
 	// whenever the rate was under the capacity (the dip, a plateau under
 	// it: a small bucket spills what it cannot save), and taken alone it
 	// walked the rate down cut after cut. A wmax over the capacity is
-	// refused before the probe leaves it, and cut from what got through.
+	// refused on its plateau, more often than lone refusals are let pass,
+	// and cut from what got through.
 	if probe {
 		got = max(got, p.wmax)
 	}
@@ -410,17 +419,20 @@ func (p *Pacer) throttled(start, now time.Time) {
 // that started before it was answered, or within pacerStep after); and
 // counts it. Called with mu held.
 func (p *Pacer) lone(start, now time.Time) bool {
-	if start.Before(p.quietAt.Add(pacerStep)) {
+	if start.Before(p.quietAt.Add(pacerStep)) && p.quietN < pacerMany {
 		// The same stall's: the requests it held reach the broker
 		// together, and a few are refused together, then one or two
 		// more while its bucket, emptied, fills again.
+		p.quietN++
 		return true
 	}
 	a := p.attempts.Load()
 	if p.quietA != 0 && a-p.quietA < pacerQuiet {
 		return false
 	}
-	p.quietA, p.quietAt = a, now
+	p.quietA, p.quietAt, p.quietN = a, now, 1
+	// The peak counts again from now: senders who left are not many.
+	p.peakWait.Store(p.waiting.Load())
 	return true
 }
 
@@ -430,6 +442,7 @@ func (p *Pacer) lone(start, now time.Time) bool {
 // Called with mu held.
 func (p *Pacer) cutLocked(now time.Time, w float64, n int64, flight time.Duration) {
 	p.wmax = max(w, pacerMinRate)
+	p.peakWait.Store(p.waiting.Load()) // the senders since the cut
 	// A refusal that came after a long time in flight was queued by the
 	// broker first (RocketMQ refuses what waited over 200 ms in its send
 	// queue, [TIMEOUT_CLEAN_QUEUE]): at pacerBeta of the rate, its queue

@@ -385,6 +385,10 @@ func TestPacerLetsALoneRefusalPass(t *testing.T) {
 		engage(t, &p, t0, 2000)
 		cut := p.cutAt
 		p.peakWait.Store(c.peak)
+		p.waiting.Store(c.peak) // they stay: the peak holds
+		p.mu.Lock()
+		p.climb = pacerRecover // back at wmax
+		p.mu.Unlock()
 		at := cut.Add(60 * time.Millisecond)
 		store := func(n int) {
 			for range n {
@@ -440,4 +444,31 @@ func TestPacerProbeRefusalCutsFromWmax(t *testing.T) {
 		require.Equal(t, at, p.cutAt)
 		assert.InDelta(t, c.want, p.wmax, 20, "refused at %.0f/s", c.r)
 	}
+}
+
+// TestPacerRefusalSoonAfterACutHasAFloor: a refusal at wmax soon after a
+// cut (not the probe's) cuts from what was stored over the last second,
+// up to wmax, when the average since the cut, the dip alone, is lower.
+func TestPacerRefusalSoonAfterACutHasAFloor(t *testing.T) {
+	var p Pacer
+	t0 := time.Unix(1000, 0)
+	engage(t, &p, t0, 2000)
+	at := p.cutAt
+	for range 1400 { // 700 ms at 2,000 a second
+		at = at.Add(time.Second / 2000)
+		p.stored(at)
+	}
+	p.mu.Lock()
+	p.cutLocked(at, 2000, p.stores.Load(), 0)
+	cut := at
+	p.mu.Unlock()
+	for range 420 { // 300 ms at 1,400 a second: the dip
+		at = at.Add(time.Second / 1400)
+		p.stored(at)
+	}
+	require.Equal(t, 2000.0, p.wmax)
+	p.throttled(at, at) // at p.r, under wmax
+	require.True(t, p.on.Load())
+	require.NotEqual(t, cut, p.cutAt, "a refusal after a clean run cuts")
+	assert.InDelta(t, 1820, p.wmax, 40, "the last second's 1,820/s, not the dip's 1,400/s")
 }

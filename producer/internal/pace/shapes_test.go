@@ -78,9 +78,9 @@ func (s *stallShape) refuse(_ string, _, _ int, now time.Time) error {
 		}
 		s.next = s.next.Add(time.Duration(float64(s.period) * (0.5 + s.rnd.Float64())))
 	}
-	end := s.next.Add(s.stall)
+	next, end := s.next, s.next.Add(s.stall)
 	s.mu.Unlock()
-	if now.After(s.next) {
+	if now.After(next) {
 		time.Sleep(end.Sub(now))
 		now = time.Now()
 	}
@@ -401,5 +401,44 @@ func TestPacerShapeBacklogSpells(t *testing.T) {
 		t.Logf("paced %v\nunpaced %v", on, off)
 		assert.LessOrEqual(t, float64(on.elapsed), 1.3*float64(off.elapsed), "paced within 1.3x of pacing off")
 		assert.LessOrEqual(t, on.failed, off.failed)
+	})
+}
+
+// TestPacerShapeSendersLeave: 64 senders for 3 s, then 4 of them alone,
+// against the bucket of 2,000/s and a burst of 200: the 4 get the
+// capacity from 5 s on. Regression: the episode's peak of 64 waiting
+// still let refusals pass as lone when 4 were left, each a quarter of
+// them asleep for a second: 32-81% of capacity in 4 runs of 6.
+func TestPacerShapeSendersLeave(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		shape := &bucketShape{lim: rate.NewLimiter(2000, 200)}
+		var ps Pacers
+		var mu sync.Mutex
+		var stored, attempts int
+		start := time.Now()
+		var wg sync.WaitGroup
+		for s := range 64 {
+			wg.Go(func() {
+				rnd := rand.New(rand.NewPCG(uint64(s), 20))
+				for i := 0; ; i++ {
+					if el := time.Since(start); el >= 10*time.Second || (s >= 4 && el >= 3*time.Second) {
+						return
+					}
+					ok, n := simSend(shape, &ps, "t", s*1_000_000+i, true, rnd)
+					mu.Lock()
+					if at := time.Since(start); at > 5*time.Second && at <= 10*time.Second {
+						if ok {
+							stored++
+						}
+						attempts += n
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		share := float64(stored) / (5 * 2000)
+		t.Logf("4 senders from 5 s to 10 s: %d stored, %.1f%% of capacity, %d attempts", stored, 100*share, attempts)
+		assert.GreaterOrEqual(t, share, 0.95, "share of capacity")
 	})
 }
