@@ -343,7 +343,10 @@ func (p *Pacer) throttled(start, now time.Time) {
 	// as its floor: the dip alone is no capacity (a bucket of 10 refusing
 	// twice in 160 ms, cut from the average since the cut: wmax 1,715/s
 	// to 1,497/s).
-	probe := p.r > pacerPlateau*p.wmax && !idled
+	// (Not for a refusal the broker queued: a queue does not spill, and
+	// what it stored since the cut is what it takes.)
+	quick := now.Sub(start) <= pacerQueued
+	probe := p.r > pacerPlateau*p.wmax && !idled && quick
 	if p.topSet {
 		busy := max(now.Sub(p.topAt)-time.Duration(p.idle.Load()-p.topIdle), pacerMinGap)
 		top := min(float64(n-p.topN)/busy.Seconds(), p.r)
@@ -351,7 +354,7 @@ func (p *Pacer) throttled(start, now time.Time) {
 			got = max(got, top)
 		}
 	}
-	if !probe && dt < time.Second {
+	if quick && !probe && dt < time.Second {
 		acc, _ := p.recentRate(now, n, time.Second)
 		got = max(got, min(acc, p.wmax))
 	}
@@ -364,7 +367,7 @@ func (p *Pacer) throttled(start, now time.Time) {
 	// rate runs far over its capacity before any refusal (cut from
 	// halfway, a 100/s send queue was paced at 145/s, and 1-5 sends of
 	// 2,000 ran out of attempts).
-	if p.r > pacerFar*got && now.Sub(start) <= pacerQueued {
+	if p.r > pacerFar*got && quick {
 		if p.waiting.Load() >= pacerMany {
 			got += (p.r - got) / 2
 		} else {
