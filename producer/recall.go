@@ -7,6 +7,9 @@ import (
 	"strings"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
+	wirermq "github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq"
+	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
 )
 
 // ErrRecallTooLate is wrapped by Recall's error when the message is due
@@ -50,33 +53,33 @@ func (p *Producer) Recall(ctx context.Context, topic, handle string) (string, er
 	c := rt.c
 	req := &rocketmqv2.RecallMessageRequest{Topic: &rocketmqv2.Resource{ResourceNamespace: c.set.namespace, Name: topic}, RecallHandle: handle}
 	var id, at string
-	n, err := c.retry(ctx, c.access, func(ctx context.Context, cn *rmqConn) (Outcome, error) {
+	n, err := c.retry(ctx, c.access, func(ctx context.Context, cn *rmqConn) (send.Outcome, error) {
 		at = cn.addr
 		resp, err := cn.stub.RecallMessage(ctx, req)
 		if err != nil {
-			return GRPCClassifier.Classify(nil, err), err
+			return wirev1.Classify(err), err
 		}
 		st := resp.GetStatus()
 		if st.GetCode() == rocketmqv2.Code_OK {
 			id = resp.GetMessageId()
-			return Outcome{Kind: Stored}, nil
+			return send.Outcome{Kind: send.Stored}, nil
 		}
-		serr := &RocketMQStatusError{Code: int32(st.GetCode()), Message: st.GetMessage()}
+		serr := &wirermq.StatusError{Code: int32(st.GetCode()), Message: st.GetMessage()}
 		if st.GetCode() == rocketmqv2.Code_INTERNAL_SERVER_ERROR {
 			// The broker's ILLEGAL_OPERATION and the proxy's decoding error
 			// (broker/src/main/java/org/apache/rocketmq/broker/processor/RecallMessageProcessor.java,
 			// proxy/src/main/java/org/apache/rocketmq/proxy/processor/ProducerProcessor.java).
 			if strings.Contains(st.GetMessage(), "timestamp invalid") {
-				return Outcome{Kind: Permanent}, fmt.Errorf("%w: %w", ErrRecallTooLate, serr)
+				return send.Outcome{Kind: send.Permanent}, fmt.Errorf("%w: %w", wirermq.ErrRecallTooLate, serr)
 			}
-			if o := serr.outcome(); o.Kind != Throttled {
-				return Outcome{Kind: Permanent}, fmt.Errorf("%w: %w", ErrRecallHandle, serr)
+			if o := serr.Outcome(); o.Kind != send.Throttled {
+				return send.Outcome{Kind: send.Permanent}, fmt.Errorf("%w: %w", wirermq.ErrRecallHandle, serr)
 			}
 		}
-		return serr.outcome(), serr
+		return serr.Outcome(), serr
 	})
 	if err != nil {
-		err = fmt.Errorf("producer: Recall(%q): %w", topic, err)
+		err = publicError(fmt.Errorf("producer: Recall(%q): %w", topic, err))
 	}
 	if p.cfg.watched() {
 		p.cfg.emit(ctx, Event{Kind: EventRecall, MessageID: id, Attempt: n, Endpoint: at, Err: err})

@@ -11,6 +11,8 @@ import (
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	wirermq "github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq"
+	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 )
@@ -70,19 +72,18 @@ func (c *rmqClient) initCall(a *rmqCall, m *Message) *rmqCall {
 // Attempt is attempt's outcome as the executor reads it
 // (send.Attempter).
 func (a *rmqCall) Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (send.Outcome, bool) {
-	o, unsent := a.attempt(ctx, ep, waitForReady, deadline)
-	return o.internal(), unsent
+	return a.attempt(ctx, ep, waitForReady, deadline)
 }
 
 // attempt sends the message to queue ep's broker, waiting for the
 // connection within ctx when waitForReady is set. unsent reports that the
 // request never left the client: the body is over the server's
-// max_body_size (Permanent, MESSAGE_TOO_LARGE), the route could not be
+// max_body_size (send.Permanent, MESSAGE_TOO_LARGE), the route could not be
 // read, or gRPC failed the call before it reached a transport (no peer).
-func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (Outcome, bool) {
+func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (send.Outcome, bool) {
 	if n := a.c.maxBodySize(); n > 0 && len(a.msg.Body) > n {
-		err := fmt.Errorf("%w: body is %d bytes, over the server's max_body_size of %d", ErrInvalidMessage, len(a.msg.Body), n)
-		return Outcome{Kind: Permanent, Code: brokercode.MessageTooLarge, Err: err}, true
+		err := fmt.Errorf("%w: body is %d bytes, over the server's max_body_size of %d", wire.ErrInvalidMessage, len(a.msg.Body), n)
+		return send.Outcome{Kind: send.Permanent, Code: brokercode.MessageTooLarge, Err: err}, true
 	}
 	if !a.cachedRoute() {
 		rctx, cancel := send.AttemptContext(ctx, deadline)
@@ -96,7 +97,7 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 	q := a.route.queue(ep)
 	cn, err := a.c.conn(q.addr)
 	if err != nil {
-		return Outcome{Kind: FailedNotStored, Err: err}, true
+		return send.Outcome{Kind: send.FailedNotStored, Err: err}, true
 	}
 	a.cn = cn
 	if a.bt != nil {
@@ -116,25 +117,24 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 	}
 	resp, err := cn.stub.SendMessage(a.c.outgoing(ctx), &a.req, opts...)
 	a.resp = resp
-	o, unsent := wire.NotSent(RocketMQClassifier.Classify(resp, err).internal(), err, &a.peer, q.addr)
-	return publicOutcome(o), unsent
+	return wire.NotSent(wirermq.Classify(resp, err), err, &a.peer, q.addr)
 }
 
 // routeOutcome reads the error of a route look-up, which sent nothing: the
-// server's status (TOPIC_NOT_FOUND is Permanent), a gRPC error as
+// server's status (TOPIC_NOT_FOUND is send.Permanent), a gRPC error as
 // GRPCClassifier reads it, and a route without a writable queue, the
 // client's end or the caller's context as failures known not stored.
-func routeOutcome(err error) Outcome {
-	var se *RocketMQStatusError
+func routeOutcome(err error) send.Outcome {
+	var se *wirermq.StatusError
 	switch {
 	case errors.As(err, &se):
-		return se.outcome()
-	case errors.Is(err, errNoWritableQueue), errors.Is(err, ErrClosed):
-		return Outcome{Kind: FailedNotStored, Err: err}
+		return se.Outcome()
+	case errors.Is(err, errNoWritableQueue), errors.Is(err, wire.ErrClosed):
+		return send.Outcome{Kind: send.FailedNotStored, Err: err}
 	}
-	o := GRPCClassifier.Classify(nil, err)
-	if o.Kind == FailedUnknown {
-		o.Kind = FailedNotStored // nothing was sent
+	o := wirev1.Classify(err)
+	if o.Kind == send.FailedUnknown {
+		o.Kind = send.FailedNotStored // nothing was sent
 	}
 	return o
 }

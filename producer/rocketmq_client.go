@@ -310,7 +310,7 @@ func (c *rmqClient) conn(addr string) (*rmqConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, ErrClosed
+		return nil, wire.ErrClosed
 	}
 	if cn := c.conns[addr]; cn != nil {
 		return cn, nil

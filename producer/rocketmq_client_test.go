@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
+
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -46,7 +49,7 @@ func TestRmqMetadataOnEveryCall(t *testing.T) {
 
 	m := &Message{ID: c.ids.next(), Topic: "orders", Body: []byte("x")}
 	o, unsent := c.newCall(m).attempt(context.Background(), 0, false, time.Time{})
-	require.Equal(t, Stored, o.Kind, "%v", o.Err)
+	require.Equal(t, send.Stored, o.Kind, "%v", o.Err)
 	require.False(t, unsent)
 	require.Eventually(t, func() bool {
 		n := 0
@@ -140,7 +143,7 @@ func TestRmqRouteThroughAttempts(t *testing.T) {
 	call := c.newCall(&Message{ID: c.ids.next(), Topic: "t", Body: []byte("b")})
 	for ep, want := range []string{"broker-a", "broker-b", "broker-a"} {
 		o, _ := call.attempt(context.Background(), ep, false, time.Time{})
-		require.Equal(t, Stored, o.Kind, "ep %d: %v", ep, o.Err)
+		require.Equal(t, send.Stored, o.Kind, "ep %d: %v", ep, o.Err)
 		assert.Equal(t, want, call.Endpoint(ep), "ep %d", ep)
 	}
 	var queuesA, queuesB []int32
@@ -178,7 +181,7 @@ func TestRmqRouteErrors(t *testing.T) {
 
 	// TOPIC_NOT_FOUND: permanent, and nothing was sent.
 	o, unsent := c.newCall(&Message{ID: "1", Topic: "nope"}).attempt(context.Background(), 0, false, time.Time{})
-	assert.Equal(t, Permanent, o.Kind)
+	assert.Equal(t, send.Permanent, o.Kind)
 	assert.Equal(t, int32(rocketmqv2.Code_TOPIC_NOT_FOUND), o.WireCode)
 	assert.True(t, unsent)
 
@@ -187,7 +190,7 @@ func TestRmqRouteErrors(t *testing.T) {
 	ro.Permission = rocketmqv2.Permission_READ
 	srv.setRoute("ro", ro)
 	o, unsent = c.newCall(&Message{ID: "2", Topic: "ro"}).attempt(context.Background(), 0, false, time.Time{})
-	assert.Equal(t, FailedNotStored, o.Kind)
+	assert.Equal(t, send.FailedNotStored, o.Kind)
 	assert.True(t, errors.Is(o.Err, errNoWritableQueue), "%v", o.Err)
 	assert.True(t, unsent)
 }
@@ -206,7 +209,7 @@ func TestRmqSendUnreachable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	o, unsent := c.newCall(&Message{ID: "1", Topic: "t"}).attempt(ctx, 0, false, time.Time{})
-	assert.Equal(t, FailedNotStored, o.Kind, "a refused connection: %v", o.Err)
+	assert.Equal(t, send.FailedNotStored, o.Kind, "a refused connection: %v", o.Err)
 	assert.ErrorIs(t, publicError(o.Err), ErrConnectionRefused, "as the public API gives it")
 	assert.True(t, unsent, "the request never left: %v", o.Err)
 }
@@ -344,7 +347,7 @@ func TestRmqCloseNotifiesAndStops(t *testing.T) {
 	goleak.VerifyNone(t, ignore)
 
 	_, err := c.conn(a.addr)
-	assert.ErrorIs(t, err, ErrClosed)
+	assert.ErrorIs(t, err, wire.ErrClosed)
 }
 
 func TestNewRMQClientTarget(t *testing.T) {

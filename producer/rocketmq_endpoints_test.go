@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rocketry-go/rocketry/producer/internal/send"
+
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -47,7 +49,7 @@ func TestRmqBrokerSeveralAddresses(t *testing.T) {
 		for i := range 4 { // the addresses are shuffled per connection: several sends, one connection
 			call := c.newCall(&Message{ID: topic + strconv.Itoa(i), Topic: topic})
 			o, unsent := call.attempt(context.Background(), 0, false, time.Time{})
-			require.Equal(t, Stored, o.Kind, "%s: %v", topic, o.Err)
+			require.Equal(t, send.Stored, o.Kind, "%s: %v", topic, o.Err)
 			assert.False(t, unsent)
 			assert.Equal(t, "broker-a", call.Endpoint(0))
 		}

@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rocketry-go/rocketry/producer/internal/send"
+	wirermq "github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq"
+
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -97,7 +100,7 @@ func TestRmqSendAttempt(t *testing.T) {
 	m := &Message{ID: c.ids.next(), Topic: "orders", Tag: "t", Body: []byte("hello"), Transactional: true}
 	call := c.newCall(m)
 	o, unsent := call.attempt(context.Background(), 0, true, time.Time{})
-	require.Equal(t, Stored, o.Kind, "%v", o.Err)
+	require.Equal(t, send.Stored, o.Kind, "%v", o.Err)
 	assert.False(t, unsent)
 	q, off, _, ok := call.result()
 	assert.True(t, ok)
@@ -119,9 +122,9 @@ func TestRmqSendAttempt(t *testing.T) {
 		return &rocketmqv2.SendMessageResponse{Status: &rocketmqv2.Status{Code: rocketmqv2.Code_TOO_MANY_REQUESTS, Message: "STORAGE_LOAD"}}
 	})
 	o, unsent = call.attempt(context.Background(), 0, false, time.Time{})
-	assert.Equal(t, Throttled, o.Kind)
+	assert.Equal(t, send.Throttled, o.Kind)
 	assert.False(t, unsent)
-	var se *RocketMQStatusError
+	var se *wirermq.StatusError
 	require.True(t, errors.As(o.Err, &se))
 	assert.Equal(t, int32(42900), se.Code)
 	_, _, _, ok = call.result()

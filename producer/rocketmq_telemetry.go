@@ -8,6 +8,7 @@ import (
 	"time"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	wirermq "github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -109,7 +110,7 @@ func (t *rmqTelemetry) session() (got bool, err error) {
 		case nil:
 			if s := cmd.GetStatus(); s != nil && s.GetCode() != rocketmqv2.Code_OK {
 				t.mu.Lock()
-				t.lastErr = &RocketMQStatusError{Code: int32(s.GetCode()), Message: s.GetMessage()}
+				t.lastErr = &wirermq.StatusError{Code: int32(s.GetCode()), Message: s.GetMessage()}
 				t.mu.Unlock()
 			}
 		}

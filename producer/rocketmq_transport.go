@@ -23,7 +23,7 @@ type rmqTransport struct {
 // message (BeginTransaction).
 func (t *rmqTransport) Refuse(m wire.Message) error {
 	if m.Transactional {
-		return fmt.Errorf("%w: over %v a transactional message is a half message of a transaction: send it with Producer.BeginTransaction and Transaction.Send", ErrInvalidMessage, RocketMQ5)
+		return fmt.Errorf("%w: over apache.rocketmq.v2 a transactional message is a half message of a transaction: send it with Producer.BeginTransaction and Transaction.Send", wire.ErrInvalidMessage)
 	}
 	return nil
 }
@@ -35,7 +35,7 @@ func (t *rmqTransport) Prepare(m wire.Message) (string, error) {
 	// attempt, as every invalid message is; the attempt's own check stays
 	// for Settings that shrink while a send is under way.
 	if n := t.c.maxBodySize(); n > 0 && len(m.Body) > n {
-		return m.ID, fmt.Errorf("%w: body is %d bytes, over the server's max_body_size of %d", ErrInvalidMessage, len(m.Body), n)
+		return m.ID, fmt.Errorf("%w: body is %d bytes, over the server's max_body_size of %d", wire.ErrInvalidMessage, len(m.Body), n)
 	}
 	if m.ID == "" {
 		return t.c.ids.next(), nil

@@ -9,6 +9,9 @@ import (
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	wirermq "github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq"
+	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
 )
 
 // This file holds RocketMQ 5 transactions and recall. A transaction's
@@ -209,7 +212,7 @@ func (tx *Transaction) Send(ctx context.Context, m *Message) (*SendReceipt, erro
 	}
 	id, err := tx.rt.Prepare(m.toWire())
 	if err != nil {
-		return nil, err
+		return nil, publicError(err)
 	}
 	m.ID = id
 	r, addr, se := tx.p.sendHalf(ctx, tx.rt, m)
@@ -260,6 +263,7 @@ func (tx *Transaction) end(ctx context.Context, op string, res rocketmqv2.Transa
 	var errs []error
 	for _, h := range tx.halves {
 		n, err := tx.rt.c.endTransaction(ctx, h, res, rocketmqv2.TransactionSource_SOURCE_CLIENT)
+		err = publicError(err)
 		if tx.p.cfg.watched() {
 			tx.p.cfg.emit(ctx, Event{Kind: kind, MessageID: h.msgID, Attempt: n, Endpoint: h.addr, Err: err})
 		}
@@ -320,7 +324,7 @@ func (a *rmqCall) entry() *rocketmqv2.SendResultEntry {
 // endTransaction ends the transaction of h with res, retrying failures
 // with the producer's attempts and failure schedule within ctx; it returns
 // the attempts made. An answer that the transaction is not found wraps
-// ErrTransactionNotFound.
+// wirermq.ErrTransactionNotFound.
 func (c *rmqClient) endTransaction(ctx context.Context, h half, res rocketmqv2.TransactionResolution, src rocketmqv2.TransactionSource) (int, error) {
 	req := &rocketmqv2.EndTransactionRequest{
 		Topic:         &rocketmqv2.Resource{ResourceNamespace: c.set.namespace, Name: h.topic},
@@ -330,38 +334,38 @@ func (c *rmqClient) endTransaction(ctx context.Context, h half, res rocketmqv2.T
 		Source:        src,
 	}
 	lostBefore := false // an earlier attempt's outcome was unknown
-	return c.retry(ctx, []string{h.addr}, func(ctx context.Context, cn *rmqConn) (Outcome, error) {
+	return c.retry(ctx, []string{h.addr}, func(ctx context.Context, cn *rmqConn) (send.Outcome, error) {
 		resp, err := cn.stub.EndTransaction(ctx, req)
 		if err != nil {
-			o := GRPCClassifier.Classify(nil, err)
-			lostBefore = lostBefore || o.Kind == FailedUnknown
+			o := wirev1.Classify(err)
+			lostBefore = lostBefore || o.Kind == send.FailedUnknown
 			return o, err
 		}
 		st := resp.GetStatus()
 		if st.GetCode() == rocketmqv2.Code_OK {
-			return Outcome{Kind: Stored}, nil
+			return send.Outcome{Kind: send.Stored}, nil
 		}
-		serr := &RocketMQStatusError{Code: int32(st.GetCode()), Message: st.GetMessage()}
+		serr := &wirermq.StatusError{Code: int32(st.GetCode()), Message: st.GetMessage()}
 		if st.GetCode() == rocketmqv2.Code_INTERNAL_SERVER_ERROR && strings.Contains(st.GetMessage(), "transaction data") {
 			// The proxy's TRANSACTION_DATA_NOT_FOUND ("cannot found transaction data").
 			note := ""
 			if lostBefore {
 				note = " (an earlier attempt's answer was lost: it may have ended it)"
 			}
-			return Outcome{Kind: Permanent}, fmt.Errorf("%w%s: %w", ErrTransactionNotFound, note, serr)
+			return send.Outcome{Kind: send.Permanent}, fmt.Errorf("%w%s: %w", wirermq.ErrTransactionNotFound, note, serr)
 		}
-		o := serr.outcome()
-		lostBefore = lostBefore || o.Kind == FailedUnknown
+		o := serr.Outcome()
+		lostBefore = lostBefore || o.Kind == send.FailedUnknown
 		return o, serr
 	})
 }
 
 // retry makes call on the connection to addrs[0] (the next address after a
-// failure known not to have reached the server), until it answers Stored
-// or Permanent, the attempts are spent (the producer's MaxAttempts), the
+// failure known not to have reached the server), until it answers send.Stored
+// or send.Permanent, the attempts are spent (the producer's MaxAttempts), the
 // failure schedule has no more retries, or ctx ends; each attempt within
 // the attempt timeout. It returns the attempts made and the last error.
-func (c *rmqClient) retry(ctx context.Context, addrs []string, call func(context.Context, *rmqConn) (Outcome, error)) (int, error) {
+func (c *rmqClient) retry(ctx context.Context, addrs []string, call func(context.Context, *rmqConn) (send.Outcome, error)) (int, error) {
 	cfg := c.cfg
 	ai := 0
 	for n := 1; ; n++ {
@@ -373,21 +377,21 @@ func (c *rmqClient) retry(ctx context.Context, addrs []string, call func(context
 		o, err := call(actx, cn)
 		cancel()
 		switch {
-		case o.Kind == Stored:
+		case o.Kind == send.Stored:
 			return n, nil
-		case o.Kind == Permanent:
+		case o.Kind == send.Permanent:
 			return n, err
 		case ctx.Err() != nil:
 			return n, fmt.Errorf("%w (last attempt: %w)", context.Cause(ctx), err)
 		case n >= cfg.MaxAttempts:
-			return n, fmt.Errorf("%w: %w", ErrAttemptsExhausted, err)
+			return n, fmt.Errorf("%w: %w", wire.ErrAttemptsExhausted, err)
 		}
-		if o.Kind == FailedNotStored {
+		if o.Kind == send.FailedNotStored {
 			ai++
 		}
 		d, ok := cfg.Failure.Delay(n, cfg.Rand)
 		if !ok {
-			return n, fmt.Errorf("%w: %w", ErrAttemptsExhausted, err)
+			return n, fmt.Errorf("%w: %w", wire.ErrAttemptsExhausted, err)
 		}
 		t := send.NewTimer(d)
 		select {

@@ -41,7 +41,7 @@ func (c *rmqClient) recoverOrphan(cn *rmqConn, cmd *rocketmqv2.RecoverOrphanedTr
 			if res == TransactionRollback {
 				kind = EventRollback
 			}
-			c.cfg.emit(c.ctx, Event{Kind: kind, MessageID: m.ID, Attempt: n, Endpoint: cn.addr, Err: err, Check: true})
+			c.cfg.emit(c.ctx, Event{Kind: kind, MessageID: m.ID, Attempt: n, Endpoint: cn.addr, Err: publicError(err), Check: true})
 		}
 		if err != nil {
 			lvl := slog.LevelWarn

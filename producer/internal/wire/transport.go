@@ -160,6 +160,10 @@ var (
 	ErrClosed = errors.New("producer: closed")
 	// ErrInvalidTarget is producer.ErrInvalidTarget.
 	ErrInvalidTarget = errors.New("producer: invalid target")
+	// ErrInvalidMessage is producer.ErrInvalidMessage.
+	ErrInvalidMessage = errors.New("producer: invalid message")
+	// ErrAttemptsExhausted is producer.ErrAttemptsExhausted.
+	ErrAttemptsExhausted = errors.New("producer: attempts exhausted")
 )
 
 // TargetError is a constructor's error for a bad target; errors.Is
