@@ -102,11 +102,3 @@ func (t *rmqTransport) Close(ctx context.Context, timeout time.Duration) error {
 	cancel()
 	return nil
 }
-
-// rmqOf returns the RocketMQ 5 client of p, for what only RocketMQ 5 has
-// (BeginTransaction, Recall, a transaction's half messages): ok is false
-// over rocketry.v1, whose callers return ErrNotRocketMQ5.
-func rmqOf(p *Producer) (*rmqTransport, bool) {
-	t, ok := p.tr.(*rmqTransport)
-	return t, ok
-}

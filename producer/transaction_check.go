@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
 )
 
 // recoverOrphan answers the server's question about an orphaned
@@ -34,7 +35,7 @@ func (c *rmqClient) recoverOrphan(cn *rmqConn, cmd *rocketmqv2.RecoverOrphanedTr
 			c.logger.Debug("rocketmq: orphaned transaction left open by the checker", "transaction_id", cmd.GetTransactionId(), "message_id", m.ID)
 			return
 		}
-		h := half{msgID: m.ID, txID: cmd.GetTransactionId(), topic: m.Topic, addr: cn.addr}
+		h := wire.Half{MsgID: m.ID, TxID: cmd.GetTransactionId(), Topic: m.Topic, Addr: cn.addr}
 		n, err := c.endTransaction(c.ctx, h, r, rocketmqv2.TransactionSource_SOURCE_SERVER_CHECK)
 		if c.cfg.watched() {
 			kind := EventCommit
@@ -49,7 +50,7 @@ func (c *rmqClient) recoverOrphan(cn *rmqConn, cmd *rocketmqv2.RecoverOrphanedTr
 				lvl = slog.LevelDebug
 			}
 			c.logger.Log(c.ctx, lvl, "rocketmq: answer to the server's transaction check failed; it asks again",
-				"endpoint", cn.addr, "transaction_id", h.txID, "message_id", m.ID, "resolution", res.String(), "err", err)
+				"endpoint", cn.addr, "transaction_id", h.TxID, "message_id", m.ID, "resolution", res.String(), "err", err)
 		}
 	}()
 }
