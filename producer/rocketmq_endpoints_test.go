@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rocketry-go/rocketry/producer/internal/send"
-
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -31,28 +29,6 @@ func rmqQueueAt(t *testing.T, topic, name string, id int32, addrs ...string) *ro
 		Topic: &rocketmqv2.Resource{Name: topic}, Id: id, Permission: rocketmqv2.Permission_READ_WRITE,
 		Broker:             &rocketmqv2.Broker{Name: name, Endpoints: ep},
 		AcceptMessageTypes: []rocketmqv2.MessageType{rocketmqv2.MessageType_NORMAL},
-	}
-}
-
-// TestRmqBrokerSeveralAddresses: a broker whose route lists two addresses,
-// one of them closed, is reached through the other, whichever comes first,
-// on the first attempt.
-func TestRmqBrokerSeveralAddresses(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(0))
-	dead := closedAddr(t)
-	srv.setRoute("dead-first", rmqQueueAt(t, "dead-first", "broker-a", 0, dead, srv.addr))
-	srv.setRoute("live-first", rmqQueueAt(t, "live-first", "broker-a", 0, srv.addr, dead))
-	c := newTestRMQClient(t, []string{srv.addr})
-	require.NoError(t, c.start(context.Background()))
-	for _, topic := range []string{"dead-first", "live-first"} {
-		for i := range 4 { // the addresses are shuffled per connection: several sends, one connection
-			call := c.newCall(&Message{ID: topic + strconv.Itoa(i), Topic: topic})
-			o, unsent := call.attempt(context.Background(), 0, false, time.Time{})
-			require.Equal(t, send.Stored, o.Kind, "%s: %v", topic, o.Err)
-			assert.False(t, unsent)
-			assert.Equal(t, "broker-a", call.Endpoint(0))
-		}
 	}
 }
 

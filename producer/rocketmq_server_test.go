@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	"github.com/stretchr/testify/require"
@@ -242,19 +241,4 @@ func rmqServerSettings(maxBody int32) *rocketmqv2.Settings {
 		}},
 		PubSub: &rocketmqv2.Settings_Publishing{Publishing: &rocketmqv2.Publishing{MaxBodySize: maxBody, ValidateMessageType: true}},
 	}
-}
-
-// newTestRMQClient makes a client of addrs with opts and short intervals;
-// it is closed at the test's end.
-func newTestRMQClient(t *testing.T, addrs []string, opts ...Option) *rmqClient {
-	t.Helper()
-	cfg, err := build(scopeNew, "New", append([]Option{WithProtocol(RocketMQ5)}, opts...))
-	require.NoError(t, err)
-	c, err := newRMQClient(addrs, &cfg)
-	require.NoError(t, err)
-	c.heartbeatEvery = 20 * time.Millisecond
-	c.routeEvery = 50 * time.Millisecond
-	c.reopenMin, c.reopenMax = 10*time.Millisecond, 40*time.Millisecond
-	t.Cleanup(func() { c.close(context.Background()) })
-	return c
 }

@@ -1,4 +1,4 @@
-package producer
+package wirermq
 
 import (
 	"context"
@@ -69,9 +69,10 @@ const (
 // routes name), a telemetry stream on each, heartbeats, and the routes of
 // the topics it sends to. Its methods are safe for concurrent use.
 type rmqClient struct {
-	cfg         *config // the producer's options: transaction.go's retries
-	set         rmqSettings
-	access      []string // access points, host:port
+	cfg         *send.Config // the producer's policy: the retries of transaction.go and recall.go
+	set         Settings
+	checked     func(ctx context.Context, c Checked) // Config.Checked
+	access      []string                             // access points, host:port
 	accessPoint *rocketmqv2.Endpoints
 	dialOpts    []grpc.DialOption
 	timeout     time.Duration // each unary call; start's wait for Settings
@@ -117,10 +118,10 @@ type rmqConn struct {
 }
 
 // newRMQClient makes the client of the access points addrs (host:port
-// each) from the producer's configuration: the rmq settings, the dial
+// each) from the producer's configuration: the settings, the dial
 // options, the attempt timeout (the request timeout it declares and gives
 // each of its own calls) and the logger. It makes no call: start does.
-func newRMQClient(addrs []string, cfg *config) (*rmqClient, error) {
+func newRMQClient(addrs []string, cfg Config) (*rmqClient, error) {
 	if len(addrs) == 0 {
 		return nil, errors.New("producer: rocketmq: no access point")
 	}
@@ -144,14 +145,15 @@ func newRMQClient(addrs []string, cfg *config) (*rmqClient, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	now := time.Now
 	return &rmqClient{
-		cfg:            cfg,
-		set:            cfg.rmq,
+		cfg:            cfg.Send,
+		set:            cfg.Settings,
+		checked:        cfg.Checked,
 		access:         append([]string(nil), addrs...),
 		accessPoint:    ep,
-		dialOpts:       cfg.dialOpts,
-		timeout:        cfg.AttemptTimeout,
-		pacing:         cfg.pacing,
-		logger:         cfg.Logger,
+		dialOpts:       cfg.Dial,
+		timeout:        cfg.Send.AttemptTimeout,
+		pacing:         cfg.Pacing,
+		logger:         cfg.Send.Logger,
 		id:             newRMQClientID(now()),
 		ids:            newRMQIDGen(),
 		bornHost:       rmqBornHost(),
@@ -225,7 +227,7 @@ func (c *rmqClient) start(ctx context.Context) error {
 }
 
 // unreachable is the errors of the access points when none of them could
-// be reached (each a *ConnectError), so that start fails at once and says
+// be reached (each a *wire.ConnectError), so that start fails at once and says
 // why instead of waiting out its timeout; nil otherwise.
 func (c *rmqClient) unreachable() error {
 	var errs []error
@@ -240,7 +242,7 @@ func (c *rmqClient) unreachable() error {
 		if _, ok := o.Err.(*wire.ConnectError); !ok {
 			return nil
 		}
-		errs = append(errs, publicError(o.Err))
+		errs = append(errs, o.Err)
 	}
 	return errors.Join(errs...)
 }
@@ -316,8 +318,8 @@ func (c *rmqClient) conn(addr string) (*rmqConn, error) {
 		return cn, nil
 	}
 	creds := insecure.NewCredentials()
-	if c.set.tls != nil {
-		creds = credentials.NewTLS(c.set.tls)
+	if c.set.TLS != nil {
+		creds = credentials.NewTLS(c.set.TLS)
 	}
 	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, c.dialOpts...)
 	target := wire.Passthrough(addr)
@@ -389,14 +391,14 @@ func (c *rmqClient) outgoing(ctx context.Context) context.Context {
 		rmqHeaderDateTime, dt,
 		rmqHeaderRequestID, newRequestID(),
 	)
-	if c.set.namespace != "" {
-		kv = append(kv, rmqHeaderNamespace, c.set.namespace)
+	if c.set.Namespace != "" {
+		kv = append(kv, rmqHeaderNamespace, c.set.Namespace)
 	}
-	if c.set.securityToken != "" {
-		kv = append(kv, rmqHeaderToken, c.set.securityToken)
+	if c.set.SecurityToken != "" {
+		kv = append(kv, rmqHeaderToken, c.set.SecurityToken)
 	}
-	if c.set.accessKey != "" {
-		kv = append(kv, rmqHeaderAuth, rmqAuthorization(c.set.accessKey, c.set.secretKey, dt))
+	if c.set.AccessKey != "" {
+		kv = append(kv, rmqHeaderAuth, rmqAuthorization(c.set.AccessKey, c.set.SecretKey, dt))
 	}
 	return metadata.AppendToOutgoingContext(ctx, kv...)
 }

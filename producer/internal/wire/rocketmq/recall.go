@@ -1,4 +1,4 @@
-package producer
+package wirermq
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 
 	"github.com/rocketry-go/rocketry/producer/internal/send"
-	wirermq "github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq"
 	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
 )
 
@@ -23,9 +22,9 @@ func (a *rmqCall) recallHandle() string { return a.entry().GetRecallHandle() }
 // EndTransaction is (recall is safe to repeat), on the access points in
 // turn. A message due already wraps ErrRecallTooLate, a handle the server
 // refuses ErrRecallHandle; both wrap the server's *StatusError.
-func (t *rmqTransport) Recall(ctx context.Context, topic, handle string) (string, string, int, error) {
+func (t *Transport[R]) Recall(ctx context.Context, topic, handle string) (string, string, int, error) {
 	c := t.c
-	req := &rocketmqv2.RecallMessageRequest{Topic: &rocketmqv2.Resource{ResourceNamespace: c.set.namespace, Name: topic}, RecallHandle: handle}
+	req := &rocketmqv2.RecallMessageRequest{Topic: &rocketmqv2.Resource{ResourceNamespace: c.set.Namespace, Name: topic}, RecallHandle: handle}
 	var id, at string
 	n, err := c.retry(ctx, c.access, func(ctx context.Context, cn *rmqConn) (send.Outcome, error) {
 		at = cn.addr
@@ -38,16 +37,16 @@ func (t *rmqTransport) Recall(ctx context.Context, topic, handle string) (string
 			id = resp.GetMessageId()
 			return send.Outcome{Kind: send.Stored}, nil
 		}
-		serr := &wirermq.StatusError{Code: int32(st.GetCode()), Message: st.GetMessage()}
+		serr := &StatusError{Code: int32(st.GetCode()), Message: st.GetMessage()}
 		if st.GetCode() == rocketmqv2.Code_INTERNAL_SERVER_ERROR {
 			// The broker's ILLEGAL_OPERATION and the proxy's decoding error
 			// (broker/src/main/java/org/apache/rocketmq/broker/processor/RecallMessageProcessor.java,
 			// proxy/src/main/java/org/apache/rocketmq/proxy/processor/ProducerProcessor.java).
 			if strings.Contains(st.GetMessage(), "timestamp invalid") {
-				return send.Outcome{Kind: send.Permanent}, fmt.Errorf("%w: %w", wirermq.ErrRecallTooLate, serr)
+				return send.Outcome{Kind: send.Permanent}, fmt.Errorf("%w: %w", ErrRecallTooLate, serr)
 			}
 			if o := serr.Outcome(); o.Kind != send.Throttled {
-				return send.Outcome{Kind: send.Permanent}, fmt.Errorf("%w: %w", wirermq.ErrRecallHandle, serr)
+				return send.Outcome{Kind: send.Permanent}, fmt.Errorf("%w: %w", ErrRecallHandle, serr)
 			}
 		}
 		return serr.Outcome(), serr

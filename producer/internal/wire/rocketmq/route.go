@@ -1,4 +1,4 @@
-package producer
+package wirermq
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
-	wirermq "github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq"
 )
 
 // rmqQueue is one writable queue of a topic.
@@ -94,7 +93,7 @@ func (c *rmqClient) route(ctx context.Context, topic string) (*rmqRoute, error) 
 // is the answer (a *StatusError): it is not asked elsewhere.
 func (c *rmqClient) queryRoute(ctx context.Context, topic string) (*rmqRoute, error) {
 	req := &rocketmqv2.QueryRouteRequest{
-		Topic:     &rocketmqv2.Resource{ResourceNamespace: c.set.namespace, Name: topic},
+		Topic:     &rocketmqv2.Resource{ResourceNamespace: c.set.Namespace, Name: topic},
 		Endpoints: c.accessPoint,
 	}
 	c.mu.Lock()
@@ -119,7 +118,7 @@ func (c *rmqClient) queryRoute(ctx context.Context, topic string) (*rmqRoute, er
 			continue
 		}
 		if s := resp.GetStatus(); s.GetCode() != rocketmqv2.Code_OK {
-			return nil, &wirermq.StatusError{Code: int32(s.GetCode()), Message: s.GetMessage()}
+			return nil, &StatusError{Code: int32(s.GetCode()), Message: s.GetMessage()}
 		}
 		queues := interleave(resp.GetMessageQueues())
 		if len(queues) == 0 {

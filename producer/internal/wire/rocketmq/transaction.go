@@ -1,4 +1,4 @@
-package producer
+package wirermq
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
-	wirermq "github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq"
 	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
 )
 
@@ -17,12 +16,12 @@ import (
 // public API is transaction.go): a half message's send, EndTransaction
 // and its retries (which Recall's share), as wire.Transactions.
 
-var _ wire.Transactions = (*rmqTransport)(nil)
+var _ wire.Transactions = (*Transport[struct{}])(nil)
 
 // SendHalf sends the prepared half message m: the executor's rule of a
 // transactional message (retried only while known not stored), first
 // attempts round robin over the queues of the topic's route.
-func (t *rmqTransport) SendHalf(ctx context.Context, m wire.Message) (wire.Receipt, string, *send.Failure) {
+func (t *Transport[R]) SendHalf(ctx context.Context, m wire.Message) (wire.Receipt, string, *send.Failure) {
 	c := t.c.newWireCall(m)
 	x := send.Executor{Cfg: t.cfg, A: c, ID: m.ID, EP: int(t.next.Add(1)), Transactional: true, Half: true}
 	if f := wire.Run(ctx, &x); f != nil {
@@ -34,7 +33,7 @@ func (t *rmqTransport) SendHalf(ctx context.Context, m wire.Message) (wire.Recei
 
 // EndTransaction ends h's transaction: COMMIT or ROLLBACK, from the
 // client (SOURCE_CLIENT).
-func (t *rmqTransport) EndTransaction(ctx context.Context, h wire.Half, commit bool) (int, error) {
+func (t *Transport[R]) EndTransaction(ctx context.Context, h wire.Half, commit bool) (int, error) {
 	res := rocketmqv2.TransactionResolution_ROLLBACK
 	if commit {
 		res = rocketmqv2.TransactionResolution_COMMIT
@@ -56,10 +55,10 @@ func (a *rmqCall) entry() *rocketmqv2.SendResultEntry {
 // endTransaction ends the transaction of h with res, retrying failures
 // with the producer's attempts and failure schedule within ctx; it returns
 // the attempts made. An answer that the transaction is not found wraps
-// wirermq.ErrTransactionNotFound.
+// ErrTransactionNotFound.
 func (c *rmqClient) endTransaction(ctx context.Context, h wire.Half, res rocketmqv2.TransactionResolution, src rocketmqv2.TransactionSource) (int, error) {
 	req := &rocketmqv2.EndTransactionRequest{
-		Topic:         &rocketmqv2.Resource{ResourceNamespace: c.set.namespace, Name: h.Topic},
+		Topic:         &rocketmqv2.Resource{ResourceNamespace: c.set.Namespace, Name: h.Topic},
 		MessageId:     h.MsgID,
 		TransactionId: h.TxID,
 		Resolution:    res,
@@ -77,14 +76,14 @@ func (c *rmqClient) endTransaction(ctx context.Context, h wire.Half, res rocketm
 		if st.GetCode() == rocketmqv2.Code_OK {
 			return send.Outcome{Kind: send.Stored}, nil
 		}
-		serr := &wirermq.StatusError{Code: int32(st.GetCode()), Message: st.GetMessage()}
+		serr := &StatusError{Code: int32(st.GetCode()), Message: st.GetMessage()}
 		if st.GetCode() == rocketmqv2.Code_INTERNAL_SERVER_ERROR && strings.Contains(st.GetMessage(), "transaction data") {
 			// The proxy's TRANSACTION_DATA_NOT_FOUND ("cannot found transaction data").
 			note := ""
 			if lostBefore {
 				note = " (an earlier attempt's answer was lost: it may have ended it)"
 			}
-			return send.Outcome{Kind: send.Permanent}, fmt.Errorf("%w%s: %w", wirermq.ErrTransactionNotFound, note, serr)
+			return send.Outcome{Kind: send.Permanent}, fmt.Errorf("%w%s: %w", ErrTransactionNotFound, note, serr)
 		}
 		o := serr.Outcome()
 		lostBefore = lostBefore || o.Kind == send.FailedUnknown

@@ -1,4 +1,4 @@
-package producer
+package wirermq
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
-	wirermq "github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -110,7 +109,7 @@ func (t *rmqTelemetry) session() (got bool, err error) {
 		case nil:
 			if s := cmd.GetStatus(); s != nil && s.GetCode() != rocketmqv2.Code_OK {
 				t.mu.Lock()
-				t.lastErr = &wirermq.StatusError{Code: int32(s.GetCode()), Message: s.GetMessage()}
+				t.lastErr = &StatusError{Code: int32(s.GetCode()), Message: s.GetMessage()}
 				t.mu.Unlock()
 			}
 		}
@@ -154,7 +153,7 @@ func (c *rmqClient) settingsCommand() *rocketmqv2.TelemetryCommand {
 	c.mu.Lock()
 	topics := make([]*rocketmqv2.Resource, len(c.topics))
 	for i, t := range c.topics {
-		topics[i] = &rocketmqv2.Resource{ResourceNamespace: c.set.namespace, Name: t}
+		topics[i] = &rocketmqv2.Resource{ResourceNamespace: c.set.Namespace, Name: t}
 	}
 	c.mu.Unlock()
 	host, _ := os.Hostname()

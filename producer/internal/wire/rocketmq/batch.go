@@ -1,4 +1,4 @@
-package producer
+package wirermq
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
-	wirermq "github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 )
@@ -61,10 +60,10 @@ func (s *rmqBatch) SendBatch(ctx context.Context, b *batch.Batch[rmqItem, send.O
 	resp, err := s.cn.stub.SendMessage(s.c.outgoing(ctx), req, grpc.Peer(&pr), grpc.ForceCodecV2(wire.BatchCodec{B: b}))
 	b.MarkEncoded()
 	if err != nil {
-		wire.FailAll(b, wirermq.Classify(nil, err), err, &pr, s.cn.addr)
+		wire.FailAll(b, Classify(nil, err), err, &pr, s.cn.addr)
 		return
 	}
-	outs := wirermq.ClassifyEntries(resp, n)
+	outs := ClassifyEntries(resp, n)
 	whole := n > 1 && refusedWhole(resp, outs) // the request's status, not any message's
 	entries := resp.GetEntries()
 	var ids []string // the one entry's IDs, when it names every message
@@ -136,7 +135,7 @@ func batchResult(e *rocketmqv2.SendResultEntry, i int, ids []string) *rocketmqv2
 // of every message of a batch's one topic).
 func refusedWhole(resp *rocketmqv2.SendMessageResponse, outs []send.Outcome) bool {
 	top := resp.GetStatus().GetCode()
-	if wirermq.ClassifyStatus(resp.GetStatus()).Kind != send.Permanent {
+	if ClassifyStatus(resp.GetStatus()).Kind != send.Permanent {
 		return false
 	}
 	for _, o := range outs {

@@ -1,4 +1,4 @@
-package producer
+package wirermq
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
-	wirermq "github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq"
 	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
@@ -45,13 +44,13 @@ type rmqCall struct {
 	resp  *rocketmqv2.SendMessageResponse // written by attempt: the last answer
 	bt    *batch.Batcher                  // set by send, cleared by the first attempt, which joins a batch (async sends); nil: alone
 	be    *rmqEntry                       // written by attempt: the message's entry in the batch it joined; nil: none
-	own   Message                         // written by newWireCall: the copy msg points into; zero from newCall
+	own   wire.Message                    // written by newWireCall: the copy msg points into; zero from newCall
 }
 
 // newCall returns the attempter of m, which must be validated and have its
-// ID (the Producer's prepare); m is converted once, its slices and map
-// shared.
-func (c *rmqClient) newCall(m *Message) *rmqCall {
+// ID (the Producer's prepare and the transport's Prepare); m is converted
+// once, its slices and map shared.
+func (c *rmqClient) newCall(m *wire.Message) *rmqCall {
 	return c.initCall(&rmqCall{}, m)
 }
 
@@ -59,12 +58,12 @@ func (c *rmqClient) newCall(m *Message) *rmqCall {
 // in the call itself (own), which the v2 message points into (its tag and
 // group), so that the copy costs no allocation of its own.
 func (c *rmqClient) newWireCall(m wire.Message) *rmqCall {
-	a := &rmqCall{own: Message(m)}
+	a := &rmqCall{own: m}
 	return c.initCall(a, &a.own)
 }
 
-func (c *rmqClient) initCall(a *rmqCall, m *Message) *rmqCall {
-	a.c, a.topic, a.msg = c, m.Topic, m.toRMQ(c.set.namespace, c.bornHost, c.now())
+func (c *rmqClient) initCall(a *rmqCall, m *wire.Message) *rmqCall {
+	a.c, a.topic, a.msg = c, m.Topic, toRMQ(m, c.set.Namespace, c.bornHost, c.now())
 	a.req.Messages = []*rocketmqv2.Message{a.msg}
 	return a
 }
@@ -117,7 +116,7 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 	}
 	resp, err := cn.stub.SendMessage(a.c.outgoing(ctx), &a.req, opts...)
 	a.resp = resp
-	return wire.NotSent(wirermq.Classify(resp, err), err, &a.peer, q.addr)
+	return wire.NotSent(Classify(resp, err), err, &a.peer, q.addr)
 }
 
 // routeOutcome reads the error of a route look-up, which sent nothing: the
@@ -125,7 +124,7 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 // GRPCClassifier reads it, and a route without a writable queue, the
 // client's end or the caller's context as failures known not stored.
 func routeOutcome(err error) send.Outcome {
-	var se *wirermq.StatusError
+	var se *StatusError
 	switch {
 	case errors.As(err, &se):
 		return se.Outcome()

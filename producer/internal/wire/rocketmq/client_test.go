@@ -1,4 +1,4 @@
-package producer
+package wirermq
 
 import (
 	"context"
@@ -44,10 +44,10 @@ func TestRmqMetadataOnEveryCall(t *testing.T) {
 	srv.setSettings(rmqServerSettings(1 << 20))
 	srv.setRoute("orders", rmqQueueOn(t, srv, "orders", "broker-a", 0))
 	c := newTestRMQClient(t, []string{srv.addr},
-		WithCredentials("ak", "sk", "sts-token"), WithNamespace("ns-1"))
+		func(c *Config) { c.AccessKey, c.SecretKey, c.SecurityToken = "ak", "sk", "sts-token" }, func(c *Config) { c.Namespace = "ns-1" })
 	require.NoError(t, c.start(context.Background()))
 
-	m := &Message{ID: c.ids.next(), Topic: "orders", Body: []byte("x")}
+	m := &wire.Message{ID: c.ids.next(), Topic: "orders", Body: []byte("x")}
 	o, unsent := c.newCall(m).attempt(context.Background(), 0, false, time.Time{})
 	require.Equal(t, send.Stored, o.Kind, "%v", o.Err)
 	require.False(t, unsent)
@@ -140,7 +140,7 @@ func TestRmqRouteThroughAttempts(t *testing.T) {
 	c := newTestRMQClient(t, []string{a.addr})
 	require.NoError(t, c.start(context.Background()))
 
-	call := c.newCall(&Message{ID: c.ids.next(), Topic: "t", Body: []byte("b")})
+	call := c.newCall(&wire.Message{ID: c.ids.next(), Topic: "t", Body: []byte("b")})
 	for ep, want := range []string{"broker-a", "broker-b", "broker-a"} {
 		o, _ := call.attempt(context.Background(), ep, false, time.Time{})
 		require.Equal(t, send.Stored, o.Kind, "ep %d: %v", ep, o.Err)
@@ -180,7 +180,7 @@ func TestRmqRouteErrors(t *testing.T) {
 	require.NoError(t, c.start(context.Background()))
 
 	// TOPIC_NOT_FOUND: permanent, and nothing was sent.
-	o, unsent := c.newCall(&Message{ID: "1", Topic: "nope"}).attempt(context.Background(), 0, false, time.Time{})
+	o, unsent := c.newCall(&wire.Message{ID: "1", Topic: "nope"}).attempt(context.Background(), 0, false, time.Time{})
 	assert.Equal(t, send.Permanent, o.Kind)
 	assert.Equal(t, int32(rocketmqv2.Code_TOPIC_NOT_FOUND), o.WireCode)
 	assert.True(t, unsent)
@@ -189,7 +189,7 @@ func TestRmqRouteErrors(t *testing.T) {
 	ro := rmqQueueOn(t, srv, "ro", "broker-a", 0)
 	ro.Permission = rocketmqv2.Permission_READ
 	srv.setRoute("ro", ro)
-	o, unsent = c.newCall(&Message{ID: "2", Topic: "ro"}).attempt(context.Background(), 0, false, time.Time{})
+	o, unsent = c.newCall(&wire.Message{ID: "2", Topic: "ro"}).attempt(context.Background(), 0, false, time.Time{})
 	assert.Equal(t, send.FailedNotStored, o.Kind)
 	assert.True(t, errors.Is(o.Err, errNoWritableQueue), "%v", o.Err)
 	assert.True(t, unsent)
@@ -208,9 +208,9 @@ func TestRmqSendUnreachable(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	o, unsent := c.newCall(&Message{ID: "1", Topic: "t"}).attempt(ctx, 0, false, time.Time{})
+	o, unsent := c.newCall(&wire.Message{ID: "1", Topic: "t"}).attempt(ctx, 0, false, time.Time{})
 	assert.Equal(t, send.FailedNotStored, o.Kind, "a refused connection: %v", o.Err)
-	assert.ErrorIs(t, publicError(o.Err), ErrConnectionRefused, "as the public API gives it")
+	assert.ErrorIs(t, o.Err, wire.ErrConnectionRefused, "named as the public API names it (producer maps it)")
 	assert.True(t, unsent, "the request never left: %v", o.Err)
 }
 
@@ -218,7 +218,7 @@ func TestRmqSendUnreachable(t *testing.T) {
 // arrive, and records its max body size and retry advice.
 func TestRmqStartWaitsForSettings(t *testing.T) {
 	srv := startRMQServer(t)
-	c := newTestRMQClient(t, []string{srv.addr}, WithAttemptTimeout(5*time.Second), WithServerRetryPolicy())
+	c := newTestRMQClient(t, []string{srv.addr}, func(c *Config) { c.Send.AttemptTimeout = 5 * time.Second })
 	go func() {
 		time.Sleep(100 * time.Millisecond)
 		srv.setSettings(rmqServerSettings(4096))
@@ -230,7 +230,6 @@ func TestRmqStartWaitsForSettings(t *testing.T) {
 	assert.Equal(t, 4096, c.maxBodySize())
 	require.NotNil(t, c.serverRetryPolicy())
 	assert.Equal(t, int32(4), c.serverRetryPolicy().GetMaxAttempts())
-	assert.True(t, c.set.serverRetryPolicy)
 
 	sts := srv.clientSettings()
 	require.NotEmpty(t, sts)
@@ -249,7 +248,7 @@ func TestRmqStartWaitsForSettings(t *testing.T) {
 func TestRmqStartTimeout(t *testing.T) {
 	srv := startRMQServer(t)
 	ignore := goleak.IgnoreCurrent()
-	c := newTestRMQClient(t, []string{srv.addr}, WithAttemptTimeout(200*time.Millisecond))
+	c := newTestRMQClient(t, []string{srv.addr}, func(c *Config) { c.Send.AttemptTimeout = 200 * time.Millisecond })
 	err := c.start(context.Background())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no Settings from "+srv.addr+" within 200ms")
@@ -351,17 +350,17 @@ func TestRmqCloseNotifiesAndStops(t *testing.T) {
 }
 
 func TestNewRMQClientTarget(t *testing.T) {
-	cfg := defaultConfig()
+	cfg := testConfig()
 	for _, bad := range [][]string{nil, {"nohost"}, {":80"}, {"h:0"}, {"h:70000"}, {"h:x"}} {
-		_, err := newRMQClient(bad, &cfg)
+		_, err := newRMQClient(bad, cfg)
 		assert.Error(t, err, "%q", bad)
 	}
-	c, err := newRMQClient([]string{"proxy-a:8081", "10.0.0.1:8081"}, &cfg)
+	c, err := newRMQClient([]string{"proxy-a:8081", "10.0.0.1:8081"}, cfg)
 	require.NoError(t, err)
 	defer c.close(context.Background())
 	assert.Equal(t, rocketmqv2.AddressScheme_DOMAIN_NAME, c.accessPoint.GetScheme())
 	assert.Len(t, c.accessPoint.GetAddresses(), 2)
-	c6, err := newRMQClient([]string{"[::1]:8081"}, &cfg)
+	c6, err := newRMQClient([]string{"[::1]:8081"}, cfg)
 	require.NoError(t, err)
 	defer c6.close(context.Background())
 	assert.Equal(t, rocketmqv2.AddressScheme_IPv6, c6.accessPoint.GetScheme())
