@@ -13,6 +13,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/backoff"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 )
 
 // TestRmqBodyOverServerMaxIsRefusedBeforeAnyAttempt: a body over the
@@ -20,11 +21,11 @@ import (
 // SendAsync before any attempt, and never reaches the dead-letter sink.
 // It used to fail at attempt time, as a counted attempt that was kept.
 func TestRmqBodyOverServerMaxIsRefusedBeforeAnyAttempt(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(4))
-	srv.setRoute("t", rmqQueueOn(t, srv, "t", "broker-a", 0))
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(4))
+	srv.SetRoute("t", rmqtest.QueueOn(t, srv, "t", "broker-a", 0))
 	sink := newMemSink()
-	p := newTestProducer(t, srv.addr, WithProtocol(RocketMQ5), WithDeadLetterSink(sink))
+	p := newTestProducer(t, srv.Addr, WithProtocol(RocketMQ5), WithDeadLetterSink(sink))
 
 	_, err := p.Send(context.Background(), &Message{Topic: "t", Body: []byte("12345")})
 	require.ErrorIs(t, err, ErrInvalidMessage)
@@ -36,7 +37,7 @@ func TestRmqBodyOverServerMaxIsRefusedBeforeAnyAttempt(t *testing.T) {
 
 	_, err = p.Send(context.Background(), &Message{Topic: "t", Body: []byte("1234")})
 	require.NoError(t, err)
-	srv.seen(func(s *rmqServer) { assert.Len(t, s.sends, 1, "only the valid message was sent") })
+	srv.Seen(func(s *rmqtest.Server) { assert.Len(t, s.Sends, 1, "only the valid message was sent") })
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
 	assert.Zero(t, sink.puts, "an invalid message is not a dead letter")

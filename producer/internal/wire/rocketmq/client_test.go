@@ -12,6 +12,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	"github.com/stretchr/testify/assert"
@@ -40,10 +41,10 @@ func TestRmqSignature(t *testing.T) {
 // QueryRoute, SendMessage, Heartbeat, NotifyClientTermination) carries the
 // x-mq-* metadata and a signature that verifies against its own date-time.
 func TestRmqMetadataOnEveryCall(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(1 << 20))
-	srv.setRoute("orders", rmqQueueOn(t, srv, "orders", "broker-a", 0))
-	c := newTestRMQClient(t, []string{srv.addr},
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(1 << 20))
+	srv.SetRoute("orders", rmqtest.QueueOn(t, srv, "orders", "broker-a", 0))
+	c := newTestRMQClient(t, []string{srv.Addr},
 		func(c *Config) { c.AccessKey, c.SecretKey, c.SecurityToken = "ak", "sk", "sts-token" }, func(c *Config) { c.Namespace = "ns-1" })
 	require.NoError(t, c.start(context.Background()))
 
@@ -53,33 +54,33 @@ func TestRmqMetadataOnEveryCall(t *testing.T) {
 	require.False(t, unsent)
 	require.Eventually(t, func() bool {
 		n := 0
-		srv.seen(func(s *rmqServer) { n = len(s.heartbeats) })
+		srv.Seen(func(s *rmqtest.Server) { n = len(s.Heartbeats) })
 		return n > 0
 	}, 5*time.Second, 10*time.Millisecond)
 	c.close(context.Background())
 
 	methods := map[string]bool{}
-	srv.seen(func(s *rmqServer) {
-		for _, call := range s.calls {
-			methods[call.method] = true
-			md := call.md
+	srv.Seen(func(s *rmqtest.Server) {
+		for _, call := range s.Calls {
+			methods[call.Method] = true
+			md := call.MD
 			get := func(k string) string {
 				if v := md.Get(k); len(v) == 1 {
 					return v[0]
 				}
 				return ""
 			}
-			assert.Equal(t, c.id, get("x-mq-client-id"), call.method)
-			assert.Equal(t, "GO", get("x-mq-language"), call.method)
-			assert.Equal(t, "v2", get("x-mq-protocol"), call.method)
-			assert.Equal(t, rmqClientVersion, get("x-mq-client-version"), call.method)
-			assert.Equal(t, "ns-1", get("x-mq-namespace"), call.method)
-			assert.Equal(t, "sts-token", get("x-mq-session-token"), call.method)
-			assert.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, get("x-mq-request-id"), call.method)
+			assert.Equal(t, c.id, get("x-mq-client-id"), call.Method)
+			assert.Equal(t, "GO", get("x-mq-language"), call.Method)
+			assert.Equal(t, "v2", get("x-mq-protocol"), call.Method)
+			assert.Equal(t, rmqClientVersion, get("x-mq-client-version"), call.Method)
+			assert.Equal(t, "ns-1", get("x-mq-namespace"), call.Method)
+			assert.Equal(t, "sts-token", get("x-mq-session-token"), call.Method)
+			assert.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, get("x-mq-request-id"), call.Method)
 			dt := get("x-mq-date-time")
 			_, err := time.Parse(rmqDateTimeLayout, dt)
-			assert.NoError(t, err, "%s: date-time %q", call.method, dt)
-			assert.Equal(t, rmqAuthorization("ak", "sk", dt), get("authorization"), call.method)
+			assert.NoError(t, err, "%s: date-time %q", call.Method, dt)
+			assert.Equal(t, rmqAuthorization("ak", "sk", dt), get("authorization"), call.Method)
 		}
 	})
 	for _, m := range []string{"Telemetry", "QueryRoute", "SendMessage", "Heartbeat", "NotifyClientTermination"} {
@@ -134,10 +135,10 @@ func TestRmqInterleave(t *testing.T) {
 // TestRmqRouteThroughAttempts: attempts on ep and ep+1 reach two brokers,
 // each on its own address, with the queue id of the chosen queue.
 func TestRmqRouteThroughAttempts(t *testing.T) {
-	a, b := startRMQServer(t), startRMQServer(t)
-	a.setSettings(rmqServerSettings(0))
-	a.setRoute("t", rmqQueueOn(t, a, "t", "broker-a", 0), rmqQueueOn(t, a, "t", "broker-a", 1), rmqQueueOn(t, b, "t", "broker-b", 7))
-	c := newTestRMQClient(t, []string{a.addr})
+	a, b := rmqtest.Start(t), rmqtest.Start(t)
+	a.SetSettings(rmqtest.Settings(0))
+	a.SetRoute("t", rmqtest.QueueOn(t, a, "t", "broker-a", 0), rmqtest.QueueOn(t, a, "t", "broker-a", 1), rmqtest.QueueOn(t, b, "t", "broker-b", 7))
+	c := newTestRMQClient(t, []string{a.Addr})
 	require.NoError(t, c.start(context.Background()))
 
 	call := c.newCall(&wire.Message{ID: c.ids.next(), Topic: "t", Body: []byte("b")})
@@ -147,15 +148,15 @@ func TestRmqRouteThroughAttempts(t *testing.T) {
 		assert.Equal(t, want, call.Endpoint(ep), "ep %d", ep)
 	}
 	var queuesA, queuesB []int32
-	a.seen(func(s *rmqServer) {
-		for _, r := range s.sends {
+	a.Seen(func(s *rmqtest.Server) {
+		for _, r := range s.Sends {
 			queuesA = append(queuesA, r.GetMessages()[0].GetSystemProperties().GetQueueId())
 		}
-		assert.Len(t, s.queries, 1, "one QueryRoute for the send")
-		assert.Equal(t, "t", s.queries[0].GetTopic().GetName())
+		assert.Len(t, s.Queries, 1, "one QueryRoute for the send")
+		assert.Equal(t, "t", s.Queries[0].GetTopic().GetName())
 	})
-	b.seen(func(s *rmqServer) {
-		for _, r := range s.sends {
+	b.Seen(func(s *rmqtest.Server) {
+		for _, r := range s.Sends {
 			queuesB = append(queuesB, r.GetMessages()[0].GetSystemProperties().GetQueueId())
 		}
 	})
@@ -164,7 +165,7 @@ func TestRmqRouteThroughAttempts(t *testing.T) {
 
 	// The new topic is declared in the Settings written afterwards.
 	require.Eventually(t, func() bool {
-		for _, st := range a.clientSettings() {
+		for _, st := range a.ClientSettings() {
 			if ts := st.GetPublishing().GetTopics(); len(ts) == 1 && ts[0].GetName() == "t" {
 				return true
 			}
@@ -174,9 +175,9 @@ func TestRmqRouteThroughAttempts(t *testing.T) {
 }
 
 func TestRmqRouteErrors(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(0))
-	c := newTestRMQClient(t, []string{srv.addr})
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(0))
+	c := newTestRMQClient(t, []string{srv.Addr})
 	require.NoError(t, c.start(context.Background()))
 
 	// TOPIC_NOT_FOUND: permanent, and nothing was sent.
@@ -186,9 +187,9 @@ func TestRmqRouteErrors(t *testing.T) {
 	assert.True(t, unsent)
 
 	// A route without a writable queue: known not stored.
-	ro := rmqQueueOn(t, srv, "ro", "broker-a", 0)
+	ro := rmqtest.QueueOn(t, srv, "ro", "broker-a", 0)
 	ro.Permission = rocketmqv2.Permission_READ
-	srv.setRoute("ro", ro)
+	srv.SetRoute("ro", ro)
 	o, unsent = c.newCall(&wire.Message{ID: "2", Topic: "ro"}).attempt(context.Background(), 0, false, time.Time{})
 	assert.Equal(t, send.FailedNotStored, o.Kind)
 	assert.True(t, errors.Is(o.Err, errNoWritableQueue), "%v", o.Err)
@@ -198,12 +199,12 @@ func TestRmqRouteErrors(t *testing.T) {
 // TestRmqSendUnreachable: a request that never reached a transport is
 // unsent, and a refused connection is named: known not stored.
 func TestRmqSendUnreachable(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(0))
-	gone := startRMQServer(t)
-	srv.setRoute("t", rmqQueueOn(t, gone, "t", "broker-gone", 0))
-	gone.stop()
-	c := newTestRMQClient(t, []string{srv.addr})
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(0))
+	gone := rmqtest.Start(t)
+	srv.SetRoute("t", rmqtest.QueueOn(t, gone, "t", "broker-gone", 0))
+	gone.Stop()
+	c := newTestRMQClient(t, []string{srv.Addr})
 	require.NoError(t, c.start(context.Background()))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -217,12 +218,12 @@ func TestRmqSendUnreachable(t *testing.T) {
 // TestRmqStartWaitsForSettings: start returns once the server's Settings
 // arrive, and records its max body size and retry advice.
 func TestRmqStartWaitsForSettings(t *testing.T) {
-	srv := startRMQServer(t)
-	c := newTestRMQClient(t, []string{srv.addr}, func(c *Config) { c.Send.AttemptTimeout = 5 * time.Second })
+	srv := rmqtest.Start(t)
+	c := newTestRMQClient(t, []string{srv.Addr}, func(c *Config) { c.Send.AttemptTimeout = 5 * time.Second })
 	go func() {
 		time.Sleep(100 * time.Millisecond)
-		srv.setSettings(rmqServerSettings(4096))
-		srv.endStreams() // the client reopens and gets the Settings now
+		srv.SetSettings(rmqtest.Settings(4096))
+		srv.EndStreams() // the client reopens and gets the Settings now
 	}()
 	start := time.Now()
 	require.NoError(t, c.start(context.Background()))
@@ -231,7 +232,7 @@ func TestRmqStartWaitsForSettings(t *testing.T) {
 	require.NotNil(t, c.serverRetryPolicy())
 	assert.Equal(t, int32(4), c.serverRetryPolicy().GetMaxAttempts())
 
-	sts := srv.clientSettings()
+	sts := srv.ClientSettings()
 	require.NotEmpty(t, sts)
 	st := sts[0]
 	assert.Equal(t, rocketmqv2.ClientType_PRODUCER, st.GetClientType())
@@ -246,19 +247,19 @@ func TestRmqStartWaitsForSettings(t *testing.T) {
 // TestRmqStartTimeout: a server that never sends Settings fails start with
 // an error that says so, and leaves no goroutine behind.
 func TestRmqStartTimeout(t *testing.T) {
-	srv := startRMQServer(t)
+	srv := rmqtest.Start(t)
 	ignore := goleak.IgnoreCurrent()
-	c := newTestRMQClient(t, []string{srv.addr}, func(c *Config) { c.Send.AttemptTimeout = 200 * time.Millisecond })
+	c := newTestRMQClient(t, []string{srv.Addr}, func(c *Config) { c.Send.AttemptTimeout = 200 * time.Millisecond })
 	err := c.start(context.Background())
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "no Settings from "+srv.addr+" within 200ms")
-	srv.stop()
+	assert.Contains(t, err.Error(), "no Settings from "+srv.Addr+" within 200ms")
+	srv.Stop()
 	goleak.VerifyNone(t, ignore)
 }
 
 func TestRmqStartCanceled(t *testing.T) {
-	srv := startRMQServer(t)
-	c := newTestRMQClient(t, []string{srv.addr})
+	srv := rmqtest.Start(t)
+	c := newTestRMQClient(t, []string{srv.Addr})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	err := c.start(ctx)
@@ -269,33 +270,31 @@ func TestRmqStartCanceled(t *testing.T) {
 // TestRmqTelemetryReopens: a stream the server ends is opened again, with
 // the client's Settings first.
 func TestRmqTelemetryReopens(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(0))
-	c := newTestRMQClient(t, []string{srv.addr})
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(0))
+	c := newTestRMQClient(t, []string{srv.Addr})
 	require.NoError(t, c.start(context.Background()))
-	srv.endStreams()
-	require.Eventually(t, func() bool { return len(srv.clientSettings()) >= 2 }, 5*time.Second, 10*time.Millisecond)
+	srv.EndStreams()
+	require.Eventually(t, func() bool { return len(srv.ClientSettings()) >= 2 }, 5*time.Second, 10*time.Millisecond)
 }
 
 // TestRmqTelemetryCommands: the client answers the server's commands on
 // the stream, and opens a new stream when asked to reconnect.
 func TestRmqTelemetryCommands(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(0))
-	srv.mu.Lock()
-	srv.push = []*rocketmqv2.TelemetryCommand{
-		{Command: &rocketmqv2.TelemetryCommand_PrintThreadStackTraceCommand{PrintThreadStackTraceCommand: &rocketmqv2.PrintThreadStackTraceCommand{Nonce: "n1"}}},
-		{Command: &rocketmqv2.TelemetryCommand_VerifyMessageCommand{VerifyMessageCommand: &rocketmqv2.VerifyMessageCommand{Nonce: "n2"}}},
-		{Command: &rocketmqv2.TelemetryCommand_RecoverOrphanedTransactionCommand{RecoverOrphanedTransactionCommand: &rocketmqv2.RecoverOrphanedTransactionCommand{TransactionId: "tx"}}},
-		{Command: &rocketmqv2.TelemetryCommand_ReconnectEndpointsCommand{ReconnectEndpointsCommand: &rocketmqv2.ReconnectEndpointsCommand{Nonce: "n3"}}},
-	}
-	srv.mu.Unlock()
-	c := newTestRMQClient(t, []string{srv.addr})
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(0))
+	srv.SetPush(
+		&rocketmqv2.TelemetryCommand{Command: &rocketmqv2.TelemetryCommand_PrintThreadStackTraceCommand{PrintThreadStackTraceCommand: &rocketmqv2.PrintThreadStackTraceCommand{Nonce: "n1"}}},
+		&rocketmqv2.TelemetryCommand{Command: &rocketmqv2.TelemetryCommand_VerifyMessageCommand{VerifyMessageCommand: &rocketmqv2.VerifyMessageCommand{Nonce: "n2"}}},
+		&rocketmqv2.TelemetryCommand{Command: &rocketmqv2.TelemetryCommand_RecoverOrphanedTransactionCommand{RecoverOrphanedTransactionCommand: &rocketmqv2.RecoverOrphanedTransactionCommand{TransactionId: "tx"}}},
+		&rocketmqv2.TelemetryCommand{Command: &rocketmqv2.TelemetryCommand_ReconnectEndpointsCommand{ReconnectEndpointsCommand: &rocketmqv2.ReconnectEndpointsCommand{Nonce: "n3"}}},
+	)
+	c := newTestRMQClient(t, []string{srv.Addr})
 	require.NoError(t, c.start(context.Background()))
 	require.Eventually(t, func() bool {
 		var stack, verify bool
-		srv.seen(func(s *rmqServer) {
-			for _, cmd := range s.clientCmds {
+		srv.Seen(func(s *rmqtest.Server) {
+			for _, cmd := range s.ClientCmds {
 				if st := cmd.GetThreadStackTrace(); st != nil && st.GetNonce() == "n1" && strings.Contains(st.GetThreadStackTrace(), "goroutine") {
 					stack = true
 				}
@@ -305,19 +304,19 @@ func TestRmqTelemetryCommands(t *testing.T) {
 			}
 		})
 		// ReconnectEndpointsCommand: the stream was opened again.
-		return stack && verify && len(srv.clientSettings()) >= 2
+		return stack && verify && len(srv.ClientSettings()) >= 2
 	}, 5*time.Second, 10*time.Millisecond)
 }
 
 func TestRmqHeartbeat(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(0))
-	c := newTestRMQClient(t, []string{srv.addr})
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(0))
+	c := newTestRMQClient(t, []string{srv.Addr})
 	require.NoError(t, c.start(context.Background()))
 	require.Eventually(t, func() bool {
 		n := 0
-		srv.seen(func(s *rmqServer) {
-			for _, h := range s.heartbeats {
+		srv.Seen(func(s *rmqtest.Server) {
+			for _, h := range s.Heartbeats {
 				if h.GetClientType() == rocketmqv2.ClientType_PRODUCER && h.Group == nil {
 					n++
 				}
@@ -330,22 +329,22 @@ func TestRmqHeartbeat(t *testing.T) {
 // TestRmqCloseNotifiesAndStops: close sends NotifyClientTermination to each
 // server and every goroutine of the client ends.
 func TestRmqCloseNotifiesAndStops(t *testing.T) {
-	a, b := startRMQServer(t), startRMQServer(t)
+	a, b := rmqtest.Start(t), rmqtest.Start(t)
 	ignore := goleak.IgnoreCurrent()
-	a.setSettings(rmqServerSettings(0))
-	b.setSettings(rmqServerSettings(0))
-	c := newTestRMQClient(t, []string{a.addr, b.addr})
+	a.SetSettings(rmqtest.Settings(0))
+	b.SetSettings(rmqtest.Settings(0))
+	c := newTestRMQClient(t, []string{a.Addr, b.Addr})
 	require.NoError(t, c.start(context.Background()))
 	c.close(context.Background())
 	c.close(context.Background()) // a second close does nothing
-	for _, s := range []*rmqServer{a, b} {
-		s.seen(func(s *rmqServer) { assert.Equal(t, 1, s.notifies) })
+	for _, s := range []*rmqtest.Server{a, b} {
+		s.Seen(func(s *rmqtest.Server) { assert.Equal(t, 1, s.Notifies) })
 	}
-	a.stop()
-	b.stop()
+	a.Stop()
+	b.Stop()
 	goleak.VerifyNone(t, ignore)
 
-	_, err := c.conn(a.addr)
+	_, err := c.conn(a.Addr)
 	assert.ErrorIs(t, err, wire.ErrClosed)
 }
 

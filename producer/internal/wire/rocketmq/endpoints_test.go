@@ -8,6 +8,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -16,12 +17,12 @@ import (
 // one of them closed, is reached through the other, whichever comes first,
 // on the first attempt.
 func TestRmqBrokerSeveralAddresses(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(0))
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(0))
 	dead := closedAddr(t)
-	srv.setRoute("dead-first", rmqQueueAt(t, "dead-first", "broker-a", 0, dead, srv.addr))
-	srv.setRoute("live-first", rmqQueueAt(t, "live-first", "broker-a", 0, srv.addr, dead))
-	c := newTestRMQClient(t, []string{srv.addr})
+	srv.SetRoute("dead-first", rmqtest.QueueAt(t, "dead-first", "broker-a", 0, dead, srv.Addr))
+	srv.SetRoute("live-first", rmqtest.QueueAt(t, "live-first", "broker-a", 0, srv.Addr, dead))
+	c := newTestRMQClient(t, []string{srv.Addr})
 	require.NoError(t, c.start(context.Background()))
 	for _, topic := range []string{"dead-first", "live-first"} {
 		for i := range 4 { // the addresses are shuffled per connection: several sends, one connection

@@ -15,6 +15,7 @@ import (
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -90,10 +91,10 @@ func TestRmqToMessage(t *testing.T) {
 
 // TestRmqSendAttempt sends one message end to end and reads the result.
 func TestRmqSendAttempt(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(0))
-	srv.setRoute("orders", rmqQueueOn(t, srv, "orders", "broker-a", 3))
-	c := newTestRMQClient(t, []string{srv.addr}, func(c *Config) { c.Namespace = "ns" })
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(0))
+	srv.SetRoute("orders", rmqtest.QueueOn(t, srv, "orders", "broker-a", 3))
+	c := newTestRMQClient(t, []string{srv.Addr}, func(c *Config) { c.Namespace = "ns" })
 	require.NoError(t, c.start(context.Background()))
 
 	m := &wire.Message{ID: c.ids.next(), Topic: "orders", Tag: "t", Body: []byte("hello"), Transactional: true}
@@ -106,9 +107,9 @@ func TestRmqSendAttempt(t *testing.T) {
 	assert.Equal(t, int32(3), q)
 	assert.Equal(t, int64(100), off)
 
-	srv.seen(func(s *rmqServer) {
-		require.Len(t, s.sends, 1)
-		w := s.sends[0].GetMessages()[0]
+	srv.Seen(func(s *rmqtest.Server) {
+		require.Len(t, s.Sends, 1)
+		w := s.Sends[0].GetMessages()[0]
 		assert.Equal(t, "ns", w.GetTopic().GetResourceNamespace())
 		assert.Equal(t, m.ID, w.GetSystemProperties().GetMessageId())
 		assert.Equal(t, int32(3), w.GetSystemProperties().GetQueueId())
@@ -117,7 +118,7 @@ func TestRmqSendAttempt(t *testing.T) {
 	})
 
 	// A throttled answer: send.Throttled, with the reason; the request was sent.
-	srv.setAnswer(func(*rocketmqv2.SendMessageRequest) *rocketmqv2.SendMessageResponse {
+	srv.SetAnswer(func(*rocketmqv2.SendMessageRequest) *rocketmqv2.SendMessageResponse {
 		return &rocketmqv2.SendMessageResponse{Status: &rocketmqv2.Status{Code: rocketmqv2.Code_TOO_MANY_REQUESTS, Message: "STORAGE_LOAD"}}
 	})
 	o, unsent = call.attempt(context.Background(), 0, false, time.Time{})
@@ -133,9 +134,9 @@ func TestRmqSendAttempt(t *testing.T) {
 // TestRmqTLS: WithTLS makes the connections use TLS: a plaintext server
 // fails the handshake, so start fails.
 func TestRmqTLS(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(0))
-	c := newTestRMQClient(t, []string{srv.addr}, func(c *Config) { c.TLS = &tls.Config{ServerName: "x"} }, func(c *Config) { c.Send.AttemptTimeout = 300 * time.Millisecond })
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(0))
+	c := newTestRMQClient(t, []string{srv.Addr}, func(c *Config) { c.TLS = &tls.Config{ServerName: "x"} }, func(c *Config) { c.Send.AttemptTimeout = 300 * time.Millisecond })
 	err := c.start(context.Background())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no Settings")

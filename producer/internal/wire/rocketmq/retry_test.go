@@ -8,6 +8,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
@@ -63,10 +64,10 @@ func TestRmqThrottleSchedule(t *testing.T) {
 // TestRmqMaxBodySize: a body over the server's max_body_size fails before
 // any request, as send.Permanent MESSAGE_TOO_LARGE.
 func TestRmqMaxBodySize(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(4))
-	srv.setRoute("t", rmqQueueOn(t, srv, "t", "broker-a", 0))
-	c := newTestRMQClient(t, []string{srv.addr})
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(4))
+	srv.SetRoute("t", rmqtest.QueueOn(t, srv, "t", "broker-a", 0))
+	c := newTestRMQClient(t, []string{srv.Addr})
 	require.NoError(t, c.start(context.Background()))
 	require.Equal(t, 4, c.maxBodySize())
 
@@ -77,7 +78,7 @@ func TestRmqMaxBodySize(t *testing.T) {
 	assert.True(t, unsent)
 	o, _ = c.newCall(&wire.Message{ID: "2", Topic: "t", Body: []byte("1234")}).attempt(context.Background(), 0, false, time.Time{})
 	assert.Equal(t, send.Stored, o.Kind, "%v", o.Err)
-	srv.seen(func(s *rmqServer) { assert.Len(t, s.sends, 1) })
+	srv.Seen(func(s *rmqtest.Server) { assert.Len(t, s.Sends, 1) })
 }
 
 // rmqCall is a send.Attempter.
@@ -86,10 +87,10 @@ var _ send.Attempter = (*rmqCall)(nil)
 // TestRmqPacerPerBroker: endpoints on the same broker share one pacer,
 // across sends; pacing off gives none.
 func TestRmqPacerPerBroker(t *testing.T) {
-	a, b := startRMQServer(t), startRMQServer(t)
-	a.setSettings(rmqServerSettings(0))
-	a.setRoute("t", rmqQueueOn(t, a, "t", "broker-a", 0), rmqQueueOn(t, a, "t", "broker-a", 1), rmqQueueOn(t, b, "t", "broker-b", 0))
-	c := newTestRMQClient(t, []string{a.addr})
+	a, b := rmqtest.Start(t), rmqtest.Start(t)
+	a.SetSettings(rmqtest.Settings(0))
+	a.SetRoute("t", rmqtest.QueueOn(t, a, "t", "broker-a", 0), rmqtest.QueueOn(t, a, "t", "broker-a", 1), rmqtest.QueueOn(t, b, "t", "broker-b", 0))
+	c := newTestRMQClient(t, []string{a.Addr})
 	require.NoError(t, c.start(context.Background()))
 
 	first := c.newCall(&wire.Message{ID: "1", Topic: "t"})
@@ -104,17 +105,17 @@ func TestRmqPacerPerBroker(t *testing.T) {
 	assert.Same(t, first.Pacer(1).Endpoint, second.Pacer(1).Endpoint, "the route is read from the cache")
 	assert.Same(t, first.Pacer(0).Topic, second.Pacer(0).Topic, "and the topic's pacer there")
 
-	off := newTestRMQClient(t, []string{a.addr}, func(c *Config) { c.Pacing = false })
+	off := newTestRMQClient(t, []string{a.Addr}, func(c *Config) { c.Pacing = false })
 	assert.Nil(t, off.newCall(&wire.Message{ID: "3", Topic: "t"}).Pacer(0).Endpoint)
 }
 
 // An endpoint is named by its broker from the first attempt of a send
 // whose topic's route is cached.
 func TestRmqEndpointName(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(0))
-	srv.setRoute("t", rmqQueueOn(t, srv, "t", "broker-a", 0))
-	c := newTestRMQClient(t, []string{srv.addr})
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(0))
+	srv.SetRoute("t", rmqtest.QueueOn(t, srv, "t", "broker-a", 0))
+	c := newTestRMQClient(t, []string{srv.Addr})
 	require.NoError(t, c.start(context.Background()))
 	first := c.newCall(&wire.Message{ID: "1", Topic: "t"})
 	assert.Equal(t, "rocketmq:t", first.Endpoint(0))
