@@ -8,12 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
 	"github.com/rocketry-go/rocketry/backoff"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestRmqBodyOverServerMaxIsRefusedBeforeAnyAttempt: a body over the

@@ -5,11 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rocketry-go/rocketry/producer/internal/send"
-	"github.com/rocketry-go/rocketry/producer/internal/wire"
-
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

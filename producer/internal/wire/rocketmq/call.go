@@ -77,7 +77,7 @@ func (a *rmqCall) Attempt(ctx context.Context, ep int, waitForReady bool, deadli
 // attempt sends the message to queue ep's broker, waiting for the
 // connection within ctx when waitForReady is set. unsent reports that the
 // request never left the client: the body is over the server's
-// max_body_size (send.Permanent, MESSAGE_TOO_LARGE), the route could not be
+// max_body_size (Permanent, MESSAGE_TOO_LARGE), the route could not be
 // read, or gRPC failed the call before it reached a transport (no peer).
 func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (send.Outcome, bool) {
 	if n := a.c.maxBodySize(); n > 0 && len(a.msg.Body) > n {
@@ -120,9 +120,10 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 }
 
 // routeOutcome reads the error of a route look-up, which sent nothing: the
-// server's status (TOPIC_NOT_FOUND is send.Permanent), a gRPC error as
-// GRPCClassifier reads it, and a route without a writable queue, the
-// client's end or the caller's context as failures known not stored.
+// server's status (TOPIC_NOT_FOUND is Permanent), a gRPC error as
+// producer.GRPCClassifier reads it (wirev1.Classify), and a route without
+// a writable queue, the client's end or the caller's context as failures
+// known not stored.
 func routeOutcome(err error) send.Outcome {
 	var se *StatusError
 	switch {

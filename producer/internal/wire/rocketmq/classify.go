@@ -53,8 +53,8 @@ func (e *StatusError) Error() string {
 	return s
 }
 
-// Outcome is the reading of e (producer.IsThrottled and CodeOf read a
-// RocketMQStatusError so), its Err e.
+// Outcome is the reading of e, its Err e (producer.IsThrottled and CodeOf
+// read a RocketMQStatusError so).
 func (e *StatusError) Outcome() send.Outcome {
 	o := ClassifyCode(e.Code, e.Message)
 	o.Err = e
@@ -62,7 +62,7 @@ func (e *StatusError) Outcome() send.Outcome {
 }
 
 // classifySend reads a SendMessageResponse of one message.
-// A top-level MULTIPLE_RESULTS whose entries all say OK is send.Stored.
+// A top-level MULTIPLE_RESULTS whose entries all say OK is Stored.
 func classifySend(r *rocketmqv2.SendMessageResponse) send.Outcome {
 	entries := r.GetEntries()
 	allOK := len(entries) > 0
@@ -108,7 +108,7 @@ func classifySend(r *rocketmqv2.SendMessageResponse) send.Outcome {
 //     such as the bundled broker's rocketry.v1 face): entry i by its own
 //     status; an entry without a status, or a message without an entry, by
 //     the top-level status when that is OK or a failure, and as
-//     send.FailedUnknown when it is MULTIPLE_RESULTS or there is no entry (the
+//     FailedUnknown when it is MULTIPLE_RESULTS or there is no entry (the
 //     server said nothing of it).
 func ClassifyEntries(r *rocketmqv2.SendMessageResponse, n int) []send.Outcome {
 	out := make([]send.Outcome, n)
@@ -157,47 +157,47 @@ type rmqClass struct {
 // kind is our reading, and where it departs from "4xxxx is the caller's
 // fault, 5xxxx the server's" the reason is given.
 //
-//	20000 OK                                  send.Stored
+//	20000 OK                                  Stored
 //	0     CODE_UNSPECIFIED, 30000 MULTIPLE_RESULTS without a deciding entry
-//	                                          send.FailedUnknown: nothing said
+//	                                          FailedUnknown: nothing said
 //	40000-40020 BAD_REQUEST, ILLEGAL_*, INVALID_*, MESSAGE_CORRUPTED,
-//	      CLIENT_ID_REQUIRED ...              send.Permanent, BAD_REQUEST
+//	      CLIENT_ID_REQUIRED ...              Permanent, BAD_REQUEST
 //	40100 UNAUTHORIZED, 40200 PAYMENT_REQUIRED, 40300 FORBIDDEN
-//	                                          send.Permanent
-//	40400 NOT_FOUND, 40402 TOPIC_NOT_FOUND    send.Permanent, TOPIC_NOT_FOUND
-//	40401, 40403, 40404 (other not-founds)    send.Permanent
-//	40800 REQUEST_TIMEOUT                     send.FailedUnknown: a timeout says
+//	                                          Permanent
+//	40400 NOT_FOUND, 40402 TOPIC_NOT_FOUND    Permanent, TOPIC_NOT_FOUND
+//	40401, 40403, 40404 (other not-founds)    Permanent
+//	40800 REQUEST_TIMEOUT                     FailedUnknown: a timeout says
 //	                                          nothing of the message
 //	41300 PAYLOAD_TOO_LARGE, 41301 MESSAGE_BODY_TOO_LARGE,
-//	43100, 43101 (headers, properties)        send.Permanent, MESSAGE_TOO_LARGE
-//	41302 MESSAGE_BODY_EMPTY                  send.Permanent, BAD_REQUEST
-//	42800 PRECONDITION_FAILED                 send.Permanent
-//	42900 TOO_MANY_REQUESTS                   send.Throttled, TOO_MANY_REQUESTS;
+//	43100, 43101 (headers, properties)        Permanent, MESSAGE_TOO_LARGE
+//	41302 MESSAGE_BODY_EMPTY                  Permanent, BAD_REQUEST
+//	42800 PRECONDITION_FAILED                 Permanent
+//	42900 TOO_MANY_REQUESTS                   Throttled, TOO_MANY_REQUESTS;
 //	                                          Reason from the message's busy
 //	                                          tag or words (throttleReasonOf)
 //	42901, 42902 lite topic/subscription quota
-//	                                          send.Permanent: a quota, not a load
+//	                                          Permanent: a quota, not a load
 //	50000 INTERNAL_ERROR, 50001 INTERNAL_SERVER_ERROR
-//	                                          send.FailedUnknown, INTERNAL_ERROR:
+//	                                          FailedUnknown, INTERNAL_ERROR:
 //	      a proxy answers these for any exception, including one raised
 //	      after the broker wrote the message (a failed reply, a failed
 //	      hook), so "not stored" cannot be read from them. (rocketry.v1's
 //	      500 does say not stored; this one does not.) Except a 50001
-//	      whose message carries a broker's busy tag: send.Throttled,
+//	      whose message carries a broker's busy tag: Throttled,
 //	      TOO_MANY_REQUESTS, refused before it was written (rmqBusyTags)
-//	50002 HA_NOT_AVAILABLE                    send.FailedUnknown, UNAVAILABLE:
+//	50002 HA_NOT_AVAILABLE                    FailedUnknown, UNAVAILABLE:
 //	      the broker's SLAVE_NOT_AVAILABLE: stored on the leader, not
 //	      replicated
-//	50100 NOT_IMPLEMENTED                     send.Permanent
-//	50400 PROXY_TIMEOUT                       send.FailedUnknown: the proxy gave
+//	50100 NOT_IMPLEMENTED                     Permanent
+//	50400 PROXY_TIMEOUT                       FailedUnknown: the proxy gave
 //	      up waiting; the broker may still store it
 //	50401 MASTER_PERSISTENCE_TIMEOUT, 50402 SLAVE_PERSISTENCE_TIMEOUT
-//	                                          send.FailedUnknown: the broker's
+//	                                          FailedUnknown: the broker's
 //	      FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT: the message is in the
 //	      leader's log, its flush or replication timed out
-//	50500 UNSUPPORTED, 50501, 50502           send.Permanent
-//	60000 FAILED_TO_CONSUME_MESSAGE           send.Permanent (not a send code)
-//	other 429xx send.Throttled; other 4xxxx send.Permanent; anything else send.FailedUnknown
+//	50500 UNSUPPORTED, 50501, 50502           Permanent
+//	60000 FAILED_TO_CONSUME_MESSAGE           Permanent (not a send code)
+//	other 429xx Throttled; other 4xxxx Permanent; anything else FailedUnknown
 var rmqCodeClass = map[rocketmqv2.Code]rmqClass{
 	rocketmqv2.Code_OK:                               {send.Stored, brokercode.Unspecified},
 	rocketmqv2.Code_CODE_UNSPECIFIED:                 {send.FailedUnknown, brokercode.Unspecified},
@@ -235,7 +235,7 @@ var rmqCodeClass = map[rocketmqv2.Code]rmqClass{
 
 // ClassifyCode reads a v2 code and its status message; Err is left to the
 // caller. A 50001 whose message carries one of the broker's busy tags
-// (rmqBusyTags) is send.Throttled, not send.FailedUnknown: see rmqBusyTags.
+// (rmqBusyTags) is Throttled, not FailedUnknown: see rmqBusyTags.
 func ClassifyCode(code int32, msg string) send.Outcome {
 	if code == int32(rocketmqv2.Code_INTERNAL_SERVER_ERROR) {
 		if r, ok := busyReason(msg); ok {
@@ -292,7 +292,7 @@ func ClassifyCode(code int32, msg string) send.Outcome {
 // its broker as 50001 with the remark
 // (proxy/src/main/java/org/apache/rocketmq/proxy/service/message/LocalMessageService.java).
 // So a 50001 that carries one of these tags is read as a throttle (not
-// stored), and a 50001 without one stays send.FailedUnknown.
+// stored), and a 50001 without one stays FailedUnknown.
 //
 // The reasons are brokercode's Reason values (rocketry.v1's
 // ThrottleReason), not new ones: the two causes (the broker's send

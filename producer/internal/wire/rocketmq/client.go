@@ -30,8 +30,9 @@ import (
 
 // This file holds the RocketMQ 5 client of a Producer: its connections, the
 // metadata of every call, its life (start, heartbeats, route refresh,
-// close). Routes are in rocketmq_route.go, the telemetry stream in
-// rocketmq_telemetry.go, one send's attempts in rocketmq_call.go.
+// close). Its configuration is in config.go, routes in route.go, the
+// telemetry stream in telemetry.go, one send's attempts in call.go, the
+// transport over it in transport.go.
 
 // The x-mq-* metadata, as the official clients send it.
 const (
@@ -69,7 +70,7 @@ const (
 // routes name), a telemetry stream on each, heartbeats, and the routes of
 // the topics it sends to. Its methods are safe for concurrent use.
 type rmqClient struct {
-	cfg         *send.Config // the producer's policy: the retries of transaction.go and recall.go
+	cfg         *send.Config // the producer's policy: the retries of EndTransaction and RecallMessage (transaction.go)
 	set         Settings
 	checked     func(ctx context.Context, c Checked) // Config.Checked
 	access      []string                             // access points, host:port
@@ -99,7 +100,7 @@ type rmqClient struct {
 	started   bool
 	closed    bool
 
-	pacers sync.Map // broker name -> *pace.Pacers; see rocketmq_pacer.go
+	pacers sync.Map // broker name -> *pace.Pacers; see pacer.go
 
 	maxBody      atomic.Int64 // the server's max_body_size; 0: not known
 	policy       atomic.Pointer[rocketmqv2.RetryPolicy]

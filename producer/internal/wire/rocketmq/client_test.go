@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
-
-	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"

@@ -117,7 +117,7 @@ func TestRmqSendAttempt(t *testing.T) {
 		assert.NotEmpty(t, w.GetSystemProperties().GetBornHost())
 	})
 
-	// A throttled answer: send.Throttled, with the reason; the request was sent.
+	// A throttled answer: Throttled, with the reason; the request was sent.
 	srv.SetAnswer(func(*rocketmqv2.SendMessageRequest) *rocketmqv2.SendMessageResponse {
 		return &rocketmqv2.SendMessageResponse{Status: &rocketmqv2.Status{Code: rocketmqv2.Code_TOO_MANY_REQUESTS, Message: "STORAGE_LOAD"}}
 	})

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
-
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
 )

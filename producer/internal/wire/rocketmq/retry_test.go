@@ -7,12 +7,11 @@ import (
 	"time"
 
 	"github.com/rocketry-go/rocketry/backoff"
-	"github.com/rocketry-go/rocketry/producer/internal/wire"
-	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
-
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -62,7 +61,7 @@ func TestRmqThrottleSchedule(t *testing.T) {
 }
 
 // TestRmqMaxBodySize: a body over the server's max_body_size fails before
-// any request, as send.Permanent MESSAGE_TOO_LARGE.
+// any request, as Permanent MESSAGE_TOO_LARGE.
 func TestRmqMaxBodySize(t *testing.T) {
 	srv := rmqtest.Start(t)
 	srv.SetSettings(rmqtest.Settings(4))

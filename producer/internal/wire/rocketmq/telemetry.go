@@ -103,7 +103,7 @@ func (t *rmqTelemetry) session() (got bool, err error) {
 				}},
 			})
 		case *rocketmqv2.TelemetryCommand_RecoverOrphanedTransactionCommand:
-			t.c.recoverOrphan(t.conn, k.RecoverOrphanedTransactionCommand) // transaction.go
+			t.c.recoverOrphan(t.conn, k.RecoverOrphanedTransactionCommand) // check.go
 		case *rocketmqv2.TelemetryCommand_ReconnectEndpointsCommand:
 			return got, errReconnect
 		case nil:

@@ -6,14 +6,13 @@ import (
 	"strings"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
-
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
 )
 
 // This file is the implementation of RocketMQ 5's transactions (the
-// public API is transaction.go): a half message's send, EndTransaction
+// public API is producer's transaction.go): a half message's send, EndTransaction
 // and its retries (which Recall's share), as wire.Transactions.
 
 var _ wire.Transactions = (*Transport[struct{}])(nil)
@@ -92,8 +91,8 @@ func (c *rmqClient) endTransaction(ctx context.Context, h wire.Half, res rocketm
 }
 
 // retry makes call on the connection to addrs[0] (the next address after a
-// failure known not to have reached the server), until it answers send.Stored
-// or send.Permanent, the attempts are spent (the producer's MaxAttempts), the
+// failure known not to have reached the server), until it answers Stored
+// or Permanent, the attempts are spent (the producer's MaxAttempts), the
 // failure schedule has no more retries, or ctx ends; each attempt within
 // the attempt timeout. It returns the attempts made and the last error.
 func (c *rmqClient) retry(ctx context.Context, addrs []string, call func(context.Context, *rmqConn) (send.Outcome, error)) (int, error) {
