@@ -26,7 +26,7 @@ import (
 //     are the batcher's rules (package batch).
 //   - Each entry gets its own outcome: on apache.rocketmq.v2 from its own
 //     status, or from the one entry a RocketMQ 5 proxy answers for a whole
-//     batch, which is every message's (classifyEntries); on rocketry.v1
+//     batch, which is every message's (wirermq.ClassifyEntries); on rocketry.v1
 //     from its own result when the call succeeded, or the call's classified
 //     status when it failed, the same for every entry.
 //   - Except one case: a Permanent answer (4xx) to a whole request of
@@ -46,7 +46,7 @@ import (
 //
 // Each protocol's sender, and the payload of its entries, is in its own
 // file: producer/internal/wire/v1/batch.go (rocketry.v1),
-// rocketmq_batch.go (apache.rocketmq.v2);
+// producer/internal/wire/rocketmq/batch.go (apache.rocketmq.v2);
 // what they share is in producer/internal/wire (batch.go), where an
 // entry's answer is a send.Outcome, the executor's reading.
 // The batcher costs a sync Send nothing: Send never batches.

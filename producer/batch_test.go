@@ -13,6 +13,7 @@ import (
 	"github.com/rocketry-go/rocketry/broker/brokertest"
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -230,11 +231,11 @@ func TestBatchingRocketMQPerEntry(t *testing.T) {
 // TestBatchingRocketMQRetriesOnlyThrottledEntry: an apache.rocketmq.v2
 // batch whose answer throttles one entry retries that message only, alone.
 func TestBatchingRocketMQRetriesOnlyThrottledEntry(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(0))
-	srv.setRoute("t", rmqQueueOn(t, srv, "t", "broker-a", 0), rmqQueueOn(t, srv, "t", "broker-a", 1))
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(0))
+	srv.SetRoute("t", rmqtest.QueueOn(t, srv, "t", "broker-a", 0), rmqtest.QueueOn(t, srv, "t", "broker-a", 1))
 	var throttled atomic.Bool
-	srv.setAnswer(func(req *rocketmqv2.SendMessageRequest) *rocketmqv2.SendMessageResponse {
+	srv.SetAnswer(func(req *rocketmqv2.SendMessageRequest) *rocketmqv2.SendMessageResponse {
 		resp := &rocketmqv2.SendMessageResponse{}
 		for i, m := range req.GetMessages() {
 			st := &rocketmqv2.Status{Code: rocketmqv2.Code_OK}
@@ -246,7 +247,7 @@ func TestBatchingRocketMQRetriesOnlyThrottledEntry(t *testing.T) {
 		resp.Status = &rocketmqv2.Status{Code: rocketmqv2.Code_MULTIPLE_RESULTS}
 		return resp
 	})
-	p := newTestProducer(t, srv.addr, WithProtocol(RocketMQ5), WithBatching(time.Second, 4, 1<<20),
+	p := newTestProducer(t, srv.Addr, WithProtocol(RocketMQ5), WithBatching(time.Second, 4, 1<<20),
 		WithThrottleSchedule(msSchedule(t)), WithPacing(false))
 	holdSlot(t, p)
 	ms := msgs(4, "t")
@@ -262,12 +263,12 @@ func TestBatchingRocketMQRetriesOnlyThrottledEntry(t *testing.T) {
 		assert.Equal(t, want, r.r.Attempts, "message %d", i)
 	}
 	var sizes []int
-	srv.seen(func(s *rmqServer) {
-		for _, req := range s.sends {
+	srv.Seen(func(s *rmqtest.Server) {
+		for _, req := range s.Sends {
 			sizes = append(sizes, len(req.GetMessages()))
 		}
 		queues := map[int32]bool{}
-		for _, m := range s.sends[0].GetMessages() {
+		for _, m := range s.Sends[0].GetMessages() {
 			queues[m.GetSystemProperties().GetQueueId()] = true
 		}
 		assert.Len(t, queues, 1, "a batch goes to one queue")
@@ -471,13 +472,13 @@ func TestBatchingOverBrokerLimitSplits(t *testing.T) {
 // message by message (a batch has one topic: the answer is true of every
 // message), as on rocketry.v1; batch.Split decides it for both protocols.
 func TestBatchingRocketMQTopicNotFoundDoesNotSplit(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(0))
-	srv.setRoute("t", rmqQueueOn(t, srv, "t", "broker-a", 0))
-	srv.setAnswer(func(*rocketmqv2.SendMessageRequest) *rocketmqv2.SendMessageResponse {
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(0))
+	srv.SetRoute("t", rmqtest.QueueOn(t, srv, "t", "broker-a", 0))
+	srv.SetAnswer(func(*rocketmqv2.SendMessageRequest) *rocketmqv2.SendMessageResponse {
 		return &rocketmqv2.SendMessageResponse{Status: &rocketmqv2.Status{Code: rocketmqv2.Code_TOPIC_NOT_FOUND, Message: "no such topic"}}
 	})
-	p := newTestProducer(t, srv.addr, WithProtocol(RocketMQ5), WithBatching(time.Second, 4, 1<<20))
+	p := newTestProducer(t, srv.Addr, WithProtocol(RocketMQ5), WithBatching(time.Second, 4, 1<<20))
 	holdSlot(t, p)
 	res, wait := sendAllAsync(t, p, msgs(4, "t"))
 	wait()
@@ -488,8 +489,8 @@ func TestBatchingRocketMQTopicNotFoundDoesNotSplit(t *testing.T) {
 		assert.Equal(t, 1, se.Attempts, "message %d", i)
 	}
 	var sizes []int
-	srv.seen(func(s *rmqServer) {
-		for _, req := range s.sends {
+	srv.Seen(func(s *rmqtest.Server) {
+		for _, req := range s.Sends {
 			sizes = append(sizes, len(req.GetMessages()))
 		}
 	})

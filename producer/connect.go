@@ -9,6 +9,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	wirermq "github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq"
 )
 
 // This file is about reaching a broker: how an endpoint is dialled, how an
@@ -90,29 +91,43 @@ func (e *ConnectError) GRPCStatus() *status.Status {
 }
 
 // publicError is err as the public API gives it: the one mapping of the
-// errors of the wire (producer/internal/wire, which knows no public name)
-// to this package's, made where an error leaves for the caller (a
-// SendError's Cause, an Event's Err, a constructor's or Resend's error).
-// A *wire.ConnectError becomes a *ConnectError with the public Reason, a
-// *wire.TargetError a bad target's error (ErrInvalidTarget), and an error
-// wrapping another wire sentinel (ErrNoEndpoints, ErrClosed) is wrapped
-// so that errors.Is matches the public one, with the same text; any other
-// error is returned as it is.
+// errors of the wire (producer/internal/wire and each protocol's package,
+// which know no public name) to this package's, made where an error
+// leaves for the caller (a SendError's Cause, an Event's Err, a
+// constructor's, Resend's, a Transaction's or Recall's error). A
+// *wire.ConnectError becomes a *ConnectError with the public Reason, a
+// *wire.TargetError a bad target's error (ErrInvalidTarget), a
+// *wirermq.StatusError a *RocketMQStatusError, and an error wrapping
+// another wire sentinel (ErrNoEndpoints, ErrClosed, ...) or one of those
+// errors is wrapped so that errors.Is matches the public sentinel and
+// errors.As finds the public error, with the same text; any other error
+// is returned as it is.
 func publicError(err error) error {
 	switch e := err.(type) {
 	case nil:
 		return nil
 	case *wire.ConnectError:
-		return &ConnectError{Endpoint: e.Endpoint, Reason: publicSentinel(e.Reason), Err: e.Err}
+		return publicConnectError(e)
 	case *wire.TargetError:
 		return &targetError{msg: e.Msg}
+	case *wirermq.StatusError:
+		return &RocketMQStatusError{Code: e.Code, Message: e.Message}
 	}
 	for _, s := range sentinels {
 		if errors.Is(err, s.wire) {
 			return &wireError{err}
 		}
 	}
+	var ce *wire.ConnectError
+	var se *wirermq.StatusError
+	if errors.As(err, &ce) || errors.As(err, &se) {
+		return &wireError{err}
+	}
 	return err
+}
+
+func publicConnectError(e *wire.ConnectError) *ConnectError {
+	return &ConnectError{Endpoint: e.Endpoint, Reason: publicSentinel(e.Reason), Err: e.Err}
 }
 
 // sentinels pairs each wire sentinel with this package's.
@@ -123,6 +138,11 @@ var sentinels = [...]struct{ wire, public error }{
 	{wire.ErrNoEndpoints, ErrNoEndpoints},
 	{wire.ErrClosed, ErrClosed},
 	{wire.ErrInvalidTarget, ErrInvalidTarget},
+	{wire.ErrInvalidMessage, ErrInvalidMessage},
+	{wire.ErrAttemptsExhausted, ErrAttemptsExhausted},
+	{wirermq.ErrTransactionNotFound, ErrTransactionNotFound},
+	{wirermq.ErrRecallTooLate, ErrRecallTooLate},
+	{wirermq.ErrRecallHandle, ErrRecallHandle},
 }
 
 // publicSentinel is a wire sentinel as this package's; any other error as
@@ -136,9 +156,11 @@ func publicSentinel(err error) error {
 	return err
 }
 
-// wireError is an error of the wire that wraps one of its sentinels, as
-// publicError gives it: the same text and chain, and errors.Is matches
-// the public sentinel of each wire sentinel in the chain.
+// wireError is an error of the wire that wraps one of its sentinels or
+// errors, as publicError gives it: the same text and chain; errors.Is
+// matches the public sentinel of each wire sentinel in the chain, and
+// errors.As finds a *ConnectError or a *RocketMQStatusError where the
+// chain has the wire's.
 type wireError struct{ err error }
 
 func (e *wireError) Error() string { return e.err.Error() }
@@ -153,4 +175,39 @@ func (e *wireError) Is(target error) bool {
 		}
 	}
 	return false
+}
+
+// As sets target to the public error of a wire error in the chain: a
+// *ConnectError, a *RocketMQStatusError, or an error that reads its own
+// outcome (errOutcome).
+func (e *wireError) As(target any) bool {
+	switch t := target.(type) {
+	case **ConnectError:
+		var ce *wire.ConnectError
+		if errors.As(e.err, &ce) {
+			*t = publicConnectError(ce)
+			return true
+		}
+	case **RocketMQStatusError:
+		if se := e.status(); se != nil {
+			*t = se
+			return true
+		}
+	case *interface{ outcome() Outcome }:
+		if se := e.status(); se != nil {
+			*t = se
+			return true
+		}
+	}
+	return false
+}
+
+// status is the public error of the chain's *wirermq.StatusError; nil
+// when it has none.
+func (e *wireError) status() *RocketMQStatusError {
+	var se *wirermq.StatusError
+	if errors.As(e.err, &se) {
+		return &RocketMQStatusError{Code: se.Code, Message: se.Message}
+	}
+	return nil
 }

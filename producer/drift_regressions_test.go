@@ -8,48 +8,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rocketry-go/rocketry/backoff"
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/protobuf/types/known/durationpb"
-
-	"github.com/rocketry-go/rocketry/backoff"
-	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
-
-// TestServerScheduleKeepsTheFallbacksAttemptFloor: with
-// WithServerRetryPolicy, while the server has sent no policy the throttle
-// schedule is the connection backoff, and its MIN_CONNECT_TIMEOUT (20 s per
-// try) must stand; once the server's policy is in use there is no floor.
-// The floor was lost before (serverSchedule did not pass it on).
-func TestServerScheduleKeepsTheFallbacksAttemptFloor(t *testing.T) {
-	c := &rmqClient{}
-	var s backoff.Schedule = serverSchedule{c: c, fallback: defaultThrottle}
-	f, ok := s.(backoff.AttemptFloor)
-	if !assert.True(t, ok, "serverSchedule is not an AttemptFloor") {
-		return
-	}
-	assert.Equal(t, 20*time.Second, f.MinAttemptTimeout(), "falling back to the connection backoff")
-
-	c.policy.Store(&rocketmqv2.RetryPolicy{MaxAttempts: 3, Strategy: &rocketmqv2.RetryPolicy_ExponentialBackoff{ExponentialBackoff: &rocketmqv2.ExponentialBackoff{
-		Initial: durationpb.New(100 * time.Millisecond), Max: durationpb.New(time.Second), Multiplier: 2,
-	}}})
-	assert.Equal(t, time.Duration(0), f.MinAttemptTimeout(), "the server's policy in use")
-	d, ok := s.Delay(1, nil)
-	assert.True(t, ok)
-	assert.Equal(t, 100*time.Millisecond, d)
-}
 
 // TestRmqBodyOverServerMaxIsRefusedBeforeAnyAttempt: a body over the
 // server's max_body_size is an invalid message, refused by Send and
 // SendAsync before any attempt, and never reaches the dead-letter sink.
 // It used to fail at attempt time, as a counted attempt that was kept.
 func TestRmqBodyOverServerMaxIsRefusedBeforeAnyAttempt(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(4))
-	srv.setRoute("t", rmqQueueOn(t, srv, "t", "broker-a", 0))
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(4))
+	srv.SetRoute("t", rmqtest.QueueOn(t, srv, "t", "broker-a", 0))
 	sink := newMemSink()
-	p := newTestProducer(t, srv.addr, WithProtocol(RocketMQ5), WithDeadLetterSink(sink))
+	p := newTestProducer(t, srv.Addr, WithProtocol(RocketMQ5), WithDeadLetterSink(sink))
 
 	_, err := p.Send(context.Background(), &Message{Topic: "t", Body: []byte("12345")})
 	require.ErrorIs(t, err, ErrInvalidMessage)
@@ -61,7 +36,7 @@ func TestRmqBodyOverServerMaxIsRefusedBeforeAnyAttempt(t *testing.T) {
 
 	_, err = p.Send(context.Background(), &Message{Topic: "t", Body: []byte("1234")})
 	require.NoError(t, err)
-	srv.seen(func(s *rmqServer) { assert.Len(t, s.sends, 1, "only the valid message was sent") })
+	srv.Seen(func(s *rmqtest.Server) { assert.Len(t, s.Sends, 1, "only the valid message was sent") })
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
 	assert.Zero(t, sink.puts, "an invalid message is not a dead letter")

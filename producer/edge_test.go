@@ -11,14 +11,15 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	wirermq "github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq"
 )
 
 // TestPublicErrorMapsTheWire: each error of the wire leaves the producer
 // as the public one (publicError): a *wire.ConnectError as a
 // *ConnectError with the public Reason and the same text, a sentinel
 // wrapped with context so that errors.Is matches the public sentinel with
-// the same text, a bad target as ErrInvalidTarget; any other error as it
-// is.
+// the same text, a bad target as ErrInvalidTarget, RocketMQ 5's status as
+// a *RocketMQStatusError, also inside a chain; any other error as it is.
 func TestPublicErrorMapsTheWire(t *testing.T) {
 	grpcErr := status.Error(codes.Unavailable, "connection error: desc = \"transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused\"")
 	for _, tt := range []struct{ wire, public error }{
@@ -40,6 +41,11 @@ func TestPublicErrorMapsTheWire(t *testing.T) {
 	for _, tt := range []struct{ wire, public error }{
 		{wire.ErrNoEndpoints, ErrNoEndpoints},
 		{wire.ErrClosed, ErrClosed},
+		{wire.ErrInvalidMessage, ErrInvalidMessage},
+		{wire.ErrAttemptsExhausted, ErrAttemptsExhausted},
+		{wirermq.ErrTransactionNotFound, ErrTransactionNotFound},
+		{wirermq.ErrRecallTooLate, ErrRecallTooLate},
+		{wirermq.ErrRecallHandle, ErrRecallHandle},
 	} {
 		assert.Equal(t, tt.wire.Error(), tt.public.Error(), "the same text")
 		in := fmt.Errorf("producer: Resend: %w: target %q", tt.wire, "dns:///x")
@@ -51,6 +57,24 @@ func TestPublicErrorMapsTheWire(t *testing.T) {
 	bad := publicError(wire.BadTarget("producer: New(%q): no resolver", "x://y"))
 	assert.ErrorIs(t, bad, ErrInvalidTarget)
 	assert.Equal(t, `producer: New("x://y"): no resolver`, bad.Error())
+
+	// RocketMQ 5's status: bare, a *RocketMQStatusError; in a chain (with
+	// a sentinel, as a recall's), errors.As finds it and errOutcome reads
+	// it (IsThrottled, CodeOf).
+	st := &wirermq.StatusError{Code: 42900, Message: "BACKLOG"}
+	var rs *RocketMQStatusError
+	require.ErrorAs(t, publicError(st), &rs)
+	assert.Equal(t, RocketMQStatusError{Code: 42900, Message: "BACKLOG"}, *rs)
+	assert.Equal(t, st.Error(), rs.Error())
+	chain := publicError(fmt.Errorf("producer: Recall(%q): %w: %w", "t", wirermq.ErrRecallHandle, st))
+	require.ErrorAs(t, chain, &rs)
+	assert.Equal(t, int32(42900), rs.Code)
+	assert.ErrorIs(t, chain, ErrRecallHandle)
+	assert.True(t, IsThrottled(chain))
+	var ce *ConnectError
+	require.ErrorAs(t, publicError(fmt.Errorf("producer: rocketmq start: %w", errors.Join(
+		&wire.ConnectError{Endpoint: "127.0.0.1:1", Reason: wire.ErrConnectionRefused, Err: grpcErr}))), &ce, "a ConnectError in a chain")
+	assert.Same(t, ErrConnectionRefused, ce.Reason)
 
 	other := errors.New("other")
 	assert.Same(t, other, publicError(other))

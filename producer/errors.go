@@ -10,6 +10,7 @@ import (
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
+	wirermq "github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq"
 )
 
 // ErrInvalidMessage is returned, wrapped with what is wrong, when a message
@@ -260,7 +261,7 @@ func (e *RocketMQStatusError) Error() string {
 
 // outcome lets errOutcome (IsThrottled, CodeOf) read the error.
 func (e *RocketMQStatusError) outcome() Outcome {
-	o := classifyCode(e.Code, e.Message)
+	o := publicOutcome(wirermq.ClassifyCode(e.Code, e.Message))
 	o.Err = e
 	return o
 }

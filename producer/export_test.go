@@ -1,6 +1,9 @@
 package producer
 
-import wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
+import (
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
+)
 
 // OptionPlaces returns where o applies, by the names its errors use: New,
 // NewFromConn, UnaryClientInterceptor, WithCallOptions.
@@ -20,4 +23,10 @@ func OptionName(o Option) string { return o.name() }
 // v1Of is p's rocketry.v1 transport, for a look at its endpoints' state.
 func v1Of(p *Producer) *wirev1.Transport[SendReceipt] {
 	return p.tr.(*wirev1.Transport[SendReceipt])
+}
+
+// rmqID is a new message ID of p's RocketMQ 5 transport, in its format.
+func rmqID(p *Producer) string {
+	id, _ := p.tr.Prepare(wire.Message{})
+	return id
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
@@ -130,17 +129,6 @@ func TestSendInfoCarrier(t *testing.T) {
 	assert.ElementsMatch(t, []string{"a", "b"}, s.Keys())
 	assert.Equal(t, map[string]string{"a": "1"}, m.Properties)
 	assert.Empty(t, (&SendInfo{Message: &Message{}}).Keys())
-}
-
-// TestToRMQTraceContext: a message's traceparent also goes to RocketMQ 5's
-// trace_context.
-func TestToRMQTraceContext(t *testing.T) {
-	tp := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-	w := (&Message{ID: "x", Topic: "t", Properties: map[string]string{TraceParentProperty: tp}}).toRMQ("", "h", time.Now())
-	assert.Equal(t, tp, w.GetSystemProperties().GetTraceContext())
-	assert.Equal(t, tp, w.GetUserProperties()[TraceParentProperty])
-	w = (&Message{ID: "x", Topic: "t"}).toRMQ("", "h", time.Now())
-	assert.Nil(t, w.GetSystemProperties().TraceContext)
 }
 
 func TestWithHookNil(t *testing.T) {

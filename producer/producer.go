@@ -276,11 +276,11 @@ func (p *Producer) prepare(m *Message) error {
 	}
 	wm := m.toWire()
 	if err := p.tr.Refuse(wm); err != nil {
-		return err
+		return publicError(err)
 	}
 	id, err := p.tr.Prepare(wm)
 	if err != nil {
-		return err
+		return publicError(err)
 	}
 	m.ID = id
 	return nil

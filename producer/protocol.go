@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"time"
 
-	"github.com/rocketry-go/rocketry/backoff"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	wirermq "github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq"
 )
 
 // Protocol is the wire protocol a Producer speaks (WithProtocol).
@@ -78,53 +78,56 @@ func (c *config) checkProtocol(where string) error {
 }
 
 // newRocketMQ makes the Producer of a RocketMQ 5 target and starts its
-// client: it returns once a server has answered with its Settings.
+// client (producer/internal/wire/rocketmq): it returns once a server has
+// answered with its Settings.
 func newRocketMQ(target string, cfg config, addrs []string) (*Producer, error) {
-	c, err := newRMQClient(addrs, &cfg)
+	t, err := wirermq.New(addrs, cfg.rmqConfig(), fillReceipt)
 	if err != nil {
 		return nil, fmt.Errorf("producer: New(%q): %w", target, err)
 	}
 	if cfg.rmq.serverRetryPolicy {
-		cfg.Throttle = serverSchedule{c: c, fallback: cfg.Throttle}
+		cfg.Throttle = t.ServerSchedule(cfg.Throttle)
 	}
 	// The options first, the network after.
 	p := newProducer(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.AttemptTimeout)
 	defer cancel()
-	if err := c.start(ctx); err != nil {
+	if err := t.Start(ctx, p.env()); err != nil {
 		p.abandon()
-		return nil, fmt.Errorf("producer: New(%q): %w", target, err)
+		return nil, fmt.Errorf("producer: New(%q): %w", target, publicError(err))
 	}
-	p.tr = &rmqTransport{c: c, cfg: &p.cfg.Config}
+	p.tr = t
 	return p, nil
 }
 
-// serverSchedule is the throttle schedule of WithServerRetryPolicy: the
-// waits of the server's latest backoff_policy, or fallback while the server
-// has sent none that can be read.
-type serverSchedule struct {
-	c        *rmqClient
-	fallback backoff.Schedule
-}
-
-func (s serverSchedule) Delay(n int, r backoff.Rand) (time.Duration, bool) {
-	return s.current().Delay(n, r)
-}
-
-// MinAttemptTimeout passes on the least time per try of the schedule in
-// use: none for the server's policy, the fallback's (MIN_CONNECT_TIMEOUT
-// for the connection backoff) while it stands in.
-func (s serverSchedule) MinAttemptTimeout() time.Duration {
-	if f, ok := s.current().(backoff.AttemptFloor); ok {
-		return f.MinAttemptTimeout()
+// rmqConfig is what RocketMQ 5's client takes of c: its settings, the
+// dial options, the policy (for its own calls' timeout and the retries of
+// EndTransaction and RecallMessage), pacing, and the checker of orphaned
+// transactions and its events.
+func (c *config) rmqConfig() wirermq.Config {
+	rc := wirermq.Config{
+		Settings: wirermq.Settings{
+			AccessKey: c.rmq.accessKey, SecretKey: c.rmq.secretKey, SecurityToken: c.rmq.securityToken,
+			TLS: c.rmq.tls, Namespace: c.rmq.namespace,
+		},
+		Dial:   c.dialOpts,
+		Send:   &c.Config,
+		Pacing: c.pacing,
 	}
-	return 0
-}
-
-// current is the server's latest readable policy, or the fallback.
-func (s serverSchedule) current() backoff.Schedule {
-	if sch, ok := rmqThrottleSchedule(s.c.serverRetryPolicy()); ok {
-		return sch
+	if check := c.rmq.txChecker; check != nil {
+		rc.Checker = func(ctx context.Context, wm wire.Message) wirermq.Resolution {
+			m := Message(wm)
+			return wirermq.Resolution(check(ctx, &m))
+		}
 	}
-	return s.fallback
+	if c.watched() {
+		rc.Checked = func(ctx context.Context, ch wirermq.Checked) {
+			kind := EventCommit
+			if !ch.Commit {
+				kind = EventRollback
+			}
+			c.emit(ctx, Event{Kind: kind, MessageID: ch.MessageID, Attempt: ch.Attempts, Endpoint: ch.Endpoint, Err: publicError(ch.Err), Check: true})
+		}
+	}
+	return rc
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
 )
 
 // ErrRecallTooLate is wrapped by Recall's error when the message is due
@@ -16,10 +16,6 @@ var ErrRecallTooLate = errors.New("producer: too late to recall: the message is 
 // ErrRecallHandle is wrapped by Recall's error when the server refused the
 // handle as invalid: malformed, of another topic, or of another broker.
 var ErrRecallHandle = errors.New("producer: invalid recall handle")
-
-// recallHandle is the recall handle of the stored message, "" when the
-// server gave none.
-func (a *rmqCall) recallHandle() string { return a.entry().GetRecallHandle() }
 
 // Recall removes a timed message (Message.DeliveryTime) before its
 // delivery time, named by the RecallHandle of its receipt, so that it is
@@ -32,7 +28,7 @@ func (a *rmqCall) recallHandle() string { return a.entry().GetRecallHandle() }
 // throttling are retried as EndTransaction is (recall is safe to repeat),
 // on the access points in turn.
 func (p *Producer) Recall(ctx context.Context, topic, handle string) (string, error) {
-	rt, ok := rmqOf(p) // RocketMQ 5 only: the client by a type assertion on the transport
+	tt, ok := p.tr.(wire.Transactions) // RocketMQ 5 only: what only it has, by a type assertion on the transport
 	if !ok {
 		return "", fmt.Errorf("%w: Recall: rocketry.v1 has no recall", ErrNotRocketMQ5)
 	}
@@ -47,36 +43,9 @@ func (p *Producer) Recall(ctx context.Context, topic, handle string) (string, er
 		return "", ErrClosed
 	default:
 	}
-	c := rt.c
-	req := &rocketmqv2.RecallMessageRequest{Topic: &rocketmqv2.Resource{ResourceNamespace: c.set.namespace, Name: topic}, RecallHandle: handle}
-	var id, at string
-	n, err := c.retry(ctx, c.access, func(ctx context.Context, cn *rmqConn) (Outcome, error) {
-		at = cn.addr
-		resp, err := cn.stub.RecallMessage(ctx, req)
-		if err != nil {
-			return GRPCClassifier.Classify(nil, err), err
-		}
-		st := resp.GetStatus()
-		if st.GetCode() == rocketmqv2.Code_OK {
-			id = resp.GetMessageId()
-			return Outcome{Kind: Stored}, nil
-		}
-		serr := &RocketMQStatusError{Code: int32(st.GetCode()), Message: st.GetMessage()}
-		if st.GetCode() == rocketmqv2.Code_INTERNAL_SERVER_ERROR {
-			// The broker's ILLEGAL_OPERATION and the proxy's decoding error
-			// (broker/src/main/java/org/apache/rocketmq/broker/processor/RecallMessageProcessor.java,
-			// proxy/src/main/java/org/apache/rocketmq/proxy/processor/ProducerProcessor.java).
-			if strings.Contains(st.GetMessage(), "timestamp invalid") {
-				return Outcome{Kind: Permanent}, fmt.Errorf("%w: %w", ErrRecallTooLate, serr)
-			}
-			if o := serr.outcome(); o.Kind != Throttled {
-				return Outcome{Kind: Permanent}, fmt.Errorf("%w: %w", ErrRecallHandle, serr)
-			}
-		}
-		return serr.outcome(), serr
-	})
+	id, at, n, err := tt.Recall(ctx, topic, handle)
 	if err != nil {
-		err = fmt.Errorf("producer: Recall(%q): %w", topic, err)
+		err = publicError(fmt.Errorf("producer: Recall(%q): %w", topic, err))
 	}
 	if p.cfg.watched() {
 		p.cfg.emit(ctx, Event{Kind: EventRecall, MessageID: id, Attempt: n, Endpoint: at, Err: err})

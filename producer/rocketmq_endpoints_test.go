@@ -3,75 +3,32 @@ package producer
 import (
 	"context"
 	"errors"
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
-	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// rmqQueueAt is a writable queue id of broker name whose endpoints are
-// addrs (host:port each), as a route of a proxy cluster lists them.
-func rmqQueueAt(t *testing.T, topic, name string, id int32, addrs ...string) *rocketmqv2.MessageQueue {
-	t.Helper()
-	ep := &rocketmqv2.Endpoints{Scheme: rocketmqv2.AddressScheme_IPv4}
-	for _, a := range addrs {
-		h, p, err := net.SplitHostPort(a)
-		require.NoError(t, err)
-		n, err := strconv.Atoi(p)
-		require.NoError(t, err)
-		ep.Addresses = append(ep.Addresses, &rocketmqv2.Address{Host: h, Port: int32(n)})
-	}
-	return &rocketmqv2.MessageQueue{
-		Topic: &rocketmqv2.Resource{Name: topic}, Id: id, Permission: rocketmqv2.Permission_READ_WRITE,
-		Broker:             &rocketmqv2.Broker{Name: name, Endpoints: ep},
-		AcceptMessageTypes: []rocketmqv2.MessageType{rocketmqv2.MessageType_NORMAL},
-	}
-}
-
-// TestRmqBrokerSeveralAddresses: a broker whose route lists two addresses,
-// one of them closed, is reached through the other, whichever comes first,
-// on the first attempt.
-func TestRmqBrokerSeveralAddresses(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(0))
-	dead := closedAddr(t)
-	srv.setRoute("dead-first", rmqQueueAt(t, "dead-first", "broker-a", 0, dead, srv.addr))
-	srv.setRoute("live-first", rmqQueueAt(t, "live-first", "broker-a", 0, srv.addr, dead))
-	c := newTestRMQClient(t, []string{srv.addr})
-	require.NoError(t, c.start(context.Background()))
-	for _, topic := range []string{"dead-first", "live-first"} {
-		for i := range 4 { // the addresses are shuffled per connection: several sends, one connection
-			call := c.newCall(&Message{ID: topic + strconv.Itoa(i), Topic: topic})
-			o, unsent := call.attempt(context.Background(), 0, false, time.Time{})
-			require.Equal(t, Stored, o.Kind, "%s: %v", topic, o.Err)
-			assert.False(t, unsent)
-			assert.Equal(t, "broker-a", call.Endpoint(0))
-		}
-	}
-}
 
 // TestRmqBrokerAddressFailsOver: when the proxy node a broker's connection
 // uses goes away, the next send reaches the other node of the broker's
 // endpoints, and each message is stored once.
 func TestRmqBrokerAddressFailsOver(t *testing.T) {
-	s1, s2 := startRMQServer(t), startRMQServer(t)
-	for _, s := range []*rmqServer{s1, s2} {
-		s.setSettings(rmqServerSettings(0))
-		s.setRoute("t", rmqQueueAt(t, "t", "broker-a", 0, s1.addr, s2.addr))
+	s1, s2 := rmqtest.Start(t), rmqtest.Start(t)
+	for _, s := range []*rmqtest.Server{s1, s2} {
+		s.SetSettings(rmqtest.Settings(0))
+		s.SetRoute("t", rmqtest.QueueAt(t, "t", "broker-a", 0, s1.Addr, s2.Addr))
 	}
-	p, err := New(s1.addr+";"+s2.addr, WithProtocol(RocketMQ5))
+	p, err := New(s1.Addr+";"+s2.Addr, WithProtocol(RocketMQ5))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, p.Close(context.Background())) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err = p.Send(ctx, &Message{Topic: "t", Body: []byte("1")})
 	require.NoError(t, err)
-	sends := func(s *rmqServer) (n int) {
-		s.seen(func(s *rmqServer) { n = len(s.sends) })
+	sends := func(s *rmqtest.Server) (n int) {
+		s.Seen(func(s *rmqtest.Server) { n = len(s.Sends) })
 		return n
 	}
 	used, other := s1, s2
@@ -79,7 +36,7 @@ func TestRmqBrokerAddressFailsOver(t *testing.T) {
 		used, other = s2, s1
 	}
 	require.Equal(t, 1, sends(used))
-	used.stop()
+	used.Stop()
 	for i := range 3 {
 		_, err := p.Send(ctx, &Message{Topic: "t", Body: []byte("after")})
 		require.NoError(t, err, "send %d after a node stopped", i)
@@ -99,10 +56,10 @@ func TestRmqAccessPointsSemicolon(t *testing.T) {
 	_, err = splitTarget("10.0.0.1:8081;10.0.0.2:8081", false)
 	assert.ErrorIs(t, err, ErrInvalidTarget, "rocketry.v1 keeps its comma list")
 
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(0))
-	srv.setRoute("t", rmqQueueOn(t, srv, "t", "broker-a", 0))
-	p, err := New(closedAddr(t)+";"+srv.addr, WithProtocol(RocketMQ5))
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(0))
+	srv.SetRoute("t", rmqtest.QueueOn(t, srv, "t", "broker-a", 0))
+	p, err := New(closedAddr(t)+";"+srv.Addr, WithProtocol(RocketMQ5))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, p.Close(context.Background())) }()
 	_, err = p.Send(context.Background(), &Message{Topic: "t", Body: []byte("x")})

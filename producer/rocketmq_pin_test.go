@@ -5,13 +5,14 @@ import (
 	"testing"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // sendCount is how many SendMessage calls s has seen.
-func sendCount(s *rmqServer) (n int) {
-	s.seen(func(s *rmqServer) { n = len(s.sends) })
+func sendCount(s *rmqtest.Server) (n int) {
+	s.Seen(func(s *rmqtest.Server) { n = len(s.Sends) })
 	return n
 }
 
@@ -23,44 +24,44 @@ func sendCount(s *rmqServer) (n int) {
 // is refused with ErrEndpointUnknown, without a send.
 func TestRmqPinNamesBrokerAndAddresses(t *testing.T) {
 	// Broker A answers 50400 (the proxy gave up waiting: maybe stored).
-	a := startRMQServer(t)
-	a.setSettings(rmqServerSettings(0))
-	a.setRoute("t", rmqQueueOn(t, a, "t", "broker-a", 0))
-	a.setAnswer(func(*rocketmqv2.SendMessageRequest) *rocketmqv2.SendMessageResponse {
+	a := rmqtest.Start(t)
+	a.SetSettings(rmqtest.Settings(0))
+	a.SetRoute("t", rmqtest.QueueOn(t, a, "t", "broker-a", 0))
+	a.SetAnswer(func(*rocketmqv2.SendMessageRequest) *rocketmqv2.SendMessageResponse {
 		return &rocketmqv2.SendMessageResponse{Status: &rocketmqv2.Status{Code: rocketmqv2.Code_PROXY_TIMEOUT, Message: "wait response timeout 3000ms"}}
 	})
 	sink := newMemSink()
-	pa := newTestProducer(t, a.addr, WithProtocol(RocketMQ5), WithMaxAttempts(1), WithDeadLetterSink(sink))
+	pa := newTestProducer(t, a.Addr, WithProtocol(RocketMQ5), WithMaxAttempts(1), WithDeadLetterSink(sink))
 	m := &Message{Topic: "t", Body: []byte("x")}
 	_, err := pa.Send(context.Background(), m)
 	var se *SendError
 	require.ErrorAs(t, err, &se)
-	pin := "broker-a@" + a.addr
+	pin := "broker-a@" + a.Addr
 	assert.Equal(t, pin, se.MaybeStoredAt, "the pin names the broker and its endpoints")
 	d := sink.get(m.ID)
 	require.NotNil(t, d)
 	assert.Equal(t, pin, d.MaybeStoredAt)
 
 	// Broker B, a new broker named broker-a at another address.
-	b := startRMQServer(t)
-	b.setSettings(rmqServerSettings(0))
-	b.setRoute("t", rmqQueueOn(t, b, "t", "broker-a", 0))
-	pb := newTestProducer(t, b.addr, WithProtocol(RocketMQ5))
+	b := rmqtest.Start(t)
+	b.SetSettings(rmqtest.Settings(0))
+	b.SetRoute("t", rmqtest.QueueOn(t, b, "t", "broker-a", 0))
+	pb := newTestProducer(t, b.Addr, WithProtocol(RocketMQ5))
 	_, err = pb.Resend(context.Background(), d)
 	assert.ErrorIs(t, err, ErrEndpointUnknown)
 	assert.ErrorContains(t, err, pin)
-	assert.ErrorContains(t, err, "broker-a@"+b.addr, "the error lists the brokers this producer has")
+	assert.ErrorContains(t, err, "broker-a@"+b.Addr, "the error lists the brokers this producer has")
 	assert.Zero(t, sendCount(b), "nothing sent to the namesake")
 
 	// WithFailoverOnUnknownOutcome sends it as Send does.
-	pf := newTestProducer(t, b.addr, WithProtocol(RocketMQ5), WithFailoverOnUnknownOutcome())
+	pf := newTestProducer(t, b.Addr, WithProtocol(RocketMQ5), WithFailoverOnUnknownOutcome())
 	_, err = pf.Resend(context.Background(), d)
 	require.NoError(t, err)
 	assert.Equal(t, 1, sendCount(b))
 
 	// A bare broker name (a dead letter written before pins named the
 	// endpoints) matches by name alone, as before.
-	bare := &DeadLetter{Message: &Message{ID: pb.tr.(*rmqTransport).c.ids.next(), Topic: "t", Body: []byte("y")}, MaybeStoredAt: "broker-a"}
+	bare := &DeadLetter{Message: &Message{ID: rmqID(pb), Topic: "t", Body: []byte("y")}, MaybeStoredAt: "broker-a"}
 	_, err = pb.Resend(context.Background(), bare)
 	require.NoError(t, err)
 	assert.Equal(t, 2, sendCount(b))
@@ -70,26 +71,21 @@ func TestRmqPinNamesBrokerAndAddresses(t *testing.T) {
 // endpoints are the same set of addresses, in any order, and is sent
 // there; the order the route gives does not matter.
 func TestRmqPinAddressSet(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(0))
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(0))
 	other := closedAddr(t)
-	srv.setRoute("t",
-		rmqQueueAt(t, "t", "broker-a", 0, other),
-		rmqQueueAt(t, "t", "broker-a", 1, srv.addr, other),
-		rmqQueueAt(t, "t", "broker-b", 0, srv.addr))
-	p := newTestProducer(t, srv.addr, WithProtocol(RocketMQ5))
-	for _, pin := range []string{"broker-a@" + srv.addr + ";" + other, "broker-a@" + other + ";" + srv.addr} {
+	srv.SetRoute("t",
+		rmqtest.QueueAt(t, "t", "broker-a", 0, other),
+		rmqtest.QueueAt(t, "t", "broker-a", 1, srv.Addr, other),
+		rmqtest.QueueAt(t, "t", "broker-b", 0, srv.Addr))
+	p := newTestProducer(t, srv.Addr, WithProtocol(RocketMQ5))
+	for _, pin := range []string{"broker-a@" + srv.Addr + ";" + other, "broker-a@" + other + ";" + srv.Addr} {
 		before := sendCount(srv)
-		r, err := p.Resend(context.Background(), &DeadLetter{Message: &Message{ID: p.tr.(*rmqTransport).c.ids.next(), Topic: "t", Body: []byte("x")}, MaybeStoredAt: pin})
+		r, err := p.Resend(context.Background(), &DeadLetter{Message: &Message{ID: rmqID(p), Topic: "t", Body: []byte("x")}, MaybeStoredAt: pin})
 		require.NoError(t, err, pin)
 		assert.Equal(t, before+1, sendCount(srv))
 		assert.Equal(t, int32(1), r.QueueID, "the queue of broker-a at both addresses: %s", pin)
 	}
-	_, err := p.Resend(context.Background(), &DeadLetter{Message: &Message{ID: p.tr.(*rmqTransport).c.ids.next(), Topic: "t"}, MaybeStoredAt: "broker-b@" + other})
+	_, err := p.Resend(context.Background(), &DeadLetter{Message: &Message{ID: rmqID(p), Topic: "t"}, MaybeStoredAt: "broker-b@" + other})
 	assert.ErrorIs(t, err, ErrEndpointUnknown)
-
-	name, addrs, full := splitPin("broker@x@10.0.0.1:1;10.0.0.2:2")
-	assert.Equal(t, []any{"broker@x", "10.0.0.1:1;10.0.0.2:2", true}, []any{name, addrs, full}, "a name may hold an @, an address never does")
-	assert.True(t, sameAddrs("10.0.0.2:2;10.0.0.1:1", "10.0.0.1:1;10.0.0.2:2"))
-	assert.False(t, sameAddrs("10.0.0.1:1", "10.0.0.1:1;10.0.0.2:2"))
 }

@@ -12,12 +12,13 @@ import (
 	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // This file tests the producer against answers shaped as Apache RocketMQ's
-// proxy makes them, on a scripted apache.rocketmq.v2 server (rmqServer)
+// proxy makes them, on a scripted apache.rocketmq.v2 server (rmqtest.Server)
 // whose SendMessage answers as the proxy does.
 
 // proxyStore is the SendMessage of a scripted proxy in cluster mode
@@ -87,12 +88,12 @@ func (ps *proxyStore) stored() (copies map[string]int, requests, batches int) {
 
 // startProxy starts a scripted proxy serving topic "t" on two queues of
 // broker-a, answering sends from ps.
-func startProxy(t *testing.T, ps *proxyStore) *rmqServer {
+func startProxy(t *testing.T, ps *proxyStore) *rmqtest.Server {
 	t.Helper()
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(0))
-	srv.setRoute("t", rmqQueueOn(t, srv, "t", "broker-a", 0), rmqQueueOn(t, srv, "t", "broker-a", 1))
-	srv.setAnswer(ps.answer)
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(0))
+	srv.SetRoute("t", rmqtest.QueueOn(t, srv, "t", "broker-a", 0), rmqtest.QueueOn(t, srv, "t", "broker-a", 1))
+	srv.SetAnswer(ps.answer)
 	return srv
 }
 
@@ -129,7 +130,7 @@ func TestRmqProxyOneEntryBatchStoredOnce(t *testing.T) {
 	}
 	ps := newProxyStore()
 	srv := startProxy(t, ps)
-	p, err := New(srv.addr, WithProtocol(RocketMQ5))
+	p, err := New(srv.Addr, WithProtocol(RocketMQ5))
 	require.NoError(t, err)
 	ctx := context.Background()
 
@@ -216,7 +217,7 @@ func TestRmqProxyBusyBatchRetriedOnce(t *testing.T) {
 			mu.Unlock()
 		}
 	})
-	p, err := New(srv.addr, WithProtocol(RocketMQ5), WithObserver(obs), WithPacing(false),
+	p, err := New(srv.Addr, WithProtocol(RocketMQ5), WithObserver(obs), WithPacing(false),
 		WithThrottleSchedule(backoff.Constant(time.Millisecond)))
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -258,7 +259,7 @@ func TestRmqProxyStoredThen50001(t *testing.T) {
 			unknown.Add(1)
 		}
 	})
-	p, err := New(srv.addr, WithProtocol(RocketMQ5), WithObserver(obs))
+	p, err := New(srv.Addr, WithProtocol(RocketMQ5), WithObserver(obs))
 	require.NoError(t, err)
 	ctx := context.Background()
 	n := 5000

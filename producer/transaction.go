@@ -7,8 +7,8 @@ import (
 	"strings"
 	"sync"
 
-	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
 )
 
 // This file holds RocketMQ 5 transactions and recall. A transaction's
@@ -146,26 +146,21 @@ func (e *TransactionError) Unwrap() error { return e.Err }
 // first Commit or Rollback, whatever the outcome.
 type Transaction struct {
 	p  *Producer
-	rt *rmqTransport // p's transport
+	tt wire.Transactions // p's transport's (RocketMQ 5's)
 
 	mu      sync.Mutex
 	ended   bool
 	sending sync.WaitGroup
-	halves  []half   // stored half messages, in send order
-	unknown []string // ids of half messages whose send's outcome is unknown
-}
-
-// half is a stored half message: what EndTransaction needs.
-type half struct {
-	msgID, txID, topic string
-	addr               string // the connection that stored it
+	halves  []wire.Half // stored half messages, in send order
+	unknown []string    // ids of half messages whose send's outcome is unknown
 }
 
 // BeginTransaction starts a transaction (RocketMQ 5 only: ErrNotRocketMQ5
 // over rocketry.v1). It makes no call; ctx is checked only.
 func (p *Producer) BeginTransaction(ctx context.Context) (*Transaction, error) {
-	// RocketMQ 5 only: the client by a type assertion on the transport.
-	rt, ok := rmqOf(p)
+	// RocketMQ 5 only: what only it has, by a type assertion on the
+	// transport.
+	tt, ok := p.tr.(wire.Transactions)
 	if !ok {
 		return nil, fmt.Errorf("%w: BeginTransaction: over %v a transactional message is a Message with Transactional set, sent by Send", ErrNotRocketMQ5, RocketryV1)
 	}
@@ -177,7 +172,7 @@ func (p *Producer) BeginTransaction(ctx context.Context) (*Transaction, error) {
 		return nil, ErrClosed
 	default:
 	}
-	return &Transaction{p: p, rt: rt}, nil
+	return &Transaction{p: p, tt: tt}, nil
 }
 
 // Send sends m as a half message of the transaction; m.Transactional is
@@ -207,12 +202,12 @@ func (tx *Transaction) Send(ctx context.Context, m *Message) (*SendReceipt, erro
 	if err := m.validate(tx.p.cfg.maxBody); err != nil {
 		return nil, err
 	}
-	id, err := tx.rt.Prepare(m.toWire())
+	id, err := tx.p.tr.Prepare(m.toWire())
 	if err != nil {
-		return nil, err
+		return nil, publicError(err)
 	}
 	m.ID = id
-	r, addr, se := tx.p.sendHalf(ctx, tx.rt, m)
+	r, addr, se := tx.p.sendHalf(ctx, tx.tt, m)
 	if se != nil {
 		unresolved := se.Last == FailedUnknown || se.MaybeStoredAt != ""
 		if unresolved {
@@ -223,7 +218,7 @@ func (tx *Transaction) Send(ctx context.Context, m *Message) (*SendReceipt, erro
 		return nil, &TransactionError{Op: "send", MessageID: m.ID, Attempts: se.Attempts, Unresolved: unresolved, Err: se}
 	}
 	tx.mu.Lock()
-	tx.halves = append(tx.halves, half{msgID: m.ID, txID: r.TransactionID, topic: m.Topic, addr: addr})
+	tx.halves = append(tx.halves, wire.Half{MsgID: m.ID, TxID: r.TransactionID, Topic: m.Topic, Addr: addr})
 	tx.mu.Unlock()
 	return r, nil
 }
@@ -235,16 +230,16 @@ func (tx *Transaction) Send(ctx context.Context, m *Message) (*SendReceipt, erro
 // whose send had an unknown outcome (the producer has no transaction id to
 // end it with): Unresolved says the broker's check resolves it.
 func (tx *Transaction) Commit(ctx context.Context) error {
-	return tx.end(ctx, "commit", rocketmqv2.TransactionResolution_COMMIT)
+	return tx.end(ctx, "commit", true)
 }
 
 // Rollback rolls the transaction back: no half message sent is delivered.
 // Failures are retried and reported as by Commit.
 func (tx *Transaction) Rollback(ctx context.Context) error {
-	return tx.end(ctx, "rollback", rocketmqv2.TransactionResolution_ROLLBACK)
+	return tx.end(ctx, "rollback", false)
 }
 
-func (tx *Transaction) end(ctx context.Context, op string, res rocketmqv2.TransactionResolution) error {
+func (tx *Transaction) end(ctx context.Context, op string, commit bool) error {
 	tx.mu.Lock()
 	if tx.ended {
 		tx.mu.Unlock()
@@ -254,17 +249,18 @@ func (tx *Transaction) end(ctx context.Context, op string, res rocketmqv2.Transa
 	tx.mu.Unlock()
 	tx.sending.Wait()
 	kind := EventCommit
-	if res == rocketmqv2.TransactionResolution_ROLLBACK {
+	if !commit {
 		kind = EventRollback
 	}
 	var errs []error
 	for _, h := range tx.halves {
-		n, err := tx.rt.c.endTransaction(ctx, h, res, rocketmqv2.TransactionSource_SOURCE_CLIENT)
+		n, err := tx.tt.EndTransaction(ctx, h, commit)
+		err = publicError(err)
 		if tx.p.cfg.watched() {
-			tx.p.cfg.emit(ctx, Event{Kind: kind, MessageID: h.msgID, Attempt: n, Endpoint: h.addr, Err: err})
+			tx.p.cfg.emit(ctx, Event{Kind: kind, MessageID: h.MsgID, Attempt: n, Endpoint: h.Addr, Err: err})
 		}
 		if err != nil {
-			errs = append(errs, &TransactionError{Op: op, MessageID: h.msgID, TransactionID: h.txID, Attempts: n,
+			errs = append(errs, &TransactionError{Op: op, MessageID: h.MsgID, TransactionID: h.TxID, Attempts: n,
 				Unresolved: !errors.Is(err, ErrTransactionNotFound), Err: err})
 		}
 	}
@@ -278,7 +274,7 @@ func (tx *Transaction) end(ctx context.Context, op string, res rocketmqv2.Transa
 // sendHalf sends a prepared half message: Send's steps (hook, executor,
 // cancellation by Close), without the dead-letter sink. It returns the
 // connection that stored it, for EndTransaction.
-func (p *Producer) sendHalf(ctx context.Context, rt *rmqTransport, m *Message) (*SendReceipt, string, *SendError) {
+func (p *Producer) sendHalf(ctx context.Context, tt wire.Transactions, m *Message) (*SendReceipt, string, *SendError) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", newSendError(&send.Failure{ID: m.ID, End: send.EndContext, Cause: err, CtxErr: err, Last: send.Outcome{Err: err}})
 	}
@@ -288,113 +284,19 @@ func (p *Producer) sendHalf(ctx context.Context, rt *rmqTransport, m *Message) (
 	ctx, wm := p.startSend(ctx, m, false)
 	sctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(p.hardCtx, func() { cancel(ErrClosed) })
-	c := rt.c.newCall(wm)
-	x := send.Executor{Cfg: &p.cfg.Config, A: c, ID: m.ID, EP: int(rt.next.Add(1)), Transactional: true, Half: true}
-	se := runSend(sctx, &x)
+	wr, addr, f := tt.SendHalf(sctx, wm.toWire())
 	stop()
 	cancel(nil)
 	p.core.leave()
 	defer p.sends.leave()
-	if se != nil {
+	if f != nil {
+		se := newSendError(f)
 		p.cfg.finish(ctx, se)
 		p.endSend(ctx, nil, se)
 		return nil, "", se
 	}
-	q, off, txID, _ := c.result()
-	r := &SendReceipt{MessageID: m.ID, QueueID: q, Offset: off, Attempts: x.Attempts(), TransactionID: txID}
+	r := &SendReceipt{}
+	fillReceipt(r, wr)
 	p.endSend(ctx, r, nil)
-	return r, c.cn.addr, nil
-}
-
-// entry is the SendResultEntry of the stored message; nil before one.
-func (a *rmqCall) entry() *rocketmqv2.SendResultEntry {
-	if es := a.resp.GetEntries(); len(es) > 0 {
-		return es[0]
-	}
-	if a.resp == nil && a.be != nil {
-		return a.be.Msg.res // stored in its batch
-	}
-	return nil
-}
-
-// endTransaction ends the transaction of h with res, retrying failures
-// with the producer's attempts and failure schedule within ctx; it returns
-// the attempts made. An answer that the transaction is not found wraps
-// ErrTransactionNotFound.
-func (c *rmqClient) endTransaction(ctx context.Context, h half, res rocketmqv2.TransactionResolution, src rocketmqv2.TransactionSource) (int, error) {
-	req := &rocketmqv2.EndTransactionRequest{
-		Topic:         &rocketmqv2.Resource{ResourceNamespace: c.set.namespace, Name: h.topic},
-		MessageId:     h.msgID,
-		TransactionId: h.txID,
-		Resolution:    res,
-		Source:        src,
-	}
-	lostBefore := false // an earlier attempt's outcome was unknown
-	return c.retry(ctx, []string{h.addr}, func(ctx context.Context, cn *rmqConn) (Outcome, error) {
-		resp, err := cn.stub.EndTransaction(ctx, req)
-		if err != nil {
-			o := GRPCClassifier.Classify(nil, err)
-			lostBefore = lostBefore || o.Kind == FailedUnknown
-			return o, err
-		}
-		st := resp.GetStatus()
-		if st.GetCode() == rocketmqv2.Code_OK {
-			return Outcome{Kind: Stored}, nil
-		}
-		serr := &RocketMQStatusError{Code: int32(st.GetCode()), Message: st.GetMessage()}
-		if st.GetCode() == rocketmqv2.Code_INTERNAL_SERVER_ERROR && strings.Contains(st.GetMessage(), "transaction data") {
-			// The proxy's TRANSACTION_DATA_NOT_FOUND ("cannot found transaction data").
-			note := ""
-			if lostBefore {
-				note = " (an earlier attempt's answer was lost: it may have ended it)"
-			}
-			return Outcome{Kind: Permanent}, fmt.Errorf("%w%s: %w", ErrTransactionNotFound, note, serr)
-		}
-		o := serr.outcome()
-		lostBefore = lostBefore || o.Kind == FailedUnknown
-		return o, serr
-	})
-}
-
-// retry makes call on the connection to addrs[0] (the next address after a
-// failure known not to have reached the server), until it answers Stored
-// or Permanent, the attempts are spent (the producer's MaxAttempts), the
-// failure schedule has no more retries, or ctx ends; each attempt within
-// the attempt timeout. It returns the attempts made and the last error.
-func (c *rmqClient) retry(ctx context.Context, addrs []string, call func(context.Context, *rmqConn) (Outcome, error)) (int, error) {
-	cfg := c.cfg
-	ai := 0
-	for n := 1; ; n++ {
-		cn, err := c.conn(addrs[ai%len(addrs)])
-		if err != nil {
-			return n - 1, err
-		}
-		actx, cancel := context.WithTimeout(c.outgoing(ctx), cfg.AttemptTimeout)
-		o, err := call(actx, cn)
-		cancel()
-		switch {
-		case o.Kind == Stored:
-			return n, nil
-		case o.Kind == Permanent:
-			return n, err
-		case ctx.Err() != nil:
-			return n, fmt.Errorf("%w (last attempt: %w)", context.Cause(ctx), err)
-		case n >= cfg.MaxAttempts:
-			return n, fmt.Errorf("%w: %w", ErrAttemptsExhausted, err)
-		}
-		if o.Kind == FailedNotStored {
-			ai++
-		}
-		d, ok := cfg.Failure.Delay(n, cfg.Rand)
-		if !ok {
-			return n, fmt.Errorf("%w: %w", ErrAttemptsExhausted, err)
-		}
-		t := send.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return n, fmt.Errorf("%w (last attempt: %w)", context.Cause(ctx), err)
-		case <-t.C:
-		}
-	}
+	return r, addr, nil
 }

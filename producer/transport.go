@@ -5,11 +5,10 @@ import "github.com/rocketry-go/rocketry/producer/internal/wire"
 // transport is one wire protocol under a Producer (wire.Transport, whose
 // doc says what each method does): the Producer holds one and never asks
 // which. rocketry.v1's (producer/internal/wire/v1) sends to a host:port
-// list, NewFromConn's connection or a resolved target; rmqTransport
-// (apache.rocketmq.v2, rocketmq_transport.go) through a RocketMQ 5 proxy.
-// What only RocketMQ 5 has (BeginTransaction, Recall) takes the client
-// from an *rmqTransport by a type assertion, and is ErrNotRocketMQ5
-// otherwise.
+// list, NewFromConn's connection or a resolved target; apache.rocketmq.v2's
+// (producer/internal/wire/rocketmq) through a RocketMQ 5 proxy.
+// What only RocketMQ 5 has (BeginTransaction, Recall) asserts the
+// transport for wire.Transactions, and is ErrNotRocketMQ5 without it.
 type transport = wire.Transport[SendReceipt]
 
 // env is what a transport takes of p, made once in New.

@@ -3,8 +3,9 @@
 // an attempt that never left the client (NotSent, with its ConnectError),
 // the errors a protocol returns that the public API names (ErrNoEndpoints,
 // ErrClosed, ...), each protocol's side of the batcher (FailAll, CutShort,
-// BatchCodec), and the message, receipt and pin a transport takes and
-// gives (Message, Receipt, Pin, Transport).
+// BatchCodec), the message, receipt and pin a transport takes and gives
+// (Message, Receipt, Pin, Transport), and what only RocketMQ 5 has, which
+// the producer asserts its transport for (Transactions, Half).
 //
 // It knows no protocol and no public name: package producer maps its
 // errors to the public ones in one function (producer's publicError), and

@@ -17,10 +17,9 @@ import (
 
 // Transport is one wire protocol under a Producer, which holds one and
 // never asks which: rocketry.v1 (producer/internal/wire/v1) and
-// apache.rocketmq.v2 (producer's rmqTransport, for now in package
-// producer). R is the public receipt (producer.SendReceipt), which a
-// transport fills from a Receipt: so a send's receipt can be part of its
-// call's one allocation.
+// apache.rocketmq.v2 (producer/internal/wire/rocketmq). R is the public
+// receipt (producer.SendReceipt), which a transport fills from a Receipt:
+// so a send's receipt can be part of its call's one allocation.
 type Transport[R any] interface {
 	// Refuse returns an error for a valid message that this protocol does
 	// not take from Send; nil otherwise.
@@ -160,6 +159,10 @@ var (
 	ErrClosed = errors.New("producer: closed")
 	// ErrInvalidTarget is producer.ErrInvalidTarget.
 	ErrInvalidTarget = errors.New("producer: invalid target")
+	// ErrInvalidMessage is producer.ErrInvalidMessage.
+	ErrInvalidMessage = errors.New("producer: invalid message")
+	// ErrAttemptsExhausted is producer.ErrAttemptsExhausted.
+	ErrAttemptsExhausted = errors.New("producer: attempts exhausted")
 )
 
 // TargetError is a constructor's error for a bad target; errors.Is

@@ -17,7 +17,7 @@ import (
 
 // This file holds rocketry.v1's attempter: sendCall makes one SendMessage
 // per attempt (alone, or its message in a batch), and Transport.Send runs
-// the executor over it. apache.rocketmq.v2's is in producer/rocketmq_call.go.
+// the executor over it. apache.rocketmq.v2's is in producer/internal/wire/rocketmq (call.go).
 
 // sendMethod is the full name of MessagingService.SendMessage.
 const sendMethod = "/rocketry.v1.MessagingService/SendMessage"

@@ -1,4 +1,4 @@
-package producer
+package wirermq
 
 import (
 	"context"
@@ -103,13 +103,13 @@ func (t *rmqTelemetry) session() (got bool, err error) {
 				}},
 			})
 		case *rocketmqv2.TelemetryCommand_RecoverOrphanedTransactionCommand:
-			t.c.recoverOrphan(t.conn, k.RecoverOrphanedTransactionCommand) // transaction.go
+			t.c.recoverOrphan(t.conn, k.RecoverOrphanedTransactionCommand) // check.go
 		case *rocketmqv2.TelemetryCommand_ReconnectEndpointsCommand:
 			return got, errReconnect
 		case nil:
 			if s := cmd.GetStatus(); s != nil && s.GetCode() != rocketmqv2.Code_OK {
 				t.mu.Lock()
-				t.lastErr = &RocketMQStatusError{Code: int32(s.GetCode()), Message: s.GetMessage()}
+				t.lastErr = &StatusError{Code: int32(s.GetCode()), Message: s.GetMessage()}
 				t.mu.Unlock()
 			}
 		}
@@ -153,7 +153,7 @@ func (c *rmqClient) settingsCommand() *rocketmqv2.TelemetryCommand {
 	c.mu.Lock()
 	topics := make([]*rocketmqv2.Resource, len(c.topics))
 	for i, t := range c.topics {
-		topics[i] = &rocketmqv2.Resource{ResourceNamespace: c.set.namespace, Name: t}
+		topics[i] = &rocketmqv2.Resource{ResourceNamespace: c.set.Namespace, Name: t}
 	}
 	c.mu.Unlock()
 	host, _ := os.Hostname()

@@ -1,4 +1,4 @@
-package producer
+package wirermq
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
 )
 
 // rmqQueue is one writable queue of a topic.
@@ -55,7 +56,7 @@ func (c *rmqClient) route(ctx context.Context, topic string) (*rmqRoute, error) 
 		}
 		if c.closed {
 			c.mu.Unlock()
-			return nil, ErrClosed
+			return nil, wire.ErrClosed
 		}
 		wait, busy := c.querying[topic]
 		if !busy {
@@ -89,10 +90,10 @@ func (c *rmqClient) route(ctx context.Context, topic string) (*rmqRoute, error) 
 
 // queryRoute asks the access points for topic's route, the next one after
 // each gRPC error, each within the request timeout and ctx. A non-OK status
-// is the answer (a *RocketMQStatusError): it is not asked elsewhere.
+// is the answer (a *StatusError): it is not asked elsewhere.
 func (c *rmqClient) queryRoute(ctx context.Context, topic string) (*rmqRoute, error) {
 	req := &rocketmqv2.QueryRouteRequest{
-		Topic:     &rocketmqv2.Resource{ResourceNamespace: c.set.namespace, Name: topic},
+		Topic:     &rocketmqv2.Resource{ResourceNamespace: c.set.Namespace, Name: topic},
 		Endpoints: c.accessPoint,
 	}
 	c.mu.Lock()
@@ -117,7 +118,7 @@ func (c *rmqClient) queryRoute(ctx context.Context, topic string) (*rmqRoute, er
 			continue
 		}
 		if s := resp.GetStatus(); s.GetCode() != rocketmqv2.Code_OK {
-			return nil, &RocketMQStatusError{Code: int32(s.GetCode()), Message: s.GetMessage()}
+			return nil, &StatusError{Code: int32(s.GetCode()), Message: s.GetMessage()}
 		}
 		queues := interleave(resp.GetMessageQueues())
 		if len(queues) == 0 {

@@ -1,4 +1,4 @@
-package producer
+package wirermq
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 )
@@ -43,13 +44,13 @@ type rmqCall struct {
 	resp  *rocketmqv2.SendMessageResponse // written by attempt: the last answer
 	bt    *batch.Batcher                  // set by send, cleared by the first attempt, which joins a batch (async sends); nil: alone
 	be    *rmqEntry                       // written by attempt: the message's entry in the batch it joined; nil: none
-	own   Message                         // written by newWireCall: the copy msg points into; zero from newCall
+	own   wire.Message                    // written by newWireCall: the copy msg points into; zero from newCall
 }
 
 // newCall returns the attempter of m, which must be validated and have its
-// ID (the Producer's prepare); m is converted once, its slices and map
-// shared.
-func (c *rmqClient) newCall(m *Message) *rmqCall {
+// ID (the Producer's prepare and the transport's Prepare); m is converted
+// once, its slices and map shared.
+func (c *rmqClient) newCall(m *wire.Message) *rmqCall {
 	return c.initCall(&rmqCall{}, m)
 }
 
@@ -57,12 +58,12 @@ func (c *rmqClient) newCall(m *Message) *rmqCall {
 // in the call itself (own), which the v2 message points into (its tag and
 // group), so that the copy costs no allocation of its own.
 func (c *rmqClient) newWireCall(m wire.Message) *rmqCall {
-	a := &rmqCall{own: Message(m)}
+	a := &rmqCall{own: m}
 	return c.initCall(a, &a.own)
 }
 
-func (c *rmqClient) initCall(a *rmqCall, m *Message) *rmqCall {
-	a.c, a.topic, a.msg = c, m.Topic, m.toRMQ(c.set.namespace, c.bornHost, c.now())
+func (c *rmqClient) initCall(a *rmqCall, m *wire.Message) *rmqCall {
+	a.c, a.topic, a.msg = c, m.Topic, toRMQ(m, c.set.Namespace, c.bornHost, c.now())
 	a.req.Messages = []*rocketmqv2.Message{a.msg}
 	return a
 }
@@ -70,8 +71,7 @@ func (c *rmqClient) initCall(a *rmqCall, m *Message) *rmqCall {
 // Attempt is attempt's outcome as the executor reads it
 // (send.Attempter).
 func (a *rmqCall) Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (send.Outcome, bool) {
-	o, unsent := a.attempt(ctx, ep, waitForReady, deadline)
-	return o.internal(), unsent
+	return a.attempt(ctx, ep, waitForReady, deadline)
 }
 
 // attempt sends the message to queue ep's broker, waiting for the
@@ -79,10 +79,10 @@ func (a *rmqCall) Attempt(ctx context.Context, ep int, waitForReady bool, deadli
 // request never left the client: the body is over the server's
 // max_body_size (Permanent, MESSAGE_TOO_LARGE), the route could not be
 // read, or gRPC failed the call before it reached a transport (no peer).
-func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (Outcome, bool) {
+func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (send.Outcome, bool) {
 	if n := a.c.maxBodySize(); n > 0 && len(a.msg.Body) > n {
-		err := fmt.Errorf("%w: body is %d bytes, over the server's max_body_size of %d", ErrInvalidMessage, len(a.msg.Body), n)
-		return Outcome{Kind: Permanent, Code: brokercode.MessageTooLarge, Err: err}, true
+		err := fmt.Errorf("%w: body is %d bytes, over the server's max_body_size of %d", wire.ErrInvalidMessage, len(a.msg.Body), n)
+		return send.Outcome{Kind: send.Permanent, Code: brokercode.MessageTooLarge, Err: err}, true
 	}
 	if !a.cachedRoute() {
 		rctx, cancel := send.AttemptContext(ctx, deadline)
@@ -96,7 +96,7 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 	q := a.route.queue(ep)
 	cn, err := a.c.conn(q.addr)
 	if err != nil {
-		return Outcome{Kind: FailedNotStored, Err: err}, true
+		return send.Outcome{Kind: send.FailedNotStored, Err: err}, true
 	}
 	a.cn = cn
 	if a.bt != nil {
@@ -116,25 +116,25 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 	}
 	resp, err := cn.stub.SendMessage(a.c.outgoing(ctx), &a.req, opts...)
 	a.resp = resp
-	o, unsent := wire.NotSent(RocketMQClassifier.Classify(resp, err).internal(), err, &a.peer, q.addr)
-	return publicOutcome(o), unsent
+	return wire.NotSent(Classify(resp, err), err, &a.peer, q.addr)
 }
 
 // routeOutcome reads the error of a route look-up, which sent nothing: the
 // server's status (TOPIC_NOT_FOUND is Permanent), a gRPC error as
-// GRPCClassifier reads it, and a route without a writable queue, the
-// client's end or the caller's context as failures known not stored.
-func routeOutcome(err error) Outcome {
-	var se *RocketMQStatusError
+// producer.GRPCClassifier reads it (wirev1.Classify), and a route without
+// a writable queue, the client's end or the caller's context as failures
+// known not stored.
+func routeOutcome(err error) send.Outcome {
+	var se *StatusError
 	switch {
 	case errors.As(err, &se):
-		return se.outcome()
-	case errors.Is(err, errNoWritableQueue), errors.Is(err, ErrClosed):
-		return Outcome{Kind: FailedNotStored, Err: err}
+		return se.Outcome()
+	case errors.Is(err, errNoWritableQueue), errors.Is(err, wire.ErrClosed):
+		return send.Outcome{Kind: send.FailedNotStored, Err: err}
 	}
-	o := GRPCClassifier.Classify(nil, err)
-	if o.Kind == FailedUnknown {
-		o.Kind = FailedNotStored // nothing was sent
+	o := wirev1.Classify(err)
+	if o.Kind == send.FailedUnknown {
+		o.Kind = send.FailedNotStored // nothing was sent
 	}
 	return o
 }

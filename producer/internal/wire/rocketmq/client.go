@@ -1,4 +1,4 @@
-package producer
+package wirermq
 
 import (
 	"context"
@@ -30,8 +30,9 @@ import (
 
 // This file holds the RocketMQ 5 client of a Producer: its connections, the
 // metadata of every call, its life (start, heartbeats, route refresh,
-// close). Routes are in rocketmq_route.go, the telemetry stream in
-// rocketmq_telemetry.go, one send's attempts in rocketmq_call.go.
+// close). Its configuration is in config.go, routes in route.go, the
+// telemetry stream in telemetry.go, one send's attempts in call.go, the
+// transport over it in transport.go.
 
 // The x-mq-* metadata, as the official clients send it.
 const (
@@ -69,9 +70,10 @@ const (
 // routes name), a telemetry stream on each, heartbeats, and the routes of
 // the topics it sends to. Its methods are safe for concurrent use.
 type rmqClient struct {
-	cfg         *config // the producer's options: transaction.go's retries
-	set         rmqSettings
-	access      []string // access points, host:port
+	cfg         *send.Config // the producer's policy: the retries of EndTransaction and RecallMessage (transaction.go)
+	set         Settings
+	checked     func(ctx context.Context, c Checked) // Config.Checked
+	access      []string                             // access points, host:port
 	accessPoint *rocketmqv2.Endpoints
 	dialOpts    []grpc.DialOption
 	timeout     time.Duration // each unary call; start's wait for Settings
@@ -98,7 +100,7 @@ type rmqClient struct {
 	started   bool
 	closed    bool
 
-	pacers sync.Map // broker name -> *pace.Pacers; see rocketmq_pacer.go
+	pacers sync.Map // broker name -> *pace.Pacers; see pacer.go
 
 	maxBody      atomic.Int64 // the server's max_body_size; 0: not known
 	policy       atomic.Pointer[rocketmqv2.RetryPolicy]
@@ -117,10 +119,10 @@ type rmqConn struct {
 }
 
 // newRMQClient makes the client of the access points addrs (host:port
-// each) from the producer's configuration: the rmq settings, the dial
+// each) from the producer's configuration: the settings, the dial
 // options, the attempt timeout (the request timeout it declares and gives
 // each of its own calls) and the logger. It makes no call: start does.
-func newRMQClient(addrs []string, cfg *config) (*rmqClient, error) {
+func newRMQClient(addrs []string, cfg Config) (*rmqClient, error) {
 	if len(addrs) == 0 {
 		return nil, errors.New("producer: rocketmq: no access point")
 	}
@@ -144,14 +146,15 @@ func newRMQClient(addrs []string, cfg *config) (*rmqClient, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	now := time.Now
 	return &rmqClient{
-		cfg:            cfg,
-		set:            cfg.rmq,
+		cfg:            cfg.Send,
+		set:            cfg.Settings,
+		checked:        cfg.Checked,
 		access:         append([]string(nil), addrs...),
 		accessPoint:    ep,
-		dialOpts:       cfg.dialOpts,
-		timeout:        cfg.AttemptTimeout,
-		pacing:         cfg.pacing,
-		logger:         cfg.Logger,
+		dialOpts:       cfg.Dial,
+		timeout:        cfg.Send.AttemptTimeout,
+		pacing:         cfg.Pacing,
+		logger:         cfg.Send.Logger,
 		id:             newRMQClientID(now()),
 		ids:            newRMQIDGen(),
 		bornHost:       rmqBornHost(),
@@ -225,7 +228,7 @@ func (c *rmqClient) start(ctx context.Context) error {
 }
 
 // unreachable is the errors of the access points when none of them could
-// be reached (each a *ConnectError), so that start fails at once and says
+// be reached (each a *wire.ConnectError), so that start fails at once and says
 // why instead of waiting out its timeout; nil otherwise.
 func (c *rmqClient) unreachable() error {
 	var errs []error
@@ -240,7 +243,7 @@ func (c *rmqClient) unreachable() error {
 		if _, ok := o.Err.(*wire.ConnectError); !ok {
 			return nil
 		}
-		errs = append(errs, publicError(o.Err))
+		errs = append(errs, o.Err)
 	}
 	return errors.Join(errs...)
 }
@@ -310,14 +313,14 @@ func (c *rmqClient) conn(addr string) (*rmqConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, ErrClosed
+		return nil, wire.ErrClosed
 	}
 	if cn := c.conns[addr]; cn != nil {
 		return cn, nil
 	}
 	creds := insecure.NewCredentials()
-	if c.set.tls != nil {
-		creds = credentials.NewTLS(c.set.tls)
+	if c.set.TLS != nil {
+		creds = credentials.NewTLS(c.set.TLS)
 	}
 	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, c.dialOpts...)
 	target := wire.Passthrough(addr)
@@ -389,14 +392,14 @@ func (c *rmqClient) outgoing(ctx context.Context) context.Context {
 		rmqHeaderDateTime, dt,
 		rmqHeaderRequestID, newRequestID(),
 	)
-	if c.set.namespace != "" {
-		kv = append(kv, rmqHeaderNamespace, c.set.namespace)
+	if c.set.Namespace != "" {
+		kv = append(kv, rmqHeaderNamespace, c.set.Namespace)
 	}
-	if c.set.securityToken != "" {
-		kv = append(kv, rmqHeaderToken, c.set.securityToken)
+	if c.set.SecurityToken != "" {
+		kv = append(kv, rmqHeaderToken, c.set.SecurityToken)
 	}
-	if c.set.accessKey != "" {
-		kv = append(kv, rmqHeaderAuth, rmqAuthorization(c.set.accessKey, c.set.secretKey, dt))
+	if c.set.AccessKey != "" {
+		kv = append(kv, rmqHeaderAuth, rmqAuthorization(c.set.AccessKey, c.set.SecretKey, dt))
 	}
 	return metadata.AppendToOutgoingContext(ctx, kv...)
 }

@@ -1,4 +1,4 @@
-package producer
+package wirermq
 
 import "github.com/rocketry-go/rocketry/producer/internal/pace"
 

@@ -1,4 +1,4 @@
-package producer
+package wirermq
 
 import (
 	"crypto/rand"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -100,7 +101,7 @@ func rmqBodyDigest(body []byte) *rocketmqv2.Digest {
 // namespace; its type follows from it as in the official clients (FIFO with
 // a message group, DELAY with a delivery time). The queue is chosen per attempt (SystemProperties.QueueId).
 // Keys, properties and body are shared, not copied.
-func (m *Message) toRMQ(namespace, bornHost string, now time.Time) *rocketmqv2.Message {
+func toRMQ(m *wire.Message, namespace, bornHost string, now time.Time) *rocketmqv2.Message {
 	typ := rocketmqv2.MessageType_NORMAL
 	switch { // exclusive: validateType
 	case m.Transactional:
@@ -128,7 +129,7 @@ func (m *Message) toRMQ(namespace, bornHost string, now time.Time) *rocketmqv2.M
 	if !m.DeliveryTime.IsZero() {
 		sp.DeliveryTimestamp = timestamppb.New(m.DeliveryTime)
 	}
-	if tc, ok := m.Properties[TraceParentProperty]; ok {
+	if tc, ok := m.Properties[traceParentProperty]; ok {
 		sp.TraceContext = &tc
 	}
 	return &rocketmqv2.Message{
@@ -138,6 +139,11 @@ func (m *Message) toRMQ(namespace, bornHost string, now time.Time) *rocketmqv2.M
 		Body:             m.Body,
 	}
 }
+
+// traceParentProperty is producer.TraceParentProperty: a message with it
+// also carries its value in the trace_context of its SystemProperties,
+// where RocketMQ 5 looks for it.
+const traceParentProperty = "traceparent"
 
 // rmqBornHost is the born_host of this process's messages: the first
 // non-loopback IPv4 address, else the host name.

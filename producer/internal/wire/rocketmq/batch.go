@@ -1,4 +1,4 @@
-package producer
+package wirermq
 
 import (
 	"context"
@@ -60,10 +60,10 @@ func (s *rmqBatch) SendBatch(ctx context.Context, b *batch.Batch[rmqItem, send.O
 	resp, err := s.cn.stub.SendMessage(s.c.outgoing(ctx), req, grpc.Peer(&pr), grpc.ForceCodecV2(wire.BatchCodec{B: b}))
 	b.MarkEncoded()
 	if err != nil {
-		wire.FailAll(b, RocketMQClassifier.Classify(nil, err).internal(), err, &pr, s.cn.addr)
+		wire.FailAll(b, Classify(nil, err), err, &pr, s.cn.addr)
 		return
 	}
-	outs := classifyEntries(resp, n)
+	outs := ClassifyEntries(resp, n)
 	whole := n > 1 && refusedWhole(resp, outs) // the request's status, not any message's
 	entries := resp.GetEntries()
 	var ids []string // the one entry's IDs, when it names every message
@@ -79,7 +79,7 @@ func (s *rmqBatch) SendBatch(ctx context.Context, b *batch.Batch[rmqItem, send.O
 			own = entries[i]
 		}
 		// An entry without a status of its own has the request's.
-		o := outs[i].internal()
+		o := outs[i]
 		if b.Answer(e, o, !whole && own.GetStatus() != nil, wire.Refusal(o)) {
 			e.Msg.res = own
 		}
@@ -133,13 +133,13 @@ func batchResult(e *rocketmqv2.SendResultEntry, i int, ids []string) *rocketmqv2
 // message bad alike; sent alone, each gets its own answer. Whether that
 // splits the batch is batch.Split's to say (not for TOPIC_NOT_FOUND, true
 // of every message of a batch's one topic).
-func refusedWhole(resp *rocketmqv2.SendMessageResponse, outs []Outcome) bool {
+func refusedWhole(resp *rocketmqv2.SendMessageResponse, outs []send.Outcome) bool {
 	top := resp.GetStatus().GetCode()
-	if classifyStatus(resp.GetStatus()).Kind != Permanent {
+	if ClassifyStatus(resp.GetStatus()).Kind != send.Permanent {
 		return false
 	}
 	for _, o := range outs {
-		if o.Kind != Permanent || o.WireCode != int32(top) {
+		if o.Kind != send.Permanent || o.WireCode != int32(top) {
 			return false
 		}
 	}
@@ -153,7 +153,7 @@ func refusedWhole(resp *rocketmqv2.SendMessageResponse, outs []Outcome) bool {
 //
 // at is the queue of the attempt: q, or the batch's queue when the batch
 // answered.
-func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, deadline time.Time) (o Outcome, unsent bool, at rmqQueue, ok bool) {
+func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, deadline time.Time) (o send.Outcome, unsent bool, at rmqQueue, ok bool) {
 	bt := a.bt
 	a.bt = nil // only the first attempt (never a wait-for-ready one) joins a batch
 	sp := a.msg.GetSystemProperties()
@@ -163,16 +163,16 @@ func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, d
 		Deadline: wire.BatchDeadline(ctx, deadline), // the batch's call ends by then, and so does the wait for it
 	}
 	if !batch.Join(bt, batch.Key{To: q.addr, Topic: a.topic}, &rmqBatch{c: a.c, cn: cn, queue: q.id}, e) {
-		return Outcome{}, false, q, false
+		return send.Outcome{}, false, q, false
 	}
 	a.be = e
 	r, answered := batch.Wait(ctx, bt, e)
 	switch {
 	case !answered:
-		return publicOutcome(wire.CutShort(ctx)), r.Unsent, q, true // where it may be; what the caller sees of it is unknown
+		return wire.CutShort(ctx), r.Unsent, q, true // where it may be; what the caller sees of it is unknown
 	case r.Split:
-		return Outcome{}, false, q, false
+		return send.Outcome{}, false, q, false
 	}
 	q.id = e.Msg.queue
-	return publicOutcome(r.Outcome), r.Unsent, q, true
+	return r.Outcome, r.Unsent, q, true
 }

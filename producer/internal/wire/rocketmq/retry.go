@@ -1,4 +1,4 @@
-package producer
+package wirermq
 
 import (
 	"math"
@@ -80,3 +80,33 @@ func (c rmqCustomized) Delay(n int, _ backoff.Rand) (time.Duration, bool) {
 
 // Retries is unbounded: the attempts are the producer's.
 func (rmqCustomized) Retries() int { return -1 }
+
+// serverSchedule is the throttle schedule of WithServerRetryPolicy: the
+// waits of the server's latest backoff_policy, or fallback while the server
+// has sent none that can be read.
+type serverSchedule struct {
+	c        *rmqClient
+	fallback backoff.Schedule
+}
+
+func (s serverSchedule) Delay(n int, r backoff.Rand) (time.Duration, bool) {
+	return s.current().Delay(n, r)
+}
+
+// MinAttemptTimeout passes on the least time per try of the schedule in
+// use: none for the server's policy, the fallback's (MIN_CONNECT_TIMEOUT
+// for the connection backoff) while it stands in.
+func (s serverSchedule) MinAttemptTimeout() time.Duration {
+	if f, ok := s.current().(backoff.AttemptFloor); ok {
+		return f.MinAttemptTimeout()
+	}
+	return 0
+}
+
+// current is the server's latest readable policy, or the fallback.
+func (s serverSchedule) current() backoff.Schedule {
+	if sch, ok := rmqThrottleSchedule(s.c.serverRetryPolicy()); ok {
+		return sch
+	}
+	return s.fallback
+}

@@ -1,4 +1,4 @@
-package producer
+package wirermq
 
 import (
 	"context"
@@ -11,6 +11,9 @@ import (
 	"time"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -37,46 +40,46 @@ func TestRmqSignature(t *testing.T) {
 // QueryRoute, SendMessage, Heartbeat, NotifyClientTermination) carries the
 // x-mq-* metadata and a signature that verifies against its own date-time.
 func TestRmqMetadataOnEveryCall(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(1 << 20))
-	srv.setRoute("orders", rmqQueueOn(t, srv, "orders", "broker-a", 0))
-	c := newTestRMQClient(t, []string{srv.addr},
-		WithCredentials("ak", "sk", "sts-token"), WithNamespace("ns-1"))
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(1 << 20))
+	srv.SetRoute("orders", rmqtest.QueueOn(t, srv, "orders", "broker-a", 0))
+	c := newTestRMQClient(t, []string{srv.Addr},
+		func(c *Config) { c.AccessKey, c.SecretKey, c.SecurityToken = "ak", "sk", "sts-token" }, func(c *Config) { c.Namespace = "ns-1" })
 	require.NoError(t, c.start(context.Background()))
 
-	m := &Message{ID: c.ids.next(), Topic: "orders", Body: []byte("x")}
+	m := &wire.Message{ID: c.ids.next(), Topic: "orders", Body: []byte("x")}
 	o, unsent := c.newCall(m).attempt(context.Background(), 0, false, time.Time{})
-	require.Equal(t, Stored, o.Kind, "%v", o.Err)
+	require.Equal(t, send.Stored, o.Kind, "%v", o.Err)
 	require.False(t, unsent)
 	require.Eventually(t, func() bool {
 		n := 0
-		srv.seen(func(s *rmqServer) { n = len(s.heartbeats) })
+		srv.Seen(func(s *rmqtest.Server) { n = len(s.Heartbeats) })
 		return n > 0
 	}, 5*time.Second, 10*time.Millisecond)
 	c.close(context.Background())
 
 	methods := map[string]bool{}
-	srv.seen(func(s *rmqServer) {
-		for _, call := range s.calls {
-			methods[call.method] = true
-			md := call.md
+	srv.Seen(func(s *rmqtest.Server) {
+		for _, call := range s.Calls {
+			methods[call.Method] = true
+			md := call.MD
 			get := func(k string) string {
 				if v := md.Get(k); len(v) == 1 {
 					return v[0]
 				}
 				return ""
 			}
-			assert.Equal(t, c.id, get("x-mq-client-id"), call.method)
-			assert.Equal(t, "GO", get("x-mq-language"), call.method)
-			assert.Equal(t, "v2", get("x-mq-protocol"), call.method)
-			assert.Equal(t, rmqClientVersion, get("x-mq-client-version"), call.method)
-			assert.Equal(t, "ns-1", get("x-mq-namespace"), call.method)
-			assert.Equal(t, "sts-token", get("x-mq-session-token"), call.method)
-			assert.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, get("x-mq-request-id"), call.method)
+			assert.Equal(t, c.id, get("x-mq-client-id"), call.Method)
+			assert.Equal(t, "GO", get("x-mq-language"), call.Method)
+			assert.Equal(t, "v2", get("x-mq-protocol"), call.Method)
+			assert.Equal(t, rmqClientVersion, get("x-mq-client-version"), call.Method)
+			assert.Equal(t, "ns-1", get("x-mq-namespace"), call.Method)
+			assert.Equal(t, "sts-token", get("x-mq-session-token"), call.Method)
+			assert.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, get("x-mq-request-id"), call.Method)
 			dt := get("x-mq-date-time")
 			_, err := time.Parse(rmqDateTimeLayout, dt)
-			assert.NoError(t, err, "%s: date-time %q", call.method, dt)
-			assert.Equal(t, rmqAuthorization("ak", "sk", dt), get("authorization"), call.method)
+			assert.NoError(t, err, "%s: date-time %q", call.Method, dt)
+			assert.Equal(t, rmqAuthorization("ak", "sk", dt), get("authorization"), call.Method)
 		}
 	})
 	for _, m := range []string{"Telemetry", "QueryRoute", "SendMessage", "Heartbeat", "NotifyClientTermination"} {
@@ -131,28 +134,28 @@ func TestRmqInterleave(t *testing.T) {
 // TestRmqRouteThroughAttempts: attempts on ep and ep+1 reach two brokers,
 // each on its own address, with the queue id of the chosen queue.
 func TestRmqRouteThroughAttempts(t *testing.T) {
-	a, b := startRMQServer(t), startRMQServer(t)
-	a.setSettings(rmqServerSettings(0))
-	a.setRoute("t", rmqQueueOn(t, a, "t", "broker-a", 0), rmqQueueOn(t, a, "t", "broker-a", 1), rmqQueueOn(t, b, "t", "broker-b", 7))
-	c := newTestRMQClient(t, []string{a.addr})
+	a, b := rmqtest.Start(t), rmqtest.Start(t)
+	a.SetSettings(rmqtest.Settings(0))
+	a.SetRoute("t", rmqtest.QueueOn(t, a, "t", "broker-a", 0), rmqtest.QueueOn(t, a, "t", "broker-a", 1), rmqtest.QueueOn(t, b, "t", "broker-b", 7))
+	c := newTestRMQClient(t, []string{a.Addr})
 	require.NoError(t, c.start(context.Background()))
 
-	call := c.newCall(&Message{ID: c.ids.next(), Topic: "t", Body: []byte("b")})
+	call := c.newCall(&wire.Message{ID: c.ids.next(), Topic: "t", Body: []byte("b")})
 	for ep, want := range []string{"broker-a", "broker-b", "broker-a"} {
 		o, _ := call.attempt(context.Background(), ep, false, time.Time{})
-		require.Equal(t, Stored, o.Kind, "ep %d: %v", ep, o.Err)
+		require.Equal(t, send.Stored, o.Kind, "ep %d: %v", ep, o.Err)
 		assert.Equal(t, want, call.Endpoint(ep), "ep %d", ep)
 	}
 	var queuesA, queuesB []int32
-	a.seen(func(s *rmqServer) {
-		for _, r := range s.sends {
+	a.Seen(func(s *rmqtest.Server) {
+		for _, r := range s.Sends {
 			queuesA = append(queuesA, r.GetMessages()[0].GetSystemProperties().GetQueueId())
 		}
-		assert.Len(t, s.queries, 1, "one QueryRoute for the send")
-		assert.Equal(t, "t", s.queries[0].GetTopic().GetName())
+		assert.Len(t, s.Queries, 1, "one QueryRoute for the send")
+		assert.Equal(t, "t", s.Queries[0].GetTopic().GetName())
 	})
-	b.seen(func(s *rmqServer) {
-		for _, r := range s.sends {
+	b.Seen(func(s *rmqtest.Server) {
+		for _, r := range s.Sends {
 			queuesB = append(queuesB, r.GetMessages()[0].GetSystemProperties().GetQueueId())
 		}
 	})
@@ -161,7 +164,7 @@ func TestRmqRouteThroughAttempts(t *testing.T) {
 
 	// The new topic is declared in the Settings written afterwards.
 	require.Eventually(t, func() bool {
-		for _, st := range a.clientSettings() {
+		for _, st := range a.ClientSettings() {
 			if ts := st.GetPublishing().GetTopics(); len(ts) == 1 && ts[0].GetName() == "t" {
 				return true
 			}
@@ -171,23 +174,23 @@ func TestRmqRouteThroughAttempts(t *testing.T) {
 }
 
 func TestRmqRouteErrors(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(0))
-	c := newTestRMQClient(t, []string{srv.addr})
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(0))
+	c := newTestRMQClient(t, []string{srv.Addr})
 	require.NoError(t, c.start(context.Background()))
 
 	// TOPIC_NOT_FOUND: permanent, and nothing was sent.
-	o, unsent := c.newCall(&Message{ID: "1", Topic: "nope"}).attempt(context.Background(), 0, false, time.Time{})
-	assert.Equal(t, Permanent, o.Kind)
+	o, unsent := c.newCall(&wire.Message{ID: "1", Topic: "nope"}).attempt(context.Background(), 0, false, time.Time{})
+	assert.Equal(t, send.Permanent, o.Kind)
 	assert.Equal(t, int32(rocketmqv2.Code_TOPIC_NOT_FOUND), o.WireCode)
 	assert.True(t, unsent)
 
 	// A route without a writable queue: known not stored.
-	ro := rmqQueueOn(t, srv, "ro", "broker-a", 0)
+	ro := rmqtest.QueueOn(t, srv, "ro", "broker-a", 0)
 	ro.Permission = rocketmqv2.Permission_READ
-	srv.setRoute("ro", ro)
-	o, unsent = c.newCall(&Message{ID: "2", Topic: "ro"}).attempt(context.Background(), 0, false, time.Time{})
-	assert.Equal(t, FailedNotStored, o.Kind)
+	srv.SetRoute("ro", ro)
+	o, unsent = c.newCall(&wire.Message{ID: "2", Topic: "ro"}).attempt(context.Background(), 0, false, time.Time{})
+	assert.Equal(t, send.FailedNotStored, o.Kind)
 	assert.True(t, errors.Is(o.Err, errNoWritableQueue), "%v", o.Err)
 	assert.True(t, unsent)
 }
@@ -195,31 +198,31 @@ func TestRmqRouteErrors(t *testing.T) {
 // TestRmqSendUnreachable: a request that never reached a transport is
 // unsent, and a refused connection is named: known not stored.
 func TestRmqSendUnreachable(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(0))
-	gone := startRMQServer(t)
-	srv.setRoute("t", rmqQueueOn(t, gone, "t", "broker-gone", 0))
-	gone.stop()
-	c := newTestRMQClient(t, []string{srv.addr})
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(0))
+	gone := rmqtest.Start(t)
+	srv.SetRoute("t", rmqtest.QueueOn(t, gone, "t", "broker-gone", 0))
+	gone.Stop()
+	c := newTestRMQClient(t, []string{srv.Addr})
 	require.NoError(t, c.start(context.Background()))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	o, unsent := c.newCall(&Message{ID: "1", Topic: "t"}).attempt(ctx, 0, false, time.Time{})
-	assert.Equal(t, FailedNotStored, o.Kind, "a refused connection: %v", o.Err)
-	assert.ErrorIs(t, publicError(o.Err), ErrConnectionRefused, "as the public API gives it")
+	o, unsent := c.newCall(&wire.Message{ID: "1", Topic: "t"}).attempt(ctx, 0, false, time.Time{})
+	assert.Equal(t, send.FailedNotStored, o.Kind, "a refused connection: %v", o.Err)
+	assert.ErrorIs(t, o.Err, wire.ErrConnectionRefused, "named as the public API names it (producer maps it)")
 	assert.True(t, unsent, "the request never left: %v", o.Err)
 }
 
 // TestRmqStartWaitsForSettings: start returns once the server's Settings
 // arrive, and records its max body size and retry advice.
 func TestRmqStartWaitsForSettings(t *testing.T) {
-	srv := startRMQServer(t)
-	c := newTestRMQClient(t, []string{srv.addr}, WithAttemptTimeout(5*time.Second), WithServerRetryPolicy())
+	srv := rmqtest.Start(t)
+	c := newTestRMQClient(t, []string{srv.Addr}, func(c *Config) { c.Send.AttemptTimeout = 5 * time.Second })
 	go func() {
 		time.Sleep(100 * time.Millisecond)
-		srv.setSettings(rmqServerSettings(4096))
-		srv.endStreams() // the client reopens and gets the Settings now
+		srv.SetSettings(rmqtest.Settings(4096))
+		srv.EndStreams() // the client reopens and gets the Settings now
 	}()
 	start := time.Now()
 	require.NoError(t, c.start(context.Background()))
@@ -227,9 +230,8 @@ func TestRmqStartWaitsForSettings(t *testing.T) {
 	assert.Equal(t, 4096, c.maxBodySize())
 	require.NotNil(t, c.serverRetryPolicy())
 	assert.Equal(t, int32(4), c.serverRetryPolicy().GetMaxAttempts())
-	assert.True(t, c.set.serverRetryPolicy)
 
-	sts := srv.clientSettings()
+	sts := srv.ClientSettings()
 	require.NotEmpty(t, sts)
 	st := sts[0]
 	assert.Equal(t, rocketmqv2.ClientType_PRODUCER, st.GetClientType())
@@ -244,19 +246,19 @@ func TestRmqStartWaitsForSettings(t *testing.T) {
 // TestRmqStartTimeout: a server that never sends Settings fails start with
 // an error that says so, and leaves no goroutine behind.
 func TestRmqStartTimeout(t *testing.T) {
-	srv := startRMQServer(t)
+	srv := rmqtest.Start(t)
 	ignore := goleak.IgnoreCurrent()
-	c := newTestRMQClient(t, []string{srv.addr}, WithAttemptTimeout(200*time.Millisecond))
+	c := newTestRMQClient(t, []string{srv.Addr}, func(c *Config) { c.Send.AttemptTimeout = 200 * time.Millisecond })
 	err := c.start(context.Background())
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "no Settings from "+srv.addr+" within 200ms")
-	srv.stop()
+	assert.Contains(t, err.Error(), "no Settings from "+srv.Addr+" within 200ms")
+	srv.Stop()
 	goleak.VerifyNone(t, ignore)
 }
 
 func TestRmqStartCanceled(t *testing.T) {
-	srv := startRMQServer(t)
-	c := newTestRMQClient(t, []string{srv.addr})
+	srv := rmqtest.Start(t)
+	c := newTestRMQClient(t, []string{srv.Addr})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	err := c.start(ctx)
@@ -267,33 +269,31 @@ func TestRmqStartCanceled(t *testing.T) {
 // TestRmqTelemetryReopens: a stream the server ends is opened again, with
 // the client's Settings first.
 func TestRmqTelemetryReopens(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(0))
-	c := newTestRMQClient(t, []string{srv.addr})
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(0))
+	c := newTestRMQClient(t, []string{srv.Addr})
 	require.NoError(t, c.start(context.Background()))
-	srv.endStreams()
-	require.Eventually(t, func() bool { return len(srv.clientSettings()) >= 2 }, 5*time.Second, 10*time.Millisecond)
+	srv.EndStreams()
+	require.Eventually(t, func() bool { return len(srv.ClientSettings()) >= 2 }, 5*time.Second, 10*time.Millisecond)
 }
 
 // TestRmqTelemetryCommands: the client answers the server's commands on
 // the stream, and opens a new stream when asked to reconnect.
 func TestRmqTelemetryCommands(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(0))
-	srv.mu.Lock()
-	srv.push = []*rocketmqv2.TelemetryCommand{
-		{Command: &rocketmqv2.TelemetryCommand_PrintThreadStackTraceCommand{PrintThreadStackTraceCommand: &rocketmqv2.PrintThreadStackTraceCommand{Nonce: "n1"}}},
-		{Command: &rocketmqv2.TelemetryCommand_VerifyMessageCommand{VerifyMessageCommand: &rocketmqv2.VerifyMessageCommand{Nonce: "n2"}}},
-		{Command: &rocketmqv2.TelemetryCommand_RecoverOrphanedTransactionCommand{RecoverOrphanedTransactionCommand: &rocketmqv2.RecoverOrphanedTransactionCommand{TransactionId: "tx"}}},
-		{Command: &rocketmqv2.TelemetryCommand_ReconnectEndpointsCommand{ReconnectEndpointsCommand: &rocketmqv2.ReconnectEndpointsCommand{Nonce: "n3"}}},
-	}
-	srv.mu.Unlock()
-	c := newTestRMQClient(t, []string{srv.addr})
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(0))
+	srv.SetPush(
+		&rocketmqv2.TelemetryCommand{Command: &rocketmqv2.TelemetryCommand_PrintThreadStackTraceCommand{PrintThreadStackTraceCommand: &rocketmqv2.PrintThreadStackTraceCommand{Nonce: "n1"}}},
+		&rocketmqv2.TelemetryCommand{Command: &rocketmqv2.TelemetryCommand_VerifyMessageCommand{VerifyMessageCommand: &rocketmqv2.VerifyMessageCommand{Nonce: "n2"}}},
+		&rocketmqv2.TelemetryCommand{Command: &rocketmqv2.TelemetryCommand_RecoverOrphanedTransactionCommand{RecoverOrphanedTransactionCommand: &rocketmqv2.RecoverOrphanedTransactionCommand{TransactionId: "tx"}}},
+		&rocketmqv2.TelemetryCommand{Command: &rocketmqv2.TelemetryCommand_ReconnectEndpointsCommand{ReconnectEndpointsCommand: &rocketmqv2.ReconnectEndpointsCommand{Nonce: "n3"}}},
+	)
+	c := newTestRMQClient(t, []string{srv.Addr})
 	require.NoError(t, c.start(context.Background()))
 	require.Eventually(t, func() bool {
 		var stack, verify bool
-		srv.seen(func(s *rmqServer) {
-			for _, cmd := range s.clientCmds {
+		srv.Seen(func(s *rmqtest.Server) {
+			for _, cmd := range s.ClientCmds {
 				if st := cmd.GetThreadStackTrace(); st != nil && st.GetNonce() == "n1" && strings.Contains(st.GetThreadStackTrace(), "goroutine") {
 					stack = true
 				}
@@ -303,19 +303,19 @@ func TestRmqTelemetryCommands(t *testing.T) {
 			}
 		})
 		// ReconnectEndpointsCommand: the stream was opened again.
-		return stack && verify && len(srv.clientSettings()) >= 2
+		return stack && verify && len(srv.ClientSettings()) >= 2
 	}, 5*time.Second, 10*time.Millisecond)
 }
 
 func TestRmqHeartbeat(t *testing.T) {
-	srv := startRMQServer(t)
-	srv.setSettings(rmqServerSettings(0))
-	c := newTestRMQClient(t, []string{srv.addr})
+	srv := rmqtest.Start(t)
+	srv.SetSettings(rmqtest.Settings(0))
+	c := newTestRMQClient(t, []string{srv.Addr})
 	require.NoError(t, c.start(context.Background()))
 	require.Eventually(t, func() bool {
 		n := 0
-		srv.seen(func(s *rmqServer) {
-			for _, h := range s.heartbeats {
+		srv.Seen(func(s *rmqtest.Server) {
+			for _, h := range s.Heartbeats {
 				if h.GetClientType() == rocketmqv2.ClientType_PRODUCER && h.Group == nil {
 					n++
 				}
@@ -328,37 +328,37 @@ func TestRmqHeartbeat(t *testing.T) {
 // TestRmqCloseNotifiesAndStops: close sends NotifyClientTermination to each
 // server and every goroutine of the client ends.
 func TestRmqCloseNotifiesAndStops(t *testing.T) {
-	a, b := startRMQServer(t), startRMQServer(t)
+	a, b := rmqtest.Start(t), rmqtest.Start(t)
 	ignore := goleak.IgnoreCurrent()
-	a.setSettings(rmqServerSettings(0))
-	b.setSettings(rmqServerSettings(0))
-	c := newTestRMQClient(t, []string{a.addr, b.addr})
+	a.SetSettings(rmqtest.Settings(0))
+	b.SetSettings(rmqtest.Settings(0))
+	c := newTestRMQClient(t, []string{a.Addr, b.Addr})
 	require.NoError(t, c.start(context.Background()))
 	c.close(context.Background())
 	c.close(context.Background()) // a second close does nothing
-	for _, s := range []*rmqServer{a, b} {
-		s.seen(func(s *rmqServer) { assert.Equal(t, 1, s.notifies) })
+	for _, s := range []*rmqtest.Server{a, b} {
+		s.Seen(func(s *rmqtest.Server) { assert.Equal(t, 1, s.Notifies) })
 	}
-	a.stop()
-	b.stop()
+	a.Stop()
+	b.Stop()
 	goleak.VerifyNone(t, ignore)
 
-	_, err := c.conn(a.addr)
-	assert.ErrorIs(t, err, ErrClosed)
+	_, err := c.conn(a.Addr)
+	assert.ErrorIs(t, err, wire.ErrClosed)
 }
 
 func TestNewRMQClientTarget(t *testing.T) {
-	cfg := defaultConfig()
+	cfg := testConfig()
 	for _, bad := range [][]string{nil, {"nohost"}, {":80"}, {"h:0"}, {"h:70000"}, {"h:x"}} {
-		_, err := newRMQClient(bad, &cfg)
+		_, err := newRMQClient(bad, cfg)
 		assert.Error(t, err, "%q", bad)
 	}
-	c, err := newRMQClient([]string{"proxy-a:8081", "10.0.0.1:8081"}, &cfg)
+	c, err := newRMQClient([]string{"proxy-a:8081", "10.0.0.1:8081"}, cfg)
 	require.NoError(t, err)
 	defer c.close(context.Background())
 	assert.Equal(t, rocketmqv2.AddressScheme_DOMAIN_NAME, c.accessPoint.GetScheme())
 	assert.Len(t, c.accessPoint.GetAddresses(), 2)
-	c6, err := newRMQClient([]string{"[::1]:8081"}, &cfg)
+	c6, err := newRMQClient([]string{"[::1]:8081"}, cfg)
 	require.NoError(t, err)
 	defer c6.close(context.Background())
 	assert.Equal(t, rocketmqv2.AddressScheme_IPv6, c6.accessPoint.GetScheme())

@@ -1,4 +1,7 @@
-package producer
+// Package rmqtest is a scripted apache.rocketmq.v2 server for the tests of
+// the producer and of its RocketMQ 5 client (producer/internal/wire/rocketmq):
+// a real gRPC server on 127.0.0.1:0 that records what it is sent.
+package rmqtest
 
 import (
 	"context"
@@ -6,7 +9,6 @@ import (
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	"github.com/stretchr/testify/require"
@@ -15,13 +17,13 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// rmqServer is a test double of the remote side of apache.rocketmq.v2: a
+// Server is a test double of the remote side of apache.rocketmq.v2: a
 // real gRPC server on 127.0.0.1:0 that records every call's metadata and
 // every request, answers QueryRoute from its routes, SendMessage from
 // answer, and Telemetry with settings (or not at all when settings is nil).
-type rmqServer struct {
+type Server struct {
 	rocketmqv2.UnimplementedMessagingServiceServer
-	addr string
+	Addr string
 	srv  *grpc.Server
 
 	mu sync.Mutex
@@ -30,28 +32,29 @@ type rmqServer struct {
 	settings *rocketmqv2.Settings // the server's answer on Telemetry; nil: none
 	answer   func(*rocketmqv2.SendMessageRequest) *rocketmqv2.SendMessageResponse
 	push     []*rocketmqv2.TelemetryCommand // written after Settings on each stream
-	// What the server saw.
-	calls      []rmqSeenCall
-	sends      []*rocketmqv2.SendMessageRequest
-	queries    []*rocketmqv2.QueryRouteRequest
-	heartbeats []*rocketmqv2.HeartbeatRequest
-	notifies   int
-	clientCmds []*rocketmqv2.TelemetryCommand // every command a client wrote
+	// What the server saw (under mu: read them in Seen).
+	Calls      []Call
+	Sends      []*rocketmqv2.SendMessageRequest
+	Queries    []*rocketmqv2.QueryRouteRequest
+	Heartbeats []*rocketmqv2.HeartbeatRequest
+	Notifies   int
+	ClientCmds []*rocketmqv2.TelemetryCommand // every command a client wrote
 	streams    []chan struct{}                // open Telemetry streams; close one to end it
 }
 
-type rmqSeenCall struct {
-	method string
-	md     metadata.MD
+// Call is a call the server saw: its method and metadata.
+type Call struct {
+	Method string
+	MD     metadata.MD
 }
 
-// startRMQServer starts a server stopped at the test's end (or earlier with
-// stop).
-func startRMQServer(t *testing.T) *rmqServer {
+// Start starts a server stopped at the test's end (or earlier with
+// Stop).
+func Start(t *testing.T) *Server {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	s := &rmqServer{addr: lis.Addr().String(), routes: map[string][]*rocketmqv2.MessageQueue{}}
+	s := &Server{Addr: lis.Addr().String(), routes: map[string][]*rocketmqv2.MessageQueue{}}
 	s.srv = grpc.NewServer(
 		grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			s.see(ctx, info.FullMethod)
@@ -64,31 +67,32 @@ func startRMQServer(t *testing.T) *rmqServer {
 	)
 	rocketmqv2.RegisterMessagingServiceServer(s.srv, s)
 	go func() { _ = s.srv.Serve(lis) }()
-	t.Cleanup(s.stop)
+	t.Cleanup(s.Stop)
 	return s
 }
 
-func (s *rmqServer) stop() { s.srv.Stop() }
+// Stop stops the server, ending its streams.
+func (s *Server) Stop() { s.srv.Stop() }
 
-func (s *rmqServer) see(ctx context.Context, method string) {
+func (s *Server) see(ctx context.Context, method string) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	s.mu.Lock()
-	s.calls = append(s.calls, rmqSeenCall{method, md.Copy()})
+	s.Calls = append(s.Calls, Call{method, md.Copy()})
 	s.mu.Unlock()
 }
 
-// hostPort splits the server's address for a route.
-func (s *rmqServer) hostPort(t *testing.T) (string, int32) {
-	h, p, err := net.SplitHostPort(s.addr)
+// HostPort splits the server's address for a route.
+func (s *Server) HostPort(t *testing.T) (string, int32) {
+	h, p, err := net.SplitHostPort(s.Addr)
 	require.NoError(t, err)
 	n, err := strconv.Atoi(p)
 	require.NoError(t, err)
 	return h, int32(n)
 }
 
-// rmqQueueOn is a writable queue id of broker name, served at srv.
-func rmqQueueOn(t *testing.T, srv *rmqServer, topic, name string, id int32) *rocketmqv2.MessageQueue {
-	h, p := srv.hostPort(t)
+// QueueOn is a writable queue id of broker name, served at srv.
+func QueueOn(t *testing.T, srv *Server, topic, name string, id int32) *rocketmqv2.MessageQueue {
+	h, p := srv.HostPort(t)
 	return &rocketmqv2.MessageQueue{
 		Topic:      &rocketmqv2.Resource{Name: topic},
 		Id:         id,
@@ -100,26 +104,37 @@ func rmqQueueOn(t *testing.T, srv *rmqServer, topic, name string, id int32) *roc
 	}
 }
 
-func (s *rmqServer) setRoute(topic string, mqs ...*rocketmqv2.MessageQueue) {
+// SetRoute sets the route QueryRoute answers for topic.
+func (s *Server) SetRoute(topic string, mqs ...*rocketmqv2.MessageQueue) {
 	s.mu.Lock()
 	s.routes[topic] = mqs
 	s.mu.Unlock()
 }
 
-func (s *rmqServer) setSettings(st *rocketmqv2.Settings) {
+// SetSettings sets the server's Settings, written on each new stream;
+// nil: none.
+func (s *Server) SetSettings(st *rocketmqv2.Settings) {
 	s.mu.Lock()
 	s.settings = st
 	s.mu.Unlock()
 }
 
-func (s *rmqServer) setAnswer(f func(*rocketmqv2.SendMessageRequest) *rocketmqv2.SendMessageResponse) {
+// SetAnswer sets SendMessage's answer; nil: OK, one entry per message.
+func (s *Server) SetAnswer(f func(*rocketmqv2.SendMessageRequest) *rocketmqv2.SendMessageResponse) {
 	s.mu.Lock()
 	s.answer = f
 	s.mu.Unlock()
 }
 
-// endStreams ends every open Telemetry stream.
-func (s *rmqServer) endStreams() {
+// SetPush sets the commands written after Settings on each new stream.
+func (s *Server) SetPush(cmds ...*rocketmqv2.TelemetryCommand) {
+	s.mu.Lock()
+	s.push = cmds
+	s.mu.Unlock()
+}
+
+// EndStreams ends every open Telemetry stream.
+func (s *Server) EndStreams() {
 	s.mu.Lock()
 	for _, c := range s.streams {
 		close(c)
@@ -128,19 +143,19 @@ func (s *rmqServer) endStreams() {
 	s.mu.Unlock()
 }
 
-// seen returns a snapshot of what the server saw, under its lock.
-func (s *rmqServer) seen(f func(s *rmqServer)) {
+// Seen returns a snapshot of what the server saw, under its lock.
+func (s *Server) Seen(f func(s *Server)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f(s)
 }
 
-// clientSettings returns the Settings the clients wrote.
-func (s *rmqServer) clientSettings() []*rocketmqv2.Settings {
+// ClientSettings returns the Settings the clients wrote.
+func (s *Server) ClientSettings() []*rocketmqv2.Settings {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []*rocketmqv2.Settings
-	for _, c := range s.clientCmds {
+	for _, c := range s.ClientCmds {
 		if st := c.GetSettings(); st != nil {
 			out = append(out, st)
 		}
@@ -148,10 +163,10 @@ func (s *rmqServer) clientSettings() []*rocketmqv2.Settings {
 	return out
 }
 
-func (s *rmqServer) QueryRoute(_ context.Context, req *rocketmqv2.QueryRouteRequest) (*rocketmqv2.QueryRouteResponse, error) {
+func (s *Server) QueryRoute(_ context.Context, req *rocketmqv2.QueryRouteRequest) (*rocketmqv2.QueryRouteResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.queries = append(s.queries, req)
+	s.Queries = append(s.Queries, req)
 	mqs, ok := s.routes[req.GetTopic().GetName()]
 	if !ok {
 		return &rocketmqv2.QueryRouteResponse{Status: &rocketmqv2.Status{Code: rocketmqv2.Code_TOPIC_NOT_FOUND, Message: "no such topic"}}, nil
@@ -159,16 +174,16 @@ func (s *rmqServer) QueryRoute(_ context.Context, req *rocketmqv2.QueryRouteRequ
 	return &rocketmqv2.QueryRouteResponse{Status: &rocketmqv2.Status{Code: rocketmqv2.Code_OK}, MessageQueues: mqs}, nil
 }
 
-func (s *rmqServer) Heartbeat(_ context.Context, req *rocketmqv2.HeartbeatRequest) (*rocketmqv2.HeartbeatResponse, error) {
+func (s *Server) Heartbeat(_ context.Context, req *rocketmqv2.HeartbeatRequest) (*rocketmqv2.HeartbeatResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.heartbeats = append(s.heartbeats, req)
+	s.Heartbeats = append(s.Heartbeats, req)
 	return &rocketmqv2.HeartbeatResponse{Status: &rocketmqv2.Status{Code: rocketmqv2.Code_OK}}, nil
 }
 
-func (s *rmqServer) SendMessage(_ context.Context, req *rocketmqv2.SendMessageRequest) (*rocketmqv2.SendMessageResponse, error) {
+func (s *Server) SendMessage(_ context.Context, req *rocketmqv2.SendMessageRequest) (*rocketmqv2.SendMessageResponse, error) {
 	s.mu.Lock()
-	s.sends = append(s.sends, proto.Clone(req).(*rocketmqv2.SendMessageRequest))
+	s.Sends = append(s.Sends, proto.Clone(req).(*rocketmqv2.SendMessageRequest))
 	answer := s.answer
 	s.mu.Unlock()
 	if answer != nil {
@@ -185,17 +200,17 @@ func (s *rmqServer) SendMessage(_ context.Context, req *rocketmqv2.SendMessageRe
 	return resp, nil
 }
 
-func (s *rmqServer) NotifyClientTermination(context.Context, *rocketmqv2.NotifyClientTerminationRequest) (*rocketmqv2.NotifyClientTerminationResponse, error) {
+func (s *Server) NotifyClientTermination(context.Context, *rocketmqv2.NotifyClientTerminationRequest) (*rocketmqv2.NotifyClientTerminationResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.notifies++
+	s.Notifies++
 	return &rocketmqv2.NotifyClientTerminationResponse{Status: &rocketmqv2.Status{Code: rocketmqv2.Code_OK}}, nil
 }
 
 // Telemetry reads the client's first command, answers with the server's
 // Settings when set, then records what follows until the client goes or
 // the test ends the stream.
-func (s *rmqServer) Telemetry(stream rocketmqv2.MessagingService_TelemetryServer) error {
+func (s *Server) Telemetry(stream rocketmqv2.MessagingService_TelemetryServer) error {
 	end := make(chan struct{})
 	s.mu.Lock()
 	s.streams = append(s.streams, end)
@@ -210,7 +225,7 @@ func (s *rmqServer) Telemetry(stream rocketmqv2.MessagingService_TelemetryServer
 				return
 			}
 			s.mu.Lock()
-			s.clientCmds = append(s.clientCmds, cmd)
+			s.ClientCmds = append(s.ClientCmds, cmd)
 			st, push := s.settings, s.push
 			s.mu.Unlock()
 			if first && st != nil {
@@ -233,9 +248,9 @@ func (s *rmqServer) Telemetry(stream rocketmqv2.MessagingService_TelemetryServer
 	}
 }
 
-// rmqServerSettings is a server's answer: a producer's max body size and
+// Settings is a server's answer: a producer's max body size and
 // an exponential backoff policy.
-func rmqServerSettings(maxBody int32) *rocketmqv2.Settings {
+func Settings(maxBody int32) *rocketmqv2.Settings {
 	return &rocketmqv2.Settings{
 		BackoffPolicy: &rocketmqv2.RetryPolicy{MaxAttempts: 4, Strategy: &rocketmqv2.RetryPolicy_ExponentialBackoff{
 			ExponentialBackoff: &rocketmqv2.ExponentialBackoff{Multiplier: 2},
@@ -244,17 +259,21 @@ func rmqServerSettings(maxBody int32) *rocketmqv2.Settings {
 	}
 }
 
-// newTestRMQClient makes a client of addrs with opts and short intervals;
-// it is closed at the test's end.
-func newTestRMQClient(t *testing.T, addrs []string, opts ...Option) *rmqClient {
+// QueueAt is a writable queue id of broker name whose endpoints are
+// addrs (host:port each), as a route of a proxy cluster lists them.
+func QueueAt(t *testing.T, topic, name string, id int32, addrs ...string) *rocketmqv2.MessageQueue {
 	t.Helper()
-	cfg, err := build(scopeNew, "New", append([]Option{WithProtocol(RocketMQ5)}, opts...))
-	require.NoError(t, err)
-	c, err := newRMQClient(addrs, &cfg)
-	require.NoError(t, err)
-	c.heartbeatEvery = 20 * time.Millisecond
-	c.routeEvery = 50 * time.Millisecond
-	c.reopenMin, c.reopenMax = 10*time.Millisecond, 40*time.Millisecond
-	t.Cleanup(func() { c.close(context.Background()) })
-	return c
+	ep := &rocketmqv2.Endpoints{Scheme: rocketmqv2.AddressScheme_IPv4}
+	for _, a := range addrs {
+		h, p, err := net.SplitHostPort(a)
+		require.NoError(t, err)
+		n, err := strconv.Atoi(p)
+		require.NoError(t, err)
+		ep.Addresses = append(ep.Addresses, &rocketmqv2.Address{Host: h, Port: int32(n)})
+	}
+	return &rocketmqv2.MessageQueue{
+		Topic: &rocketmqv2.Resource{Name: topic}, Id: id, Permission: rocketmqv2.Permission_READ_WRITE,
+		Broker:             &rocketmqv2.Broker{Name: name, Endpoints: ep},
+		AcceptMessageTypes: []rocketmqv2.MessageType{rocketmqv2.MessageType_NORMAL},
+	}
 }

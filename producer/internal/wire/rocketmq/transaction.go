@@ -1,0 +1,134 @@
+package wirermq
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
+)
+
+// This file is the implementation of RocketMQ 5's transactions (the
+// public API is producer's transaction.go): a half message's send, EndTransaction
+// and its retries (which Recall's share), as wire.Transactions.
+
+var _ wire.Transactions = (*Transport[struct{}])(nil)
+
+// SendHalf sends the prepared half message m: the executor's rule of a
+// transactional message (retried only while known not stored), first
+// attempts round robin over the queues of the topic's route.
+func (t *Transport[R]) SendHalf(ctx context.Context, m wire.Message) (wire.Receipt, string, *send.Failure) {
+	c := t.c.newWireCall(m)
+	x := send.Executor{Cfg: t.cfg, A: c, ID: m.ID, EP: int(t.next.Add(1)), Transactional: true, Half: true}
+	if f := wire.Run(ctx, &x); f != nil {
+		return wire.Receipt{}, "", f
+	}
+	q, off, txID, _ := c.result()
+	return wire.Receipt{MessageID: m.ID, QueueID: q, Offset: off, Attempts: x.Attempts(), TransactionID: txID}, c.cn.addr, nil
+}
+
+// EndTransaction ends h's transaction: COMMIT or ROLLBACK, from the
+// client (SOURCE_CLIENT).
+func (t *Transport[R]) EndTransaction(ctx context.Context, h wire.Half, commit bool) (int, error) {
+	res := rocketmqv2.TransactionResolution_ROLLBACK
+	if commit {
+		res = rocketmqv2.TransactionResolution_COMMIT
+	}
+	return t.c.endTransaction(ctx, h, res, rocketmqv2.TransactionSource_SOURCE_CLIENT)
+}
+
+// entry is the SendResultEntry of the stored message; nil before one.
+func (a *rmqCall) entry() *rocketmqv2.SendResultEntry {
+	if es := a.resp.GetEntries(); len(es) > 0 {
+		return es[0]
+	}
+	if a.resp == nil && a.be != nil {
+		return a.be.Msg.res // stored in its batch
+	}
+	return nil
+}
+
+// endTransaction ends the transaction of h with res, retrying failures
+// with the producer's attempts and failure schedule within ctx; it returns
+// the attempts made. An answer that the transaction is not found wraps
+// ErrTransactionNotFound.
+func (c *rmqClient) endTransaction(ctx context.Context, h wire.Half, res rocketmqv2.TransactionResolution, src rocketmqv2.TransactionSource) (int, error) {
+	req := &rocketmqv2.EndTransactionRequest{
+		Topic:         &rocketmqv2.Resource{ResourceNamespace: c.set.Namespace, Name: h.Topic},
+		MessageId:     h.MsgID,
+		TransactionId: h.TxID,
+		Resolution:    res,
+		Source:        src,
+	}
+	lostBefore := false // an earlier attempt's outcome was unknown
+	return c.retry(ctx, []string{h.Addr}, func(ctx context.Context, cn *rmqConn) (send.Outcome, error) {
+		resp, err := cn.stub.EndTransaction(ctx, req)
+		if err != nil {
+			o := wirev1.Classify(err)
+			lostBefore = lostBefore || o.Kind == send.FailedUnknown
+			return o, err
+		}
+		st := resp.GetStatus()
+		if st.GetCode() == rocketmqv2.Code_OK {
+			return send.Outcome{Kind: send.Stored}, nil
+		}
+		serr := &StatusError{Code: int32(st.GetCode()), Message: st.GetMessage()}
+		if st.GetCode() == rocketmqv2.Code_INTERNAL_SERVER_ERROR && strings.Contains(st.GetMessage(), "transaction data") {
+			// The proxy's TRANSACTION_DATA_NOT_FOUND ("cannot found transaction data").
+			note := ""
+			if lostBefore {
+				note = " (an earlier attempt's answer was lost: it may have ended it)"
+			}
+			return send.Outcome{Kind: send.Permanent}, fmt.Errorf("%w%s: %w", ErrTransactionNotFound, note, serr)
+		}
+		o := serr.Outcome()
+		lostBefore = lostBefore || o.Kind == send.FailedUnknown
+		return o, serr
+	})
+}
+
+// retry makes call on the connection to addrs[0] (the next address after a
+// failure known not to have reached the server), until it answers Stored
+// or Permanent, the attempts are spent (the producer's MaxAttempts), the
+// failure schedule has no more retries, or ctx ends; each attempt within
+// the attempt timeout. It returns the attempts made and the last error.
+func (c *rmqClient) retry(ctx context.Context, addrs []string, call func(context.Context, *rmqConn) (send.Outcome, error)) (int, error) {
+	cfg := c.cfg
+	ai := 0
+	for n := 1; ; n++ {
+		cn, err := c.conn(addrs[ai%len(addrs)])
+		if err != nil {
+			return n - 1, err
+		}
+		actx, cancel := context.WithTimeout(c.outgoing(ctx), cfg.AttemptTimeout)
+		o, err := call(actx, cn)
+		cancel()
+		switch {
+		case o.Kind == send.Stored:
+			return n, nil
+		case o.Kind == send.Permanent:
+			return n, err
+		case ctx.Err() != nil:
+			return n, fmt.Errorf("%w (last attempt: %w)", context.Cause(ctx), err)
+		case n >= cfg.MaxAttempts:
+			return n, fmt.Errorf("%w: %w", wire.ErrAttemptsExhausted, err)
+		}
+		if o.Kind == send.FailedNotStored {
+			ai++
+		}
+		d, ok := cfg.Failure.Delay(n, cfg.Rand)
+		if !ok {
+			return n, fmt.Errorf("%w: %w", wire.ErrAttemptsExhausted, err)
+		}
+		t := send.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return n, fmt.Errorf("%w (last attempt: %w)", context.Cause(ctx), err)
+		case <-t.C:
+		}
+	}
+}
