@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
@@ -72,3 +73,44 @@ const maxBatchLinger = time.Second
 type batchConfig = batch.Config
 
 var defaultBatchConfig = batchConfig{Linger: DefaultBatchLinger, MaxMessages: DefaultBatchMessages, MaxBytes: DefaultBatchBytes}
+
+// WithBatching sets how async sends share SendMessage calls, overriding the
+// default of DefaultBatchLinger (500 µs), DefaultBatchMessages (128) and
+// DefaultBatchBytes (1 MiB). The first attempt of a SendAsync or
+// TrySendAsync joins the batch of its endpoint and topic, which is sent in
+// one SendMessage when it holds maxMessages messages (at most a quarter of
+// WithMaxInFlight, so that several batches are in flight at once) or
+// maxBytes bytes, when linger has passed since its first message, or at
+// once when every async send in flight is already waiting in a batch or on
+// the wire (no other message could join it). Each message keeps its own ID,
+// outcome, events, retries and callback: only the messages the answer
+// failed are retried, each by its own outcome, and every retry goes alone.
+// A sync Send and a message of maxBytes or more always go alone. When a
+// batch of several messages is refused whole by a 4xx that names none of
+// them (rocketry.v1 refuses a whole request for one bad message), each
+// message is sent again alone within the same attempt, so that a bad
+// message costs the others no attempt, retry or budget.
+//
+// A linger of 0 turns batching off, as does a WithMaxInFlight below 8.
+// Otherwise linger must be at most 1 s, maxMessages >= 1 (1 sends every
+// message alone) and no more than the broker takes in one request (the
+// bundled broker takes 128, broker.DefaultMaxBatch), and maxBytes >= 1.
+// Applies to New and NewFromConn.
+func WithBatching(linger time.Duration, maxMessages, maxBytes int) Option {
+	return option{"WithBatching", scopeProducer, func(c *config) error {
+		v := fmt.Sprintf("%v, %d, %d", linger, maxMessages, maxBytes)
+		switch {
+		case linger < 0 || linger > maxBatchLinger:
+			return invalid(v, "linger must be in [0, 1s]")
+		case linger == 0:
+			c.batch = batchConfig{}
+			return nil
+		case maxMessages < 1:
+			return invalid(v, "maxMessages must be >= 1")
+		case maxBytes < 1:
+			return invalid(v, "maxBytes must be >= 1")
+		}
+		c.batch = batchConfig{Linger: linger, MaxMessages: maxMessages, MaxBytes: maxBytes}
+		return nil
+	}}
+}
