@@ -258,19 +258,8 @@ func (p *Pacer) throttled(start, now time.Time) {
 		// The rate was growing by pacerSlowGrow: the average since the
 		// cut reads low, and the rate before the last raise is what got
 		// through, or about (the broker's bucket, filled while the rate
-		// was under its capacity, refuses only a step or two late). With
-		// many attempts waiting, where a refusal costs one sender of
-		// many, the cut is from halfway between that and the rate
-		// refused: the rate then comes to the capacity from above, where
-		// what a bucket stores between refusals is its capacity, not
-		// from below, where a small bucket spills and the probe climbs
-		// by a fifth of the way each time (a bucket of 10: 92.1-95.5%
-		// of capacity in 20 s, 94.9-97.8% now).
-		w := p.r / pacerSlowGrow
-		if p.peakWait.Load() >= pacerMany {
-			w += (p.r - w) / 2
-		}
-		p.cutLocked(now, min(max(got, w), p.r), n, now.Sub(start))
+		// was under its capacity, refuses only a step or two late).
+		p.cutLocked(now, min(max(got, p.r/pacerSlowGrow), p.r), n, now.Sub(start))
 		return
 	}
 	since := p.attempts.Load() - p.cutA

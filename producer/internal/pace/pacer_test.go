@@ -472,38 +472,3 @@ func TestPacerRefusalSoonAfterACutHasAFloor(t *testing.T) {
 	require.NotEqual(t, cut, p.cutAt, "a refusal after a clean run cuts")
 	assert.InDelta(t, 1820, p.wmax, 40, "the last second's 1,820/s, not the dip's 1,400/s")
 }
-
-// TestPacerSlowStartEndsHalfwayWithManyWaiting: a refusal that ends slow
-// start (the rate grown by pacerSlowGrow a step at a time) cuts from the
-// step before the rate refused; with many attempts waiting, from halfway
-// between the two, so that the rate comes to the capacity from above,
-// where what a token bucket stores reads its capacity exactly, rather
-// than from below, where it spills. Regression: a slow start that ended
-// at 2,421/s against a 2,000/s bucket of 10 set wmax to 1,614/s, and the
-// probe took 6 s to climb to the capacity (95.3% of it in 20 s; 97.9%
-// when it ended at 3,229/s).
-func TestPacerSlowStartEndsHalfwayWithManyWaiting(t *testing.T) {
-	for _, c := range []struct {
-		peak int32
-		want float64
-	}{{pacerMany, 2500}, {4, 2000}} {
-		var p Pacer
-		t0 := time.Unix(1000, 0)
-		engage(t, &p, t0, 500) // 100 stores: too few to trust, slow start
-		require.True(t, p.slow)
-		p.mu.Lock()
-		p.r = 3000 // slow start's last step
-		cut := p.cutAt
-		p.mu.Unlock()
-		p.peakWait.Store(c.peak)
-		at := cut
-		for range 10 {
-			at = at.Add(10 * time.Millisecond)
-			p.stored(at)
-		}
-		p.throttled(at, at)
-		require.True(t, p.on.Load())
-		require.Equal(t, at, p.cutAt)
-		assert.InDelta(t, c.want, p.wmax, 1, "peak waiting %d", c.peak)
-	}
-}
