@@ -20,6 +20,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 )
 
 // The regression tests of issue 14's item 2: an unreachable broker read as
@@ -27,16 +28,6 @@ import (
 // connection (gRPC wait-for-ready) until its attempt timeout, so a send to
 // a closed port, an unknown host or an HTTP server took 6 s and ended with
 // "attempt timeout exceeded".
-
-// closedAddr is an address on 127.0.0.1 where nothing listens.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
-}
 
 // unknownHost is a host name that does not resolve: a .invalid name
 // (RFC 6761), or where the machine's DNS does not answer for it, a .onion
@@ -67,7 +58,7 @@ func TestUnreachableBrokerIsNamed(t *testing.T) {
 		reason error
 		says   string
 	}{
-		{"closed port", closedAddr(t), ErrConnectionRefused, "unreachable: connection refused"},
+		{"closed port", rmqtest.ClosedAddr(t), ErrConnectionRefused, "unreachable: connection refused"},
 		{"unknown host", unknownHost(t) + ":7777", ErrUnknownHost, "unreachable: unknown host"},
 		{"HTTP/1 server", web.Listener.Addr().String(), ErrNotGRPC, "unreachable: not a gRPC server"},
 	}
@@ -114,7 +105,7 @@ func TestUnreachableBrokerIsNamed(t *testing.T) {
 // broker that could not be reached waits for it within its attempt
 // timeout, and is stored once the broker listens.
 func TestWaitForReadyWaitsForTheBroker(t *testing.T) {
-	addr := closedAddr(t)
+	addr := rmqtest.ClosedAddr(t)
 	b, err := broker.New()
 	require.NoError(t, err)
 	t.Cleanup(b.Stop)
@@ -139,7 +130,7 @@ func TestWaitForReadyWaitsForTheBroker(t *testing.T) {
 // proxy's Settings; when no access point can be reached it fails at once,
 // naming why, instead of waiting out the attempt timeout.
 func TestRocketMQUnreachableProxyIsNamed(t *testing.T) {
-	addr := closedAddr(t)
+	addr := rmqtest.ClosedAddr(t)
 	p, err := New(addr, WithProtocol(RocketMQ5))
 	if p != nil {
 		_ = p.Close(context.Background())
@@ -159,7 +150,7 @@ func TestRocketMQUnreachableProxyIsNamed(t *testing.T) {
 // than send.ReachWindow is not waited for: its attempts fail at once, naming
 // the cause.
 func TestWaitsForABrokerReachedLately(t *testing.T) {
-	addr := closedAddr(t)
+	addr := rmqtest.ClosedAddr(t)
 	start := func() *broker.Broker {
 		b, err := broker.New()
 		require.NoError(t, err)

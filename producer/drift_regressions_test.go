@@ -48,7 +48,7 @@ func TestRmqBodyOverServerMaxIsRefusedBeforeAnyAttempt(t *testing.T) {
 // "the request never left the client" is read in one function, wire.NotSent;
 // the interceptor's reading named no ConnectError).
 func TestInterceptorNamesConnectError(t *testing.T) {
-	addr := closedAddr(t)
+	addr := rmqtest.ClosedAddr(t)
 	cc := dialWith(t, addr, UnaryClientInterceptor(WithMaxAttempts(2), WithWaitForReady(false),
 		WithFailureSchedule(backoff.Constant(time.Millisecond))))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

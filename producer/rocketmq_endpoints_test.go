@@ -59,7 +59,7 @@ func TestRmqAccessPointsSemicolon(t *testing.T) {
 	srv := rmqtest.Start(t)
 	srv.SetSettings(rmqtest.Settings(0))
 	srv.SetRoute("t", rmqtest.QueueOn(t, srv, "t", "broker-a", 0))
-	p, err := New(closedAddr(t)+";"+srv.Addr, WithProtocol(RocketMQ5))
+	p, err := New(rmqtest.ClosedAddr(t)+";"+srv.Addr, WithProtocol(RocketMQ5))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, p.Close(context.Background())) }()
 	_, err = p.Send(context.Background(), &Message{Topic: "t", Body: []byte("x")})

@@ -73,7 +73,7 @@ func TestRmqPinNamesBrokerAndAddresses(t *testing.T) {
 func TestRmqPinAddressSet(t *testing.T) {
 	srv := rmqtest.Start(t)
 	srv.SetSettings(rmqtest.Settings(0))
-	other := closedAddr(t)
+	other := rmqtest.ClosedAddr(t)
 	srv.SetRoute("t",
 		rmqtest.QueueAt(t, "t", "broker-a", 0, other),
 		rmqtest.QueueAt(t, "t", "broker-a", 1, srv.Addr, other),

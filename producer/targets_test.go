@@ -17,6 +17,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
+	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 )
 
 // The regression tests of issue 13's item 2: a target with a scheme used to
@@ -239,7 +240,7 @@ func TestSchemeTargetWaitsForTheResolver(t *testing.T) {
 // resolves only when asked), and the sends follow the new answer.
 func TestSchemeTargetResolvesAgain(t *testing.T) {
 	b := brokertest.Start(t)
-	dead := closedAddr(t)
+	dead := rmqtest.ClosedAddr(t)
 	target, r, res := schemeTarget(dead)
 	asked := make(chan struct{}, 1)
 	r.ResolveNowCallback = func(resolver.ResolveNowOptions) {

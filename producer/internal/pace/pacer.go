@@ -208,7 +208,6 @@ func (p *Pacer) throttled(start, now time.Time) {
 		p.on.Store(true)
 		p.probe = pacerProbe
 		p.minFlight.Store(0) // the episode's own quickest store
-		p.peakWait.Store(0)
 		p.lastBind.Store(now.UnixNano())
 		p.cutLocked(now, acc, n, now.Sub(start))
 		p.slow = k < pacerTrust
@@ -263,6 +262,9 @@ func (p *Pacer) throttled(start, now time.Time) {
 		return
 	}
 	since := p.attempts.Load() - p.cutA
+	// quick: the refusal came at once, not after waiting in the broker's
+	// queue.
+	quick := now.Sub(start) <= pacerQueued
 	switch {
 	case (sustained(ring) && !start.Before(p.quietAt.Add(pacerStep))) || (p.refused >= pacerRun && float64(p.refused) >= pacerShare*float64(since)):
 		// The cut was not deep enough, or the capacity fell. Soon after
@@ -290,7 +292,7 @@ func (p *Pacer) throttled(start, now time.Time) {
 			p.endLocked()
 		}
 		return
-	case p.climb < pacerRecover && p.waiting.Load() >= pacerMany && now.Sub(start) <= pacerQueued:
+	case p.climb < pacerRecover && p.waiting.Load() >= pacerMany && quick:
 		// A refusal while the rate is still climbing back to wmax, under
 		// what got through: not the rate's (a 5 ms bucket refuses the
 		// requests that reach it together, at any rate near its
@@ -301,16 +303,16 @@ func (p *Pacer) throttled(start, now time.Time) {
 		// Not a refusal the broker queued: while stores queue, the climb
 		// does not advance, and a queue's refusals are the rate's.
 		return
-	case !far && p.peakWait.Load() >= pacerMany && now.Sub(start) <= pacerQueued && p.lone(start, now):
+	case !far && p.peakWait.Load() >= pacerMany && quick && p.lone(start, now):
 		// A lone refusal, the first in pacerQuiet attempts (with those
 		// of the same stall), while many attempts wait their turn and
-		// the rate is not far past wmax: not the rate's. A bucket of 10 (5 ms of a 2,000/s rate) refuses
-		// a few of the requests that a stall on their way (a
-		// collection, a descheduled process) lets reach it together,
-		// at any rate near its capacity: a cut at each kept the rate
-		// in its dips and walked wmax down, 85-90% of capacity in
-		// shapes_test.go's simulation of it and against the real
-		// server. Under one in pacerQuiet, each refused message waits
+		// the rate is not far past wmax: not the rate's. A bucket of 10
+		// (5 ms of a 2,000/s rate) refuses a few of the requests that a
+		// stall on their way (a collection, a descheduled process) lets
+		// reach it together, at any rate near its capacity: a cut at
+		// each kept the rate in its dips and walked wmax down, 85-90% of
+		// capacity in shapes_test.go's simulation of it and against the
+		// real server. Under one in pacerQuiet, each refused message waits
 		// its second, a cost to one sender of many; a second refusal
 		// sooner says the rate is over, and cuts. With a few senders
 		// waiting since the cut, or since the last lone refusal (the
@@ -344,7 +346,6 @@ func (p *Pacer) throttled(start, now time.Time) {
 	// to 1,497/s).
 	// (Not for a refusal the broker queued: a queue does not spill, and
 	// what it stored since the cut is what it takes.)
-	quick := now.Sub(start) <= pacerQueued
 	probe := p.r > pacerPlateau*p.wmax && !idled && quick
 	if p.topSet {
 		busy := max(now.Sub(p.topAt)-time.Duration(p.idle.Load()-p.topIdle), pacerMinGap)

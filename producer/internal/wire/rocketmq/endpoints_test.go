@@ -19,7 +19,7 @@ import (
 func TestRmqBrokerSeveralAddresses(t *testing.T) {
 	srv := rmqtest.Start(t)
 	srv.SetSettings(rmqtest.Settings(0))
-	dead := closedAddr(t)
+	dead := rmqtest.ClosedAddr(t)
 	srv.SetRoute("dead-first", rmqtest.QueueAt(t, "dead-first", "broker-a", 0, dead, srv.Addr))
 	srv.SetRoute("live-first", rmqtest.QueueAt(t, "live-first", "broker-a", 0, srv.Addr, dead))
 	c := newTestRMQClient(t, []string{srv.Addr})

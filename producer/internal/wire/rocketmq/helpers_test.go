@@ -3,7 +3,6 @@ package wirermq
 import (
 	"context"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -34,14 +33,4 @@ func newTestRMQClient(t *testing.T, addrs []string, opts ...func(*Config)) *rmqC
 	c.reopenMin, c.reopenMax = 10*time.Millisecond, 40*time.Millisecond
 	t.Cleanup(func() { c.close(context.Background()) })
 	return c
-}
-
-// closedAddr is an address on 127.0.0.1 where nothing listens.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
 }

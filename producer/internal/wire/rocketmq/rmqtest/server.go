@@ -277,3 +277,14 @@ func QueueAt(t *testing.T, topic, name string, id int32, addrs ...string) *rocke
 		AcceptMessageTypes: []rocketmqv2.MessageType{rocketmqv2.MessageType_NORMAL},
 	}
 }
+
+// ClosedAddr is an address on 127.0.0.1 where nothing listens: a broker
+// that refuses the connection.
+func ClosedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
