@@ -7,7 +7,7 @@ import (
 
 // This file holds the rate's course between cuts: the cubic back to wmax
 // and past it, the raises of slow start and of a rate past the cubic, and
-// the end of an episode (pacer.go has the cuts).
+// the end of an episode (pacer.go and cut.go have the cuts).
 
 // cubic is the rate t after a cut to pacerBeta of wmax: back to wmax at
 // pacerRecover, then up by pacerBeta's complement at pacerProbe past it.
