@@ -3,12 +3,10 @@ package producer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/rocketry-go/rocketry/brokercode"
-	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	wirermq "github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq"
 )
@@ -251,13 +249,7 @@ type RocketMQStatusError struct {
 	Message string
 }
 
-func (e *RocketMQStatusError) Error() string {
-	s := fmt.Sprintf("producer: rocketmq status %d %s", e.Code, rocketmqv2.Code(e.Code))
-	if e.Message != "" {
-		s += ": " + e.Message
-	}
-	return s
-}
+func (e *RocketMQStatusError) Error() string { return wirermq.StatusText(e.Code, e.Message) }
 
 // outcome lets errOutcome (IsThrottled, CodeOf) read the error.
 func (e *RocketMQStatusError) outcome() Outcome {

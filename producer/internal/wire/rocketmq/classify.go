@@ -45,10 +45,14 @@ type StatusError struct {
 	Message string
 }
 
-func (e *StatusError) Error() string {
-	s := fmt.Sprintf("producer: rocketmq status %d %s", e.Code, rocketmqv2.Code(e.Code))
-	if e.Message != "" {
-		s += ": " + e.Message
+func (e *StatusError) Error() string { return StatusText(e.Code, e.Message) }
+
+// StatusText is the text of a status that is not OK, which
+// producer.RocketMQStatusError writes too.
+func StatusText(code int32, message string) string {
+	s := fmt.Sprintf("producer: rocketmq status %d %s", code, rocketmqv2.Code(code))
+	if message != "" {
+		s += ": " + message
 	}
 	return s
 }
