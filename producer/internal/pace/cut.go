@@ -2,9 +2,32 @@ package pace
 
 import "time"
 
-// This file holds which refusals are let pass as lone (lone), and what a
-// cut does (cutLocked); pacer.go decides when a refusal cuts, and from
-// what rate.
+// This file holds which refusals are let pass as lone (lone), what a cut
+// does (cutLocked), and the rules of a cut from a guess (guessed, slowOver)
+// and from a plateau refused twice (flat); pacer.go decides when a refusal
+// cuts, and from what rate.
+
+// Guessed: two cuts are guesses, not measures of what got through: the
+// first in a scope's first second (pacerFirst of a store rate that counts
+// the broker's first burst) and slow start's end (the rate before its last
+// raise, which a small bucket let pass for a step). After either, the
+// probe's time scale is pacerProbeFast for that cut, instead of pacerProbe:
+// the capacity is anywhere up to the rate refused, and a probe of a second
+// held the rate under it for one to two seconds (4 senders against a bucket
+// of 200, left at half its capacity by the first second's rule, took 1.5 s
+// to find it; against a bucket of 10, slow start left the rate at 1,615-
+// 1,816/s for a second). The next cut measures, and sets the probe's time
+// scale as usual.
+//
+// Flat: a refusal on wmax's plateau (the rate back at wmax, not past it),
+// when the cut before was one too, within a second of each cut, says wmax
+// is over the capacity: the cut is from pacerFlatCut of wmax at most.
+// Within a second of a cut, a refusal at wmax is cut from the store rate of
+// the last second up to wmax, which counts a bucket's savings; with few
+// senders, a wmax a few percent over a bucket of 200 (2,080/s against
+// 2,000/s) was refused on its plateau four times in 750 ms, each time
+// putting a quarter of the senders to sleep: 1,062-1,316 stored a second
+// for a second (shapes_test.go's simulation, 2 runs of 12).
 
 // lone reports whether a refusal is not the rate's: the first in
 // pacerQuiet attempts, or one of the same stall as that one (an attempt
@@ -47,11 +70,33 @@ func (p *Pacer) cutLocked(now time.Time, w float64, n int64, flight time.Duratio
 		p.drain = time.Duration(float64(flight) / (1 - pacerBeta))
 	}
 	p.cutAt, p.cutN, p.cutA, p.cutIdle, p.refused, p.slow = now, n, p.attempts.Load(), p.idle.Load(), 0, false
-	p.low, p.topSet = 0, false
+	p.low, p.topSet, p.slowEnd = 0, false, false
 	p.gapNs.Store(max(int64(pacerIdleGap), int64(4*float64(time.Second)/p.wmax)))
 	p.stepAt, p.climb, p.climbAt = now, 0, now
 	p.r = max(pacerBeta*p.wmax, pacerMinRate)
 	p.lim = newTurns(now, p.r) // empty: the broker has just refused
 	close(p.changed)
 	p.changed = make(chan struct{})
+}
+
+// quick reports whether a refusal of an attempt that started at start came
+// at once (at now), not after waiting in the broker's queue.
+func quick(start, now time.Time) bool { return now.Sub(start) <= pacerQueued }
+
+// slowOverLocked cuts again from what the broker stored since slow start's
+// cut, n stores dt ago, when a refusal of an attempt that left after that
+// cut came at once: the cut was over the capacity. A token bucket of b
+// refuses only once the rate's excess has drained it, so a rate that grows
+// fast passes far over its capacity before the first refusal, and a cut
+// from the rate before the last raise can be over it still (256 senders
+// against a bucket of 50 in the simulation: cut from 1.8 times its
+// capacity, refused within 50 ms, every sender asleep for its second). The
+// broker, empty then, stores at its capacity since the cut. Once per slow
+// start. Called with mu held.
+func (p *Pacer) slowOverLocked(start, now time.Time, n int64, dt time.Duration) {
+	if !p.slowEnd || !quick(start, now) || start.Before(p.cutAt.Add(pacerStep)) || n <= p.cutN {
+		return
+	}
+	p.cutLocked(now, float64(n-p.cutN)/dt.Seconds(), n, now.Sub(start))
+	p.probe = pacerProbeFast
 }

@@ -86,41 +86,43 @@ import (
 // of an episode, queue.go) per stored message, while no episode is open.
 
 const (
-	pacerRing     = 16                     // the attempts that say whether refusals are sustained
-	pacerEngageOf = 8                      // refusals of pacerRing that engage
-	pacerRun      = 3                      // or this many, half the attempts since the first
-	pacerLone     = 64                     // or one after a run of this many stores
-	pacerShare    = 0.3                    // share of refusals since a cut that cuts again
-	pacerClean    = 64                     // attempts since a cut that make a run clean
-	pacerBeta     = 0.7                    // a cut: to this share of wmax
-	pacerFirst    = 0.5                    // the first cut in a scope's first second
-	pacerRecover  = 100 * time.Millisecond // from a cut back to wmax
-	pacerProbe    = time.Second            // the convex side's time scale: +30% after it
-	pacerProbeMax = 8 * time.Second        // the probe's time scale, at most, while the capacity holds
-	pacerHoldLow  = 0.99                   // a rate that got through in this share of wmax
-	pacerHoldHigh = 1.05                   // to this share holds the capacity
-	pacerShallow  = 0.9                    // a cut before any refusal (the broker queues): the rate and turns it starts with, of what it stores
-	pacerFar      = 1.25                   // a rate refused this far over what got through: the capacity is between
-	pacerMany     = 16                     // attempts waiting their turn that make a refusal cheap
-	pacerDouble   = 100 * time.Millisecond // past the cubic, the rate grows this often
-	pacerGrow     = 1.25                   // by this factor
-	pacerSlowStep = 25 * time.Millisecond  // in slow start, this often
-	pacerSlowGrow = 1.5                    // by this factor
-	pacerTrust    = 128                    // stores an estimate rests on, at least, or slow start
-	pacerIdle     = 2 * time.Second        // the episode ends after this with nobody held back (past a first retry)
-	pacerStep     = 5 * time.Millisecond   // the limiter follows the cubic this often
-	pacerMinGap   = 50 * time.Millisecond  // refusals closer to a cut are the same overload
-	pacerSample   = 100 * time.Millisecond // history of stores, one sample per
-	pacerHistory  = 10                     // samples kept: a second
-	pacerMinRate  = 1.0                    // attempts per second, at least
-	pacerIdleGap  = 20 * time.Millisecond  // a longer gap between attempts is idle, at least
-	pacerRetake   = 1.1                    // a rate this much above the turns' voids them
-	pacerQueued   = 50 * time.Millisecond  // a refusal after longer in flight was queued by the broker
-	pacerCeil     = 2.0                    // after a queued refusal, the rate grows to this many times the store rate, at most
-	pacerPlateau  = 1.01                   // a rate past this share of wmax is the probe's: wmax got through
-	pacerQuiet    = 256                    // attempts since the last lone refusal that make the next one lone
-	pacerHalve    = 1.1                    // a probe refused this far past wmax: the capacity is searched by halves
-	pacerHalveEnd = 1.01                   // until wmax is this close over the plateau that held
+	pacerRing      = 16                     // the attempts that say whether refusals are sustained
+	pacerEngageOf  = 8                      // refusals of pacerRing that engage
+	pacerRun       = 3                      // or this many, half the attempts since the first
+	pacerLone      = 64                     // or one after a run of this many stores
+	pacerShare     = 0.3                    // share of refusals since a cut that cuts again
+	pacerClean     = 64                     // attempts since a cut that make a run clean
+	pacerBeta      = 0.7                    // a cut: to this share of wmax
+	pacerFirst     = 0.5                    // the first cut in a scope's first second
+	pacerRecover   = 100 * time.Millisecond // from a cut back to wmax
+	pacerProbe     = time.Second            // the convex side's time scale: +30% after it
+	pacerProbeFast = 250 * time.Millisecond // the probe's time scale after a guess (slow start's end, a scope's first second)
+	pacerProbeMax  = 8 * time.Second        // the probe's time scale, at most, while the capacity holds
+	pacerHoldLow   = 0.99                   // a rate that got through in this share of wmax
+	pacerHoldHigh  = 1.05                   // to this share holds the capacity
+	pacerShallow   = 0.9                    // a cut before any refusal (the broker queues): the rate and turns it starts with, of what it stores
+	pacerFar       = 1.25                   // a rate refused this far over what got through: the capacity is between
+	pacerMany      = 16                     // attempts waiting their turn that make a refusal cheap
+	pacerDouble    = 100 * time.Millisecond // past the cubic, the rate grows this often
+	pacerGrow      = 1.25                   // by this factor
+	pacerSlowStep  = 25 * time.Millisecond  // in slow start, this often
+	pacerSlowGrow  = 1.5                    // by this factor
+	pacerTrust     = 128                    // stores an estimate rests on, at least, or slow start
+	pacerIdle      = 2 * time.Second        // the episode ends after this with nobody held back (past a first retry)
+	pacerStep      = 5 * time.Millisecond   // the limiter follows the cubic this often
+	pacerMinGap    = 50 * time.Millisecond  // refusals closer to a cut are the same overload
+	pacerSample    = 100 * time.Millisecond // history of stores, one sample per
+	pacerHistory   = 10                     // samples kept: a second
+	pacerMinRate   = 1.0                    // attempts per second, at least
+	pacerIdleGap   = 20 * time.Millisecond  // a longer gap between attempts is idle, at least
+	pacerRetake    = 1.1                    // a rate this much above the turns' voids them
+	pacerQueued    = 50 * time.Millisecond  // a refusal after longer in flight was queued by the broker
+	pacerCeil      = 2.0                    // after a queued refusal, the rate grows to this many times the store rate, at most
+	pacerPlateau   = 1.01                   // a rate past this share of wmax is the probe's: wmax got through
+	pacerQuiet     = 256                    // attempts since the last lone refusal that make the next one lone
+	pacerHalve     = 1.1                    // a probe refused this far past wmax: the capacity is searched by halves
+	pacerFlatCut   = 0.97                   // wmax's plateau refused twice in a row, within a second of each cut: the next wmax is under it, by this share
+	pacerHalveEnd  = 1.01                   // until wmax is this close over the plateau that held
 )
 
 // Pacer is one scope's throttle state; its zero value has no episode. It
@@ -147,6 +149,8 @@ type Pacer struct {
 	lim      *turns
 	r        float64       // lim's rate
 	wmax     float64       // the rate that was getting through at the last cut
+	slowEnd  bool          // the last cut ended slow start (slowOverLocked)
+	flat     bool          // the last cut was of a refusal on wmax's plateau, within a second of the cut before
 	held     float64       // while the capacity is searched by halves, a plateau under wmax that held; 0: none
 	cutAt    time.Time     // the last cut
 	cutN     int64         // stores then
@@ -230,13 +234,16 @@ func (p *Pacer) throttled(start, now time.Time) {
 			p.r = max(pacerFirst*acc, pacerMinRate)
 			p.wmax = p.r
 			p.lim = newTurns(now, p.r)
+			p.probe = pacerProbeFast // a guess: see guessed
 		}
 		return
 	}
 	dt := now.Sub(p.cutAt)
 	if start.Before(p.cutAt) || dt < max(pacerMinGap, p.drain) {
 		// The same overload: every attempt in flight then is refused,
-		// and a broker that refuses has nothing left at the cut.
+		// and a broker that refuses has nothing left at the cut;
+		// unless slow start's cut was over the capacity (slowOver).
+		p.slowOverLocked(start, now, n, dt)
 		return
 	}
 	p.refused++
@@ -265,12 +272,11 @@ func (p *Pacer) throttled(start, now time.Time) {
 		// through, or about (the broker's bucket, filled while the rate
 		// was under its capacity, refuses only a step or two late).
 		p.cutLocked(now, min(max(got, p.r/pacerSlowGrow), p.r), n, now.Sub(start))
+		p.probe, p.slowEnd = pacerProbeFast, true // a guess: see guessed
 		return
 	}
 	since := p.attempts.Load() - p.cutA
-	// quick: the refusal came at once, not after waiting in the broker's
-	// queue.
-	quick := now.Sub(start) <= pacerQueued
+	quick := quick(start, now)
 	switch {
 	case (sustained(ring) && !start.Before(p.quietAt.Add(pacerStep))) || (p.refused >= pacerRun && float64(p.refused) >= pacerShare*float64(since)):
 		// The cut was not deep enough, or the capacity fell. Soon after
@@ -434,8 +440,10 @@ func (p *Pacer) throttled(start, now time.Time) {
 	// took a bucket of 5 under 97% after the first 2 s in the
 	// simulation, in 8 runs of 8 without the recovering-refusal rule
 	// above and 1 of 8 with it.)
+	// (From pacerProbe at least: a fast probe after a guess is for one
+	// cut.)
 	if got >= pacerHoldLow*p.wmax && got <= pacerHoldHigh*p.wmax {
-		p.probe = min(2*p.probe, pacerProbeMax)
+		p.probe = min(max(2*p.probe, pacerProbe), pacerProbeMax)
 	} else {
 		p.probe = pacerProbe
 	}
@@ -454,6 +462,10 @@ func (p *Pacer) throttled(start, now time.Time) {
 			got = min(got, p.wmax)
 		}
 	}
+	flat := quick && !probe && !idled && held == 0 && dt < time.Second && p.r >= pacerHoldLow*p.wmax
+	if flat && p.flat {
+		got = min(got, pacerFlatCut*p.wmax) // see flat
+	}
 	p.cutLocked(now, got, n, now.Sub(start))
-	p.held = held
+	p.held, p.flat = held, flat
 }

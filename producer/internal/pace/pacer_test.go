@@ -38,6 +38,7 @@ func TestPacerCutsFromAcceptedRate(t *testing.T) {
 	assert.InDelta(t, pacerFirst*1000, p.wmax, 30, "in the scope's first second, pacerFirst of the store rate of the last second, idle time left out")
 	assert.InDelta(t, p.wmax, p.rateNow(), 1)
 	assert.False(t, p.slow, "200 stores: a trusted estimate")
+	assert.Equal(t, 250*time.Millisecond, p.probe, "the first second's wmax is a guess: a fast probe")
 
 	step := func(at time.Time) {
 		p.binding.Store(true)
@@ -50,17 +51,18 @@ func TestPacerCutsFromAcceptedRate(t *testing.T) {
 	assert.InDelta(t, p.wmax*(1-(1-pacerBeta)/8), p.rateNow(), 1, "half way: 7/8 of the way back")
 	step(cut.Add(pacerRecover))
 	assert.InDelta(t, p.wmax, p.rateNow(), 1, "back at wmax")
-	step(cut.Add(pacerRecover + pacerProbe/2))
-	assert.InDelta(t, p.wmax*(1+(1-pacerBeta)/8), p.rateNow(), 1, "probing past it, slowly at first")
+	step(cut.Add(pacerRecover + pacerProbeFast/2))
+	assert.InDelta(t, p.wmax*(1+(1-pacerBeta)/8), p.rateNow(), 1, "probing past it on the fast time scale: the first second's wmax is a guess")
 
 	// A refusal past wmax cuts again from what got through since.
 	w := p.wmax
 	for i := range 100 {
 		p.stored(cut.Add(pacerRecover + time.Duration(i)*time.Millisecond))
 	}
-	p.throttled(cut.Add(pacerRecover+pacerProbe/2), cut.Add(pacerRecover+pacerProbe/2))
+	p.throttled(cut.Add(pacerRecover+pacerProbeFast/2), cut.Add(pacerRecover+pacerProbeFast/2))
 	assert.True(t, p.on.Load())
 	assert.LessOrEqual(t, p.rateNow(), pacerBeta*w*1.2)
+	assert.Equal(t, pacerProbe, p.probe, "after the guess's first cut, the probe's time scale is the usual one")
 }
 
 // TestPacerCutsFromTheCapacityBetweenRefusals: a refusal after a clean run

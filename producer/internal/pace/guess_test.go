@@ -1,0 +1,117 @@
+package pace
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// This file tests the cuts of cut.go's guessed, slowOver and flat: after
+// a cut that guesses the probe is fast, slow start's cut over the capacity
+// is cut again, and a plateau refused twice in a row is cut from under it.
+
+// TestPacerProbesFastAfterSlowStart: slow start's end is a guess (the rate
+// before its last raise): the probe's time scale is pacerProbeFast until
+// the next cut, which measures and sets it as usual.
+func TestPacerProbesFastAfterSlowStart(t *testing.T) {
+	var p Pacer
+	t0 := time.Unix(1000, 0)
+	engage(t, &p, t0, 100) // 20 stores: too few to trust
+	require.True(t, p.slow, "slow start")
+	assert.Equal(t, pacerProbe, p.probe)
+	at := p.cutAt
+	p.mu.Lock()
+	p.r = 3000 // slow start's raises
+	p.mu.Unlock()
+	for range 100 {
+		at = at.Add(time.Millisecond)
+		p.stored(at)
+	}
+	p.throttled(at, at)
+	require.True(t, p.on.Load())
+	require.Equal(t, at, p.cutAt, "slow start's refusal cuts")
+	assert.False(t, p.slow)
+	assert.InDelta(t, 2000, p.wmax, 1, "the rate before the last raise")
+	assert.Equal(t, 250*time.Millisecond, p.probe, "the capacity is anywhere up to 3,000/s: a fast probe")
+}
+
+// TestPacerCutsAgainWhenSlowStartsCutIsOver: after slow start's cut, an
+// attempt that left after it and was refused at once says the cut is over
+// the capacity: it cuts again, from what the broker stored since, once.
+// Attempts in flight at the cut, refused too, do not.
+func TestPacerCutsAgainWhenSlowStartsCutIsOver(t *testing.T) {
+	var p Pacer
+	t0 := time.Unix(1000, 0)
+	engage(t, &p, t0, 100)
+	require.True(t, p.slow)
+	at := p.cutAt
+	p.mu.Lock()
+	p.r = 5400
+	p.mu.Unlock()
+	for range 50 {
+		at = at.Add(time.Millisecond)
+		p.stored(at)
+	}
+	p.throttled(at, at)
+	require.Equal(t, at, p.cutAt)
+	require.InDelta(t, 3600, p.wmax, 1, "cut from the rate before the last raise: 1.8 times a capacity of 2,000/s")
+	cut := at
+
+	p.throttled(cut.Add(-time.Millisecond), cut.Add(time.Millisecond)) // in flight at the cut
+	require.Equal(t, cut, p.cutAt, "an attempt in flight at the cut is the same overload")
+	for range 40 { // 20 ms at 2,000 a second: the broker, empty, at its capacity
+		at = at.Add(time.Second / 2000)
+		p.stored(at)
+	}
+	p.throttled(cut.Add(10*time.Millisecond), at) // left after the cut, refused at once
+	require.True(t, p.on.Load())
+	require.Equal(t, at, p.cutAt, "the cut was over the capacity: it cuts again")
+	assert.InDelta(t, 2000, p.wmax, 1, "from what the broker stored since")
+	assert.Equal(t, 250*time.Millisecond, p.probe)
+
+	again := at
+	for range 20 {
+		at = at.Add(time.Second / 1400)
+		p.stored(at)
+	}
+	p.throttled(again.Add(6*time.Millisecond), at)
+	assert.Equal(t, again, p.cutAt, "once per slow start")
+}
+
+// TestPacerCutsUnderAPlateauRefusedTwice: a refusal on wmax's plateau soon
+// after a cut is cut from the last second's store rate up to wmax, which
+// counts a bucket's savings; when the plateau before was refused too, wmax
+// is over the capacity, and the cut is from pacerFlatCut of it. Not when
+// the refusal is over a second after the cut.
+func TestPacerCutsUnderAPlateauRefusedTwice(t *testing.T) {
+	for _, c := range []struct {
+		after time.Duration
+		want  float64
+	}{{250 * time.Millisecond, 0.97 * 2080}, {1200 * time.Millisecond, 2080}} {
+		var p Pacer
+		t0 := time.Unix(1000, 0)
+		engage(t, &p, t0, 2000)
+		at := p.cutAt
+		// plateau puts the rate back on a plateau of 2,080/s, stores at
+		// 2,100 a second (the bucket's savings among them) for d, and
+		// refuses an attempt at once.
+		plateau := func(d time.Duration) {
+			p.mu.Lock()
+			p.wmax, p.r = 2080, 2080
+			p.mu.Unlock()
+			for end := at.Add(d); at.Before(end); {
+				at = at.Add(time.Second / 2100)
+				p.stored(at)
+			}
+			p.throttled(at.Add(-time.Millisecond), at)
+			require.True(t, p.on.Load())
+			require.Equal(t, at, p.cutAt, "the refusal cuts")
+		}
+		plateau(250 * time.Millisecond)
+		require.InDelta(t, 2080, p.wmax, 1, "the first: the last second's floor, up to wmax")
+		plateau(c.after)
+		assert.InDelta(t, c.want, p.wmax, 1, "the second, %v after the cut", c.after)
+	}
+}
