@@ -61,6 +61,11 @@ type Hintless struct {
 	Shape string
 	// Sends is the sends of ShapeHot and ShapeOneInTen.
 	Sends int
+	// Settle is when a run's settled figure (SettledRatio) starts, after
+	// the first send: the first instant's refusals are behind by then (a
+	// sender refused then sleeps out 1 s), and the rate that meets the
+	// senders coming back is what the contender made of it. 0: none.
+	Settle time.Duration
 }
 
 // DefaultHintless returns the hintless mode's defaults, without Server.
@@ -73,6 +78,7 @@ func DefaultHintless() Hintless {
 		MaxAttempts: 5,
 		SendTimeout: 30 * time.Second,
 		BodyBytes:   100,
+		Settle:      2 * time.Second,
 	}
 }
 
@@ -91,6 +97,8 @@ func (h Hintless) Validate() error {
 		return errors.New("bench: MaxAttempts must be in [1, 5] (grpc-go's retry allows at most 5)")
 	case h.SendTimeout <= 0:
 		return errors.New("bench: SendTimeout must be > 0")
+	case h.Settle < 0:
+		return errors.New("bench: Settle must be >= 0")
 	case h.BodyBytes < 0:
 		return errors.New("bench: BodyBytes must be >= 0")
 	case len(h.Server) == 0:
@@ -163,6 +171,13 @@ type HintlessResult struct {
 	// so it can exceed 1 by Burst / (Rate * window) (0.5% by default).
 	StoredPerSecond float64 `json:"stored_per_s"`
 	CapacityRatio   float64 `json:"capacity_ratio"`
+	// SettledRatio is CapacityRatio from Settle after the first send to
+	// the end of Duration: without the first instant, in which every
+	// sender in flight when the bucket first runs dry is refused and
+	// sleeps out its first second whatever a pacer does (0 unless
+	// Duration is over twice Settle). SettleSeconds is Settle.
+	SettledRatio  float64 `json:"settled_ratio,omitempty"`
+	SettleSeconds float64 `json:"settle_seconds,omitempty"`
 	// Attempts, Stored and Refused are counted at the server over the
 	// whole run, the sends still in flight at the end of Duration included;
 	// AttemptsPerStored is Attempts / Stored.
@@ -189,8 +204,12 @@ func (r *HintlessResult) String() string {
 		return fmt.Sprintf("%s: %.3f s, %d failed of the timed sends, %.2f attempts/stored, %d of %d sends failed, p50 %.1f ms, p99 %.1f ms",
 			r.Contender, r.Seconds, r.TimedFailed, r.AttemptsPerStored, r.Failed, r.Sent, r.P50ms, r.P99ms)
 	}
-	return fmt.Sprintf("%s: stored %.0f/s (%.1f%% of capacity), %.2f attempts/stored, %d of %d sends failed, p50 %.1f ms, p99 %.1f ms",
-		r.Contender, r.StoredPerSecond, 100*r.CapacityRatio, r.AttemptsPerStored, r.Failed, r.Sent, r.P50ms, r.P99ms)
+	settled := ""
+	if r.SettledRatio > 0 {
+		settled = fmt.Sprintf("; %.1f%% after %gs", 100*r.SettledRatio, r.SettleSeconds)
+	}
+	return fmt.Sprintf("%s: stored %.0f/s (%.1f%% of capacity%s), %.2f attempts/stored, %d of %d sends failed, p50 %.1f ms, p99 %.1f ms",
+		r.Contender, r.StoredPerSecond, 100*r.CapacityRatio, settled, r.AttemptsPerStored, r.Failed, r.Sent, r.P50ms, r.P99ms)
 }
 
 // Run runs contender name once against a fresh server process.
@@ -247,6 +266,21 @@ func (h Hintless) Run(ctx context.Context, name string) (res *HintlessResult, er
 			}
 		})
 	}
+	var atSettle ServerStats
+	settleAt := start.Add(h.Settle)
+	settled := h.Settle > 0 && h.Duration > 2*h.Settle
+	if settled {
+		t := time.NewTimer(time.Until(settleAt))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		if atSettle, err = srv.stats(); err != nil {
+			settled = false
+		}
+		settleAt = time.Now()
+	}
 	t := time.NewTimer(time.Until(stopAt))
 	select {
 	case <-t.C:
@@ -270,6 +304,10 @@ func (h Hintless) Run(ctx context.Context, name string) (res *HintlessResult, er
 	res = &HintlessResult{Contender: name, WindowSeconds: endAt.Sub(start).Seconds(), Sent: sent.Load(), Failed: failed.Load()}
 	res.StoredPerSecond = float64(atStop.Stored-before.Stored) / res.WindowSeconds
 	res.CapacityRatio = res.StoredPerSecond / h.Rate
+	if settled {
+		res.SettledRatio = float64(atStop.Stored-atSettle.Stored) / endAt.Sub(settleAt).Seconds() / h.Rate
+		res.SettleSeconds = h.Settle.Seconds()
+	}
 	res.Attempts = after.Requests - before.Requests
 	res.Stored = after.Stored - before.Stored
 	res.Refused = after.Refused - before.Refused
@@ -307,6 +345,7 @@ type HintlessSummary struct {
 	Rounds            int    `json:"rounds"`
 	StoredPerSecond   Spread `json:"stored_per_s"`
 	CapacityRatio     Spread `json:"capacity_ratio"`
+	SettledRatio      Spread `json:"settled_ratio"`
 	AttemptsPerStored Spread `json:"attempts_per_stored"`
 	Sent              Spread `json:"sent"`
 	Failed            Spread `json:"failed"`
@@ -324,6 +363,7 @@ func SummarizeHintless(rs []*HintlessResult) *HintlessSummary {
 		Rounds:            len(rs),
 		StoredPerSecond:   spreadOf(rs, func(r *HintlessResult) float64 { return r.StoredPerSecond }),
 		CapacityRatio:     spreadOf(rs, func(r *HintlessResult) float64 { return r.CapacityRatio }),
+		SettledRatio:      spreadOf(rs, func(r *HintlessResult) float64 { return r.SettledRatio }),
 		AttemptsPerStored: spreadOf(rs, func(r *HintlessResult) float64 { return r.AttemptsPerStored }),
 		Sent:              spreadOf(rs, func(r *HintlessResult) float64 { return float64(r.Sent) }),
 		Failed:            spreadOf(rs, func(r *HintlessResult) float64 { return float64(r.Failed) }),
@@ -353,6 +393,7 @@ type HintlessSettings struct {
 	Rounds             int     `json:"rounds"`
 	Shape              string  `json:"shape,omitempty"`
 	Sends              int     `json:"sends,omitempty"`
+	SettleSeconds      float64 `json:"settle_seconds,omitempty"`
 }
 
 // RunHintless runs every contender of names once per round, each run
@@ -365,7 +406,7 @@ func RunHintless(ctx context.Context, h Hintless, names []string, rounds int, pr
 	rep := &HintlessReport{Settings: HintlessSettings{
 		DurationSeconds: h.Duration.Seconds(), Senders: h.Senders, Rate: h.Rate, Burst: h.Burst,
 		MaxAttempts: h.MaxAttempts, SendTimeoutSeconds: h.SendTimeout.Seconds(), Rounds: rounds,
-		Shape: h.Shape, Sends: h.Sends,
+		Shape: h.Shape, Sends: h.Sends, SettleSeconds: h.Settle.Seconds(),
 	}}
 	byName := map[string][]*HintlessResult{}
 	for round := range rounds {
@@ -399,13 +440,13 @@ func (rep *HintlessReport) WriteMarkdown(w io.Writer) {
 		"and refuses the rest RESOURCE_EXHAUSTED + ErrorDetail 530 SEND_RATE, no RetryInfo; %d attempts per send; "+
 		"%s\n\n",
 		s.Senders, s.DurationSeconds, s.Rate, s.Burst, s.MaxAttempts, rounds(s.Rounds))
-	fmt.Fprintln(w, "| contender | stored msg/s | stored/capacity | attempts/stored | sends | failed | p50 ms | p99 ms |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintf(w, "| contender | stored msg/s | stored/capacity | after %gs | attempts/stored | sends | failed | p50 ms | p99 ms |\n", s.SettleSeconds)
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rep.Summary {
 		pct := func(v float64) float64 { return 100 * v }
 		one := func(v float64) float64 { return v }
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Contender,
-			r.StoredPerSecond.format("%.0f", "", one), r.CapacityRatio.format("%.1f", "%", pct),
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Contender,
+			r.StoredPerSecond.format("%.0f", "", one), r.CapacityRatio.format("%.1f", "%", pct), r.SettledRatio.format("%.1f", "%", pct),
 			r.AttemptsPerStored.format("%.2f", "", one), r.Sent.format("%.0f", "", one), r.Failed.format("%.0f", "", one),
 			r.P50ms.format("%.1f", "", one), r.P99ms.format("%.1f", "", one))
 	}

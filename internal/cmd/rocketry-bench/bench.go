@@ -103,6 +103,7 @@ flags:
 	hBurst := fs.Int("burst", hdef.Burst, "--hintless: the server's token-bucket burst, messages")
 	hShape := fs.String("shape", bench.ShapeBucket, "--hintless: the server's throttling, one of "+strings.Join(bench.Shapes, ", "))
 	hSends := fs.Int("sends", 3000, "--hintless --shape hot|oneinten: the sends, timed")
+	hSettle := fs.Duration("settle", hdef.Settle, "--hintless: the settled figure counts from this long after the first send (0: none; only when --duration is over twice it)")
 	jsonOut := fs.Bool("json", false, "print JSON")
 	markdown := fs.Bool("markdown", true, "print Markdown tables (the default; off when --json is given alone, or with --markdown=false)")
 	contenders := fs.String("contenders", strings.Join(bench.ScenarioContenders, ","), "contenders to run, in order; rocketry-nohint (rocketry without the broker's RetryInfo hints) is a diagnostic extra; --hintless: default "+strings.Join(bench.HintlessContenders, ","))
@@ -128,8 +129,8 @@ flags:
 	defer stop()
 	rep := &benchReport{Machine: benchMachine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}}
 
-	if !*hintless && (set["rate"] || set["burst"] || set["shape"] || set["sends"]) {
-		fmt.Fprintln(stderr, "rocketry-bench: --rate, --burst, --shape and --sends need --hintless")
+	if !*hintless && (set["rate"] || set["burst"] || set["shape"] || set["sends"] || set["settle"]) {
+		fmt.Fprintln(stderr, "rocketry-bench: --rate, --burst, --shape, --sends and --settle need --hintless")
 		return 2
 	}
 	if *hintless {
@@ -141,7 +142,7 @@ flags:
 		if set["duration"] {
 			h.Duration = *duration
 		}
-		h.Senders, h.Rate, h.Burst, h.Shape, h.Sends = *senders, *hRate, *hBurst, *hShape, *hSends
+		h.Senders, h.Rate, h.Burst, h.Shape, h.Sends, h.Settle = *senders, *hRate, *hBurst, *hShape, *hSends, *hSettle
 		if h.Shape != bench.ShapeHot && h.Shape != bench.ShapeOneInTen {
 			h.Sends = 0
 		} else if !set["senders"] {

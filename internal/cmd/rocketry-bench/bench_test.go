@@ -138,14 +138,14 @@ func TestBenchHintless(t *testing.T) {
 		return []string{os.Args[0], "-test.run=^TestBenchHintlessServerHelper$", "--"}, []string{hintlessServerEnv + "=1", "GORACE=atexit_sleep_ms=0"}, nil
 	}
 	var out, errb bytes.Buffer
-	args := []string{"--hintless", "--json", "--markdown", "--duration", "300ms", "--senders", "4", "--rate", "300", "--burst", "30"}
+	args := []string{"--hintless", "--json", "--markdown", "--duration", "300ms", "--settle", "100ms", "--senders", "4", "--rate", "300", "--burst", "30"}
 	start := time.Now()
 	if code := runBench(args, &out, &errb); code != 0 {
 		t.Fatalf("runBench(%q) = %d; want 0 (stderr %q)", args, code, errb.String())
 	}
 	t.Logf("took %v", time.Since(start))
 	text := out.String()
-	for _, want := range []string{"| contender | stored msg/s | stored/capacity |", "| rocketry |", "| raw |"} {
+	for _, want := range []string{"| contender | stored msg/s | stored/capacity | after 0.1s |", "| rocketry |", "| raw |"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("runBench(%q) printed %q; want it to contain %q", args, text, want)
 		}
@@ -162,6 +162,11 @@ func TestBenchHintless(t *testing.T) {
 		r := h.Runs[i]
 		if r.Contender != name || r.Round != 1 {
 			t.Errorf("run %d = %s round %d; want %s round 1", i, r.Contender, r.Round, name)
+		}
+		if r.SettleSeconds != 0.1 || r.SettledRatio < 0 || (name == "raw" && r.SettledRatio == 0) {
+			// (A retrying contender's 4 senders can all be asleep
+			// after the first instant's refusals: 0 is a figure.)
+			t.Errorf("%s: settled %v after %vs; want a share of capacity after 0.1s (raw's over 0)", r.Contender, r.SettledRatio, r.SettleSeconds)
 		}
 		if r.Sent == 0 || r.Stored == 0 || r.Attempts < r.Stored || r.Attempts != r.Stored+r.Refused || r.StoredPerSecond <= 0 {
 			t.Errorf("%s: sent %d, stored %d, attempts %d, refused %d, stored/s %v; want stored > 0 and attempts = stored + refused",
