@@ -82,29 +82,37 @@ func TestPacerCutsAgainWhenSlowStartsCutIsOver(t *testing.T) {
 
 // TestPacerCutsUnderAPlateauRefusedTwice: a refusal on wmax's plateau soon
 // after a cut is cut from the last second's store rate up to wmax, which
-// counts a bucket's savings; when the plateau before was refused too, wmax
-// is over the capacity, and the cut is from pacerFlatCut of it. Not when
-// the refusal is over a second after the cut.
+// counts a bucket's savings; when the plateau before was refused too, with
+// a few senders, wmax is over the capacity, and the cut is from
+// pacerFlatCut of it. Not when the refusal is over a second after the cut,
+// nor with many senders waiting (a refusal costs one of them its second,
+// and the search by halves finds the capacity).
 func TestPacerCutsUnderAPlateauRefusedTwice(t *testing.T) {
 	for _, c := range []struct {
-		after time.Duration
-		want  float64
-	}{{250 * time.Millisecond, 0.97 * 2080}, {1200 * time.Millisecond, 2080}} {
+		after   time.Duration
+		waiting int32
+		want    float64
+	}{{250 * time.Millisecond, 4, 0.97 * 2080}, {1200 * time.Millisecond, 4, 2080}, {250 * time.Millisecond, 64, 2080}} {
 		var p Pacer
 		t0 := time.Unix(1000, 0)
 		engage(t, &p, t0, 2000)
+		p.waiting.Store(c.waiting)
 		at := p.cutAt
 		// plateau puts the rate back on a plateau of 2,080/s, stores at
 		// 2,100 a second (the bucket's savings among them) for d, and
 		// refuses an attempt at once.
 		plateau := func(d time.Duration) {
 			p.mu.Lock()
-			p.wmax, p.r = 2080, 2080
+			p.wmax, p.r, p.climb = 2080, 2080, pacerRecover
+			p.peakWait.Store(c.waiting)
 			p.mu.Unlock()
 			for end := at.Add(d); at.Before(end); {
 				at = at.Add(time.Second / 2100)
 				p.stored(at)
 			}
+			p.mu.Lock()
+			p.quietA, p.quietAt = p.attempts.Load(), t0 // not a lone refusal
+			p.mu.Unlock()
 			p.throttled(at.Add(-time.Millisecond), at)
 			require.True(t, p.on.Load())
 			require.Equal(t, at, p.cutAt, "the refusal cuts")
@@ -112,6 +120,6 @@ func TestPacerCutsUnderAPlateauRefusedTwice(t *testing.T) {
 		plateau(250 * time.Millisecond)
 		require.InDelta(t, 2080, p.wmax, 1, "the first: the last second's floor, up to wmax")
 		plateau(c.after)
-		assert.InDelta(t, c.want, p.wmax, 1, "the second, %v after the cut", c.after)
+		assert.InDelta(t, c.want, p.wmax, 1, "the second, %v after the cut, %d waiting", c.after, c.waiting)
 	}
 }

@@ -150,7 +150,7 @@ type Pacer struct {
 	r        float64       // lim's rate
 	wmax     float64       // the rate that was getting through at the last cut
 	slowEnd  bool          // the last cut ended slow start (slowOverLocked)
-	flat     bool          // the last cut was of a refusal on wmax's plateau, within a second of the cut before
+	flat     bool          // the last cut was of a refusal on wmax's plateau, within a second of the cut before, with a few waiting
 	held     float64       // while the capacity is searched by halves, a plateau under wmax that held; 0: none
 	cutAt    time.Time     // the last cut
 	cutN     int64         // stores then
@@ -462,7 +462,7 @@ func (p *Pacer) throttled(start, now time.Time) {
 			got = min(got, p.wmax)
 		}
 	}
-	flat := quick && !probe && !idled && held == 0 && dt < time.Second && p.r >= pacerHoldLow*p.wmax
+	flat := quick && !probe && !idled && held == 0 && dt < time.Second && p.r >= pacerHoldLow*p.wmax && p.peakWait.Load() < pacerMany
 	if flat && p.flat {
 		got = min(got, pacerFlatCut*p.wmax) // see flat
 	}
