@@ -75,7 +75,7 @@ func (p *Pacer) cutLocked(now time.Time, w float64, n int64, flight time.Duratio
 		p.drain = time.Duration(float64(flight) / (1 - pacerBeta))
 	}
 	p.cutAt, p.cutN, p.cutA, p.cutIdle, p.refused, p.slow = now, n, p.attempts.Load(), p.idle.Load(), 0, false
-	p.low, p.topSet, p.slowEnd = 0, false, false
+	p.low, p.topSet, p.slowEnd, p.guess = 0, false, false, false
 	p.gapNs.Store(max(int64(pacerIdleGap), int64(4*float64(time.Second)/p.wmax)))
 	p.stepAt, p.climb, p.climbAt = now, 0, now
 	p.r = max(pacerBeta*p.wmax, pacerMinRate)
@@ -103,5 +103,5 @@ func (p *Pacer) slowOverLocked(start, now time.Time, n int64, dt time.Duration) 
 		return
 	}
 	p.cutLocked(now, float64(n-p.cutN)/dt.Seconds(), n, now.Sub(start))
-	p.probe = pacerProbeFast
+	p.probe, p.guess = pacerProbeFast, true
 }

@@ -123,3 +123,40 @@ func TestPacerCutsUnderAPlateauRefusedTwice(t *testing.T) {
 		assert.InDelta(t, c.want, p.wmax, 1, "the second, %v after the cut, %d waiting", c.after, c.waiting)
 	}
 }
+
+// TestPacerAfterAnIdleGapKeepsAMeasuredWmax: a refusal far past wmax
+// after a gap in which nobody sent (the broker's bucket filled, and what
+// got through since counts its savings) cuts from wmax when wmax was
+// measured, and from halfway between the rate refused and its cut when
+// wmax was a guess (the first second's: the capacity may be far over it).
+func TestPacerAfterAnIdleGapKeepsAMeasuredWmax(t *testing.T) {
+	for _, c := range []struct {
+		measured bool
+		want     float64
+	}{{true, 2000}, {false, (1 + pacerBeta) / 2 * 2600}} {
+		var p Pacer
+		t0 := time.Unix(1000, 0)
+		engage(t, &p, t0, 2000)
+		require.True(t, p.guess, "the first second's wmax is a guess")
+		at := p.cutAt
+		if c.measured {
+			p.mu.Lock()
+			p.cutLocked(at, 2000, p.stores.Load(), 0)
+			p.mu.Unlock()
+			require.False(t, p.guess)
+		}
+		p.stored(at.Add(time.Millisecond))
+		at = at.Add(500 * time.Millisecond) // every sender asleep
+		for end := at.Add(200 * time.Millisecond); at.Before(end); {
+			at = at.Add(time.Second / 2600)
+			p.stored(at)
+		}
+		p.mu.Lock()
+		p.r = 2600 // the probe, past a full bucket
+		p.mu.Unlock()
+		p.throttled(at.Add(-time.Millisecond), at)
+		require.True(t, p.on.Load())
+		require.Equal(t, at, p.cutAt, "the refusal cuts")
+		assert.InDelta(t, c.want, p.wmax, 1, "measured %v", c.measured)
+	}
+}

@@ -150,6 +150,7 @@ type Pacer struct {
 	r        float64       // lim's rate
 	wmax     float64       // the rate that was getting through at the last cut
 	slowEnd  bool          // the last cut ended slow start (slowOverLocked)
+	guess    bool          // wmax is a guess, not a measure (see guessed)
 	flat     bool          // the last cut was of a refusal on wmax's plateau, within a second of the cut before, with a few waiting
 	held     float64       // while the capacity is searched by halves, a plateau under wmax that held; 0: none
 	cutAt    time.Time     // the last cut
@@ -234,7 +235,7 @@ func (p *Pacer) throttled(start, now time.Time) {
 			p.r = max(pacerFirst*acc, pacerMinRate)
 			p.wmax = p.r
 			p.lim = newTurns(now, p.r)
-			p.probe = pacerProbeFast // a guess: see guessed
+			p.probe, p.guess = pacerProbeFast, true // see guessed
 		}
 		return
 	}
@@ -272,7 +273,7 @@ func (p *Pacer) throttled(start, now time.Time) {
 		// through, or about (the broker's bucket, filled while the rate
 		// was under its capacity, refuses only a step or two late).
 		p.cutLocked(now, min(max(got, p.r/pacerSlowGrow), p.r), n, now.Sub(start))
-		p.probe, p.slowEnd = pacerProbeFast, true // a guess: see guessed
+		p.probe, p.slowEnd, p.guess = pacerProbeFast, true, true // see guessed
 		return
 	}
 	since := p.attempts.Load() - p.cutA
@@ -455,10 +456,15 @@ func (p *Pacer) throttled(start, now time.Time) {
 		// from halfway between p.r and its cut (4 senders all refused,
 		// back after their second, were refused at the same wmax, too
 		// high, every time: 25% of capacity). Not from wmax when the rate
-		// got far past it (4 senders held at a first wmax half the
-		// capacity for another 1.5 s: 84% of capacity in 10 s).
+		// got far past it, when wmax was a guess (4 senders held at a
+		// first wmax half the capacity for another 1.5 s: 84% of
+		// capacity in 10 s); a wmax measured before the gap holds
+		// (taken from halfway, 4 senders after their second met a
+		// bucket of 200 full, probed 30% past its capacity, were cut
+		// from 6% over it and refused three times more: every one of
+		// them asleep for 0.25 s).
 		got = min(got, (1+pacerBeta)/2*p.r)
-		if !far {
+		if !far || !p.guess {
 			got = min(got, p.wmax)
 		}
 	}
