@@ -7,17 +7,21 @@ import "time"
 // and from a plateau refused twice (flat); pacer.go decides when a refusal
 // cuts, and from what rate.
 
-// Guessed: two cuts are guesses, not measures of what got through: the
-// first in a scope's first second (pacerFirst of a store rate that counts
-// the broker's first burst) and slow start's end (the rate before its last
-// raise, which a small bucket let pass for a step). After either, the
-// probe's time scale is pacerProbeFast for that cut, instead of pacerProbe:
+// Guessed: three cuts are guesses, not measures of what got through over a
+// plateau: the first in a scope's first second (pacerFirst of a store rate
+// that counts the broker's first burst), slow start's end (the rate before
+// its last raise, which a small bucket let pass for a step), and slow
+// start's second cut (slowOverLocked: what was stored over a few
+// milliseconds). After any, wmax is marked a guess (guess: after an idle
+// gap, a refusal far past a guessed wmax is cut from halfway, past a
+// measured one from wmax), and the probe's time scale is pacerProbeFast
+// for that cut, instead of pacerProbe:
 // the capacity is anywhere up to the rate refused, and a probe of a second
 // held the rate under it for one to two seconds (4 senders against a bucket
 // of 200, left at half its capacity by the first second's rule, took 1.5 s
 // to find it; against a bucket of 10, slow start left the rate at 1,615-
 // 1,816/s for a second). The next cut measures, and sets the probe's time
-// scale as usual.
+// scale as usual (cutLocked puts it back to pacerProbe at least).
 //
 // Flat: with fewer than pacerMany attempts waiting, a refusal on wmax's
 // plateau (the rate back at wmax, not past it), when the cut before was
@@ -75,7 +79,8 @@ func (p *Pacer) cutLocked(now time.Time, w float64, n int64, flight time.Duratio
 		p.drain = time.Duration(float64(flight) / (1 - pacerBeta))
 	}
 	p.cutAt, p.cutN, p.cutA, p.cutIdle, p.refused, p.slow = now, n, p.attempts.Load(), p.idle.Load(), 0, false
-	p.low, p.topSet, p.slowEnd, p.guess = 0, false, false, false
+	p.low, p.topSet, p.slowEnd, p.guess, p.flat = 0, false, false, false, false
+	p.probe = max(p.probe, pacerProbe) // a guess's fast probe is for its own cut
 	p.gapNs.Store(max(int64(pacerIdleGap), int64(4*float64(time.Second)/p.wmax)))
 	p.stepAt, p.climb, p.climbAt = now, 0, now
 	p.r = max(pacerBeta*p.wmax, pacerMinRate)
@@ -89,19 +94,26 @@ func (p *Pacer) cutLocked(now time.Time, w float64, n int64, flight time.Duratio
 func quick(start, now time.Time) bool { return now.Sub(start) <= pacerQueued }
 
 // slowOverLocked cuts again from what the broker stored since slow start's
-// cut, n stores dt ago, when a refusal of an attempt that left after that
-// cut came at once: the cut was over the capacity. A token bucket of b
+// cut, dt ago (n stores now), when a refusal of an attempt that left after
+// that cut came at once and the broker stored less than the rate since:
+// the cut was over the capacity. A token bucket of b
 // refuses only once the rate's excess has drained it, so a rate that grows
 // fast passes far over its capacity before the first refusal, and a cut
 // from the rate before the last raise can be over it still (256 senders
 // against a bucket of 50 in the simulation: cut from 1.8 times its
 // capacity, refused within 50 ms, every sender asleep for its second). The
-// broker, empty then, stores at its capacity since the cut. Once per slow
-// start. Called with mu held.
+// broker, empty then, stores at its capacity since the cut: read from
+// pacerSlowOver stores at least, and up to wmax. Not for a broker that
+// queues (the cut's refusal came late: drain), whose refusals within the
+// drain are the same overload. Once per slow start. Called with mu held.
 func (p *Pacer) slowOverLocked(start, now time.Time, n int64, dt time.Duration) {
-	if !p.slowEnd || !quick(start, now) || start.Before(p.cutAt.Add(pacerStep)) || n <= p.cutN {
+	if !p.slowEnd || p.drain > 0 || !quick(start, now) || start.Before(p.cutAt.Add(pacerStep)) || n-p.cutN < pacerSlowOver {
 		return
 	}
-	p.cutLocked(now, float64(n-p.cutN)/dt.Seconds(), n, now.Sub(start))
+	w := min(float64(n-p.cutN)/dt.Seconds(), p.wmax)
+	if w >= pacerSlowUnder*p.r {
+		return // the broker stored what it was sent: a refusal of its own
+	}
+	p.cutLocked(now, w, n, now.Sub(start))
 	p.probe, p.guess = pacerProbeFast, true
 }

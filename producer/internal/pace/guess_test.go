@@ -35,6 +35,15 @@ func TestPacerProbesFastAfterSlowStart(t *testing.T) {
 	assert.False(t, p.slow)
 	assert.InDelta(t, 2000, p.wmax, 1, "the rate before the last raise")
 	assert.Equal(t, 250*time.Millisecond, p.probe, "the capacity is anywhere up to 3,000/s: a fast probe")
+	assert.True(t, p.guess, "wmax is a guess")
+	assert.True(t, p.slowEnd)
+
+	p.mu.Lock()
+	p.cutLocked(at.Add(time.Second), 2000, p.stores.Load(), 0) // any cut after it
+	p.mu.Unlock()
+	assert.Equal(t, pacerProbe, p.probe, "the fast probe is for the guess's own cut")
+	assert.False(t, p.guess)
+	assert.False(t, p.slowEnd)
 }
 
 // TestPacerCutsAgainWhenSlowStartsCutIsOver: after slow start's cut, an
@@ -59,12 +68,14 @@ func TestPacerCutsAgainWhenSlowStartsCutIsOver(t *testing.T) {
 	require.InDelta(t, 3600, p.wmax, 1, "cut from the rate before the last raise: 1.8 times a capacity of 2,000/s")
 	cut := at
 
-	p.throttled(cut.Add(-time.Millisecond), cut.Add(time.Millisecond)) // in flight at the cut
-	require.Equal(t, cut, p.cutAt, "an attempt in flight at the cut is the same overload")
 	for range 40 { // 20 ms at 2,000 a second: the broker, empty, at its capacity
 		at = at.Add(time.Second / 2000)
 		p.stored(at)
 	}
+	p.throttled(cut.Add(-time.Millisecond), at) // in flight at the cut
+	require.Equal(t, cut, p.cutAt, "an attempt in flight at the cut is the same overload")
+	p.throttled(cut.Add(pacerStep/2), at) // left with the cut's turns
+	require.Equal(t, cut, p.cutAt, "an attempt that left within pacerStep of the cut is the same overload")
 	p.throttled(cut.Add(10*time.Millisecond), at) // left after the cut, refused at once
 	require.True(t, p.on.Load())
 	require.Equal(t, at, p.cutAt, "the cut was over the capacity: it cuts again")
@@ -78,6 +89,69 @@ func TestPacerCutsAgainWhenSlowStartsCutIsOver(t *testing.T) {
 	}
 	p.throttled(again.Add(6*time.Millisecond), at)
 	assert.Equal(t, again, p.cutAt, "once per slow start")
+}
+
+// TestPacerSlowStartsCutHeldWhenTheBrokerStoresTheRate: after slow start's
+// cut, a refusal of an attempt that left after it does not cut again when
+// the broker stored what it was sent (the rate is under its capacity: a
+// refusal of its own), nor when the cut's refusal came late (a broker that
+// queues: its refusals until the queue drains are the same overload).
+func TestPacerSlowStartsCutHeldWhenTheBrokerStoresTheRate(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		flight time.Duration // of the refusal that ends slow start
+		rate   float64       // stored since the cut, a second
+	}{{"the broker stores the rate", 0, 1400}, {"a queued refusal", 200 * time.Millisecond, 1000}} {
+		var p Pacer
+		t0 := time.Unix(1000, 0)
+		engage(t, &p, t0, 100)
+		at := p.cutAt
+		p.mu.Lock()
+		p.r = 3000
+		p.mu.Unlock()
+		for range 50 {
+			at = at.Add(6 * time.Millisecond)
+			p.stored(at)
+		}
+		p.throttled(at.Add(-c.flight), at)
+		require.InDelta(t, 2000, p.wmax, 1)
+		cut := at
+		for range 28 { // 20 ms
+			at = at.Add(time.Duration(float64(time.Second) / c.rate))
+			p.stored(at)
+		}
+		p.throttled(cut.Add(10*time.Millisecond), at)
+		assert.Equal(t, cut, p.cutAt, c.name)
+	}
+}
+
+// TestPacerFlagsOfACutDoNotOutliveIt: a new episode, or a cut from the
+// broker's queue, starts without the last cut's plateau refusal (flat) and
+// with the usual probe.
+func TestPacerFlagsOfACutDoNotOutliveIt(t *testing.T) {
+	var p Pacer
+	t0 := time.Unix(1000, 0)
+	engage(t, &p, t0, 2000)
+	p.mu.Lock()
+	p.flat = true
+	p.endLocked()
+	p.mu.Unlock()
+	engage(t, &p, t0.Add(2*time.Second), 2000)
+	assert.False(t, p.flat, "a new episode")
+
+	at := p.cutAt.Add(time.Second)
+	for range 100 { // 1,000 a second
+		at = at.Add(time.Millisecond)
+		p.stored(at)
+	}
+	p.mu.Lock()
+	p.flat, p.probe = true, pacerProbeFast
+	p.r = 4000 // over what the broker stores
+	p.queuedLocked(at, 100*time.Millisecond)
+	p.mu.Unlock()
+	require.Equal(t, at, p.cutAt, "a store that waited in the queue cuts")
+	assert.False(t, p.flat, "a cut from the queue")
+	assert.Equal(t, pacerProbe, p.probe, "a cut from the queue measures")
 }
 
 // TestPacerCutsUnderAPlateauRefusedTwice: a refusal on wmax's plateau soon

@@ -121,6 +121,8 @@ const (
 	pacerPlateau   = 1.01                   // a rate past this share of wmax is the probe's: wmax got through
 	pacerQuiet     = 256                    // attempts since the last lone refusal that make the next one lone
 	pacerHalve     = 1.1                    // a probe refused this far past wmax: the capacity is searched by halves
+	pacerSlowOver  = 8                      // stores since slow start's cut that a second cut reads, at least
+	pacerSlowUnder = 0.95                   // and it cuts when they were under this share of the rate
 	pacerFlatCut   = 0.97                   // wmax's plateau refused twice in a row, within a second of each cut: the next wmax is under it, by this share
 	pacerHalveEnd  = 1.01                   // until wmax is this close over the plateau that held
 )
@@ -151,7 +153,7 @@ type Pacer struct {
 	wmax     float64       // the rate that was getting through at the last cut
 	slowEnd  bool          // the last cut ended slow start (slowOverLocked)
 	guess    bool          // wmax is a guess, not a measure (see guessed)
-	flat     bool          // the last cut was of a refusal on wmax's plateau, within a second of the cut before, with a few waiting
+	flat     bool          // the last cut was of a refusal on wmax's plateau, within a second of the cut before it, with a few waiting
 	held     float64       // while the capacity is searched by halves, a plateau under wmax that held; 0: none
 	cutAt    time.Time     // the last cut
 	cutN     int64         // stores then
