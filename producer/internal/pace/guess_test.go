@@ -13,9 +13,18 @@ import (
 // is cut again, and a plateau refused twice in a row is cut from under it.
 
 // TestPacerProbesFastAfterSlowStart: slow start's end is a guess (the rate
-// before its last raise): the probe's time scale is pacerProbeFast until
-// the next cut, which measures and sets it as usual.
+// before its last raise): with many attempts waiting, the probe's time
+// scale is pacerProbeFast until the next cut, which measures and sets it
+// as usual. With a few (the senders who were not refused in the first
+// instant: a refusal puts one of them to sleep for its second), it is the
+// usual one.
 func TestPacerProbesFastAfterSlowStart(t *testing.T) {
+	for _, waiting := range []int32{2, 64} {
+		probesFastAfterSlowStart(t, waiting)
+	}
+}
+
+func probesFastAfterSlowStart(t *testing.T, waiting int32) {
 	var p Pacer
 	t0 := time.Unix(1000, 0)
 	engage(t, &p, t0, 100) // 20 stores: too few to trust
@@ -24,6 +33,7 @@ func TestPacerProbesFastAfterSlowStart(t *testing.T) {
 	at := p.cutAt
 	p.mu.Lock()
 	p.r = 3000 // slow start's raises
+	p.peakWait.Store(waiting)
 	p.mu.Unlock()
 	for range 100 {
 		at = at.Add(time.Millisecond)
@@ -34,7 +44,11 @@ func TestPacerProbesFastAfterSlowStart(t *testing.T) {
 	require.Equal(t, at, p.cutAt, "slow start's refusal cuts")
 	assert.False(t, p.slow)
 	assert.InDelta(t, 2000, p.wmax, 1, "the rate before the last raise")
-	assert.Equal(t, 250*time.Millisecond, p.probe, "the capacity is anywhere up to 3,000/s: a fast probe")
+	want := time.Second
+	if waiting >= pacerMany {
+		want = 250 * time.Millisecond // the capacity is anywhere up to 3,000/s
+	}
+	assert.Equal(t, want, p.probe, "%d waiting", waiting)
 	assert.True(t, p.guess, "wmax is a guess")
 	assert.True(t, p.slowEnd)
 
@@ -58,6 +72,7 @@ func TestPacerCutsAgainWhenSlowStartsCutIsOver(t *testing.T) {
 	at := p.cutAt
 	p.mu.Lock()
 	p.r = 5400
+	p.peakWait.Store(64)
 	p.mu.Unlock()
 	for range 50 {
 		at = at.Add(time.Millisecond)
@@ -67,6 +82,7 @@ func TestPacerCutsAgainWhenSlowStartsCutIsOver(t *testing.T) {
 	require.Equal(t, at, p.cutAt)
 	require.InDelta(t, 3600, p.wmax, 1, "cut from the rate before the last raise: 1.8 times a capacity of 2,000/s")
 	cut := at
+	p.peakWait.Store(64) // 256 senders, most asleep: those left wait
 
 	for range 40 { // 20 ms at 2,000 a second: the broker, empty, at its capacity
 		at = at.Add(time.Second / 2000)

@@ -274,8 +274,12 @@ func (p *Pacer) throttled(start, now time.Time) {
 		// cut reads low, and the rate before the last raise is what got
 		// through, or about (the broker's bucket, filled while the rate
 		// was under its capacity, refuses only a step or two late).
+		many := p.peakWait.Load() >= pacerMany
 		p.cutLocked(now, min(max(got, p.r/pacerSlowGrow), p.r), n, now.Sub(start))
-		p.probe, p.slowEnd, p.guess = pacerProbeFast, true, true // see guessed
+		p.slowEnd, p.guess = true, true // see guessed
+		if many {
+			p.probe = pacerProbeFast
+		}
 		return
 	}
 	since := p.attempts.Load() - p.cutA
