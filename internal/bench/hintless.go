@@ -268,25 +268,15 @@ func (h Hintless) Run(ctx context.Context, name string) (res *HintlessResult, er
 	}
 	var atSettle ServerStats
 	settleAt := start.Add(h.Settle)
-	settled := h.Settle > 0 && h.Duration > 2*h.Settle
+	settled := h.settles()
 	if settled {
-		t := time.NewTimer(time.Until(settleAt))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-		}
+		waitUntil(ctx, settleAt)
 		if atSettle, err = srv.stats(); err != nil {
 			settled = false
 		}
 		settleAt = time.Now()
 	}
-	t := time.NewTimer(time.Until(stopAt))
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-		t.Stop()
-	}
+	waitUntil(ctx, stopAt)
 	atStop, statsErr := srv.stats()
 	endAt := time.Now()
 	wg.Wait() // the sends in flight finish (bounded by SendTimeout)
@@ -317,6 +307,20 @@ func (h Hintless) Run(ctx context.Context, name string) (res *HintlessResult, er
 	all := slices.Concat(lat...)
 	res.P50ms, res.P99ms = percentileMs(all, 0.50), percentileMs(all, 0.99)
 	return res, nil
+}
+
+// settles reports whether a run has a settled figure: Settle is set, and
+// Duration is over twice it.
+func (h Hintless) settles() bool { return h.Settle > 0 && h.Duration > 2*h.Settle }
+
+// waitUntil returns at t, or when ctx ends.
+func waitUntil(ctx context.Context, t time.Time) {
+	tm := time.NewTimer(time.Until(t))
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+	case <-ctx.Done():
+	}
 }
 
 // Spread is a figure's median over rounds and its range.
@@ -393,7 +397,8 @@ type HintlessSettings struct {
 	Rounds             int     `json:"rounds"`
 	Shape              string  `json:"shape,omitempty"`
 	Sends              int     `json:"sends,omitempty"`
-	SettleSeconds      float64 `json:"settle_seconds,omitempty"`
+	// SettleSeconds is Settle, when the runs have a settled figure.
+	SettleSeconds float64 `json:"settle_seconds,omitempty"`
 }
 
 // RunHintless runs every contender of names once per round, each run
@@ -406,8 +411,11 @@ func RunHintless(ctx context.Context, h Hintless, names []string, rounds int, pr
 	rep := &HintlessReport{Settings: HintlessSettings{
 		DurationSeconds: h.Duration.Seconds(), Senders: h.Senders, Rate: h.Rate, Burst: h.Burst,
 		MaxAttempts: h.MaxAttempts, SendTimeoutSeconds: h.SendTimeout.Seconds(), Rounds: rounds,
-		Shape: h.Shape, Sends: h.Sends, SettleSeconds: h.Settle.Seconds(),
+		Shape: h.Shape, Sends: h.Sends,
 	}}
+	if h.settles() {
+		rep.Settings.SettleSeconds = h.Settle.Seconds()
+	}
 	byName := map[string][]*HintlessResult{}
 	for round := range rounds {
 		for i := range names {
@@ -440,13 +448,22 @@ func (rep *HintlessReport) WriteMarkdown(w io.Writer) {
 		"and refuses the rest RESOURCE_EXHAUSTED + ErrorDetail 530 SEND_RATE, no RetryInfo; %d attempts per send; "+
 		"%s\n\n",
 		s.Senders, s.DurationSeconds, s.Rate, s.Burst, s.MaxAttempts, rounds(s.Rounds))
-	fmt.Fprintf(w, "| contender | stored msg/s | stored/capacity | after %gs | attempts/stored | sends | failed | p50 ms | p99 ms |\n", s.SettleSeconds)
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	// The column "after Ns" only when the runs have a settled figure.
+	afterHead, afterRule := "", ""
+	if s.SettleSeconds > 0 {
+		afterHead, afterRule = fmt.Sprintf(" after %gs |", s.SettleSeconds), "---:|"
+	}
+	fmt.Fprintf(w, "| contender | stored msg/s | stored/capacity |%s attempts/stored | sends | failed | p50 ms | p99 ms |\n", afterHead)
+	fmt.Fprintf(w, "|---|---:|---:|%s---:|---:|---:|---:|---:|\n", afterRule)
 	for _, r := range rep.Summary {
 		pct := func(v float64) float64 { return 100 * v }
 		one := func(v float64) float64 { return v }
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Contender,
-			r.StoredPerSecond.format("%.0f", "", one), r.CapacityRatio.format("%.1f", "%", pct), r.SettledRatio.format("%.1f", "%", pct),
+		after := ""
+		if s.SettleSeconds > 0 {
+			after = " " + r.SettledRatio.format("%.1f", "%", pct) + " |"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s |%s %s | %s | %s | %s | %s |\n", r.Contender,
+			r.StoredPerSecond.format("%.0f", "", one), r.CapacityRatio.format("%.1f", "%", pct), after,
 			r.AttemptsPerStored.format("%.2f", "", one), r.Sent.format("%.0f", "", one), r.Failed.format("%.0f", "", one),
 			r.P50ms.format("%.1f", "", one), r.P99ms.format("%.1f", "", one))
 	}

@@ -123,8 +123,14 @@ func (p *Pacer) slowOverLocked(start, now time.Time, n int64, dt time.Duration) 
 	}
 	many := p.peakWait.Load() >= pacerMany
 	p.cutLocked(now, w, n, now.Sub(start))
+	p.guessedLocked(many)
+}
+
+// guessedLocked marks the cut just made a guess (see guessed), with the
+// fast probe when fast. Called with mu held, after cutLocked.
+func (p *Pacer) guessedLocked(fast bool) {
 	p.guess = true
-	if many {
+	if fast {
 		p.probe = pacerProbeFast
 	}
 }

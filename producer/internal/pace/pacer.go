@@ -237,7 +237,7 @@ func (p *Pacer) throttled(start, now time.Time) {
 			p.r = max(pacerFirst*acc, pacerMinRate)
 			p.wmax = p.r
 			p.lim = newTurns(now, p.r)
-			p.probe, p.guess = pacerProbeFast, true // see guessed
+			p.guessedLocked(true)
 		}
 		return
 	}
@@ -276,10 +276,8 @@ func (p *Pacer) throttled(start, now time.Time) {
 		// was under its capacity, refuses only a step or two late).
 		many := p.peakWait.Load() >= pacerMany
 		p.cutLocked(now, min(max(got, p.r/pacerSlowGrow), p.r), n, now.Sub(start))
-		p.slowEnd, p.guess = true, true // see guessed
-		if many {
-			p.probe = pacerProbeFast
-		}
+		p.slowEnd = true
+		p.guessedLocked(many)
 		return
 	}
 	since := p.attempts.Load() - p.cutA
