@@ -12,23 +12,21 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 
-	"github.com/rocketry-go/rocketry/producer/internal/pace"
-	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/producer/internal/clock"
 )
 
-// fakeWaits replaces the executor's send.NewTimer, and the pacer's pace.NewTimer, for the
-// test: every wait is recorded and ends at once.
+// fakeWaits replaces clock.NewTimer, the timer of the executor's and the pacer's waits, for
+// the test: every wait is recorded and ends at once.
 func fakeWaits(t *testing.T) func() []time.Duration {
 	var mu sync.Mutex
 	var waits []time.Duration
-	t.Cleanup(func() { send.NewTimer, pace.NewTimer = time.NewTimer, time.NewTimer })
-	send.NewTimer = func(d time.Duration) *time.Timer {
+	t.Cleanup(func() { clock.NewTimer = time.NewTimer })
+	clock.NewTimer = func(d time.Duration) *time.Timer {
 		mu.Lock()
 		waits = append(waits, d)
 		mu.Unlock()
 		return time.NewTimer(0)
 	}
-	pace.NewTimer = send.NewTimer
 	return func() []time.Duration {
 		mu.Lock()
 		defer mu.Unlock()

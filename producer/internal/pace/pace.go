@@ -1,8 +1,9 @@
 // Package pace is the producer's pacer: the throttle state of what a broker
 // throttles without saying when to come back, by which the attempts to a
 // throttled scope wait their turn at a rate that follows what the broker
-// accepts (pacer.go says how), instead of each waiting out its own
-// throttle schedule.
+// accepts (pacer.go states the controller; docs/pacing.md has the model
+// and its measures), instead of each waiting out its own throttle
+// schedule alone.
 //
 // The producer holds a [Pacers] per endpoint; an attempt's [Pace] is its
 // endpoint's and its topic's pacer there. The attempt waits its turn with
@@ -16,6 +17,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/rocketry-go/rocketry/producer/internal/clock"
 )
 
 // This file says which pacer a throttle belongs to: the scope of what the
@@ -64,14 +67,15 @@ type Pace struct {
 	Endpoint, Topic *Pacer
 }
 
-// Wait waits the attempt's turn at the endpoint's pacer, then at the
-// topic's: false when the turn does not fit before ctx's deadline (late)
-// or ctx ended during the wait.
-func (pc Pace) Wait(ctx context.Context) (ok bool, late bool) {
-	if ok, late := pc.Endpoint.wait(ctx); !ok {
+// Wait waits the attempt's turn on clk at the endpoint's pacer, then at
+// the topic's: false when the turn does not fit before ctx's deadline
+// (late) or ctx ended during the wait. A pacer with no episode open costs
+// one atomic load.
+func (pc Pace) Wait(ctx context.Context, clk clock.Clock) (ok bool, late bool) {
+	if ok, late := pc.Endpoint.wait(ctx, clk); !ok {
 		return ok, late
 	}
-	return pc.Topic.wait(ctx)
+	return pc.Topic.wait(ctx, clk)
 }
 
 // Record counts the result of an attempt that started at start and ended
@@ -79,10 +83,8 @@ func (pc Pace) Wait(ctx context.Context) (ok bool, late bool) {
 func (pc Pace) Record(r Result, start, end time.Time) {
 	switch r {
 	case Stored:
-		pc.Endpoint.stored(start)
-		pc.Topic.stored(start)
-		pc.Endpoint.flew(start, end)
-		pc.Topic.flew(start, end)
+		pc.Endpoint.stored(start, end)
+		pc.Topic.stored(start, end)
 	case Hinted:
 		pc.Endpoint.hinted()
 		pc.Topic.hinted()

@@ -1,481 +1,397 @@
 package pace
 
 import (
+	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// This file holds the pacer: the throttle state of what a broker throttles
-// (pace.go says which scope a throttle belongs to).
+// This file holds the controller of one scope (pace.go says which scope a
+// throttle belongs to). In a paragraph:
 //
-// Without it, each send waits out its own throttle schedule: every sender
-// refused in the same instant waits the same unjittered first second, and
-// all of them come back together, take the broker's burst and are refused
-// together again, a lock near the burst rate (a quarter of a 2,000/s
-// broker's capacity, measured). With it, once the refusals say that the
-// rate is the problem, the scope's attempts wait their turn at a rate that
-// follows what the broker accepts, so that sends queue in the client
-// instead of being refused, and are released one by one, never all at
-// once.
+// A scope's pacer is off until the broker refuses, without a hint, at
+// least engageOf of the scope's last 8 attempts while it still stores
+// some. Then an episode opens, and the scope's attempts leave one at a
+// time at a rate r (turns.go). r follows CUBIC's curve around wmax, the
+// rate that got through:
 //
-// Engaging. A refusal says the rate is the problem when refusals are a
-// sustained share of the scope's attempts: at least pacerEngageOf of its
-// last pacerRing attempts, or pacerRun refusals that are half the attempts
-// since the first of them (a few senders refused together, stores of the
-// bucket's trickle between them); or when it ends a run of pacerLone
-// stores (a token bucket's burst drained by a few senders, each refused
-// alone: before this rule, 4 senders never engaged the pacer, and each
-// slept out its schedule: 15% of capacity). One message in ten refused for
-// its own reasons rarely does either (3 of its refusals within 6 attempts,
-// or 64 stores in a row, are each about one in a hundred or a thousand),
-// and an episode opened by chance ends at its next refusals (below). An
-// episode is opened only while the broker is storing something: when it
-// refuses everything (a backlog, a spell), no rate gets through, and each
-// refused message waits its own schedule.
+//	r(t) = wmax·(1 − (1−β)·(1 − t/K)³)   while t < K: back from the cut
+//	r(t) = wmax·(1 + (1−β)·((t − K)/K)³) after: flat at wmax, then faster above
 //
-// The rate is AWS SDKs' adaptive retry mode (CUBIC), scaled to the rate:
-// each cut is to pacerBeta of wmax, the rate that was getting through (the
-// messages stored since the last cut over the time since; on the first cut,
-// the store rate of the last second, which in a scope's first second counts
-// the broker's first burst, so wmax is pacerFirst of it), never a restart
-// from nothing. The rate then climbs back to wmax in pacerRecover along a
-// cubic (fast at first, flat near wmax), and from there probes upwards
-// along the cubic's convex side, slowly at first (+3.75% after half the
-// probe's time scale, pacerProbe), until the next refusal cuts again. While
-// the rate that gets through holds from cut to cut, the probe's time scale
-// doubles, up to pacerProbeMax, so that refusals come seconds apart. The
-// climb's clock runs only while attempts wait for the rate. A token
-// bucket's capacity C is measured exactly this way: between two refusals
-// its bucket is empty at both ends, so it stored C times the time between
-// them (unless nobody sent for a while: then the cut is from halfway
-// between the rate refused and its cut, as CUBIC's fast convergence).
-// Two exceptions, where the rate was under C for much of the time and a
-// small bucket spilled what it could not save: a refusal of the probe
-// (past wmax) cuts from wmax at least, and from what got through since
-// the rate was back at wmax; a refusal at wmax or under, within a second
-// of the cut, from the store rate of the last second up to wmax at least.
-// And with many attempts waiting, a probe refused far past wmax says the
-// capacity is far over it: the next wmax is halfway between, and the
-// capacity is searched by halves (throttled says how).
+// where t is the time since the last cut during which attempts waited for
+// their turn: a rate that holds nobody back does not climb. A congestion
+// signal cuts: wmax becomes the rate that got through, and t starts again,
+// so r = β·wmax. The rate that got through is r at the signal, or lower,
+// what the broker stored since the cut while anyone was sending, when that
+// covers measureFor (between two refusals a rate limit is empty at both
+// ends, so that is its capacity); but never under a wmax whose plateau held
+// when only the probe above it was refused. The signals are a refusal and
+// a store that waited longer than queued beyond the episode's quickest
+// store (a broker that queues answers late before it answers no). One
+// overload cuts once (TCP's one reduction per window): a signal counts only
+// from an attempt that left after the overload that caused the last cut
+// was over, which is at the cut, or later by the time the broker's queue
+// takes to drain at β of its rate. The episode opens at the rate the broker
+// stored lately, on its plateau (t = K), and ends when nobody waited for a
+// turn for idleEnd, when the broker refuses everything since a cut that
+// had time to measure (a spell that no rate gets through: each message
+// waits its own schedule), or on a refusal with the broker's hint.
 //
-// In an episode, a refusal cuts again when refusals are a sustained share
-// of the attempts since the cut (the cut was not deep enough, or the
-// capacity fell), or when it comes after a clean run of pacerClean
-// attempts since the cut (the rate is over what the broker accepts),
-// unless it is lone: while pacerMany attempts or more have waited at once
-// since the cut (or the last lone refusal), and the rate is not far past
-// wmax, the first refusal in pacerQuiet attempts, and up to pacerMany of
-// the same stall, are let pass (a stall on the way lets a few requests
-// reach a small bucket together, at any rate near its capacity). A
-// refusal alone sooner than pacerClean is a message's own, or the rate's;
-// a second one says the refusals go on whatever the rate, and ends the
-// episode. An episode in which nobody waited for pacerIdle ends. A
-// throttle carrying the broker's own hint (google.rpc.RetryInfo) ends it
-// too: each send already waits what the broker said.
+// Independent producers on one broker converge to equal shares without
+// knowing of each other: an overload's few refusals fall on the producers
+// in proportion to their rates, so the larger ones are cut more often, and
+// all of them grow at the same relative speed.
 //
-// Turns are handed out in order at the rate (turns), and keep their times
-// when the rate changes, until it has risen by pacerRetake: then they are
-// taken again at the new rate.
+// Every decision reads the broker's answers and the times attempts left
+// and came back (the clock passed by the executor), never when a
+// goroutine woke: a busy machine delays the attempts, and the rate read
+// from what the broker stored follows.
 //
-// Only first attempts and retries after a throttle wait their turn: a
-// retry after a failure leaves at once, as the contract says.
-//
-// The pacer costs the fast path one atomic load per attempt, and two
-// atomic adds, a compare-and-swap and one more atomic load (flew's check
-// of an episode, queue.go) per stored message, while no episode is open.
+// Off an episode, a store costs one atomic add and two atomic loads, and a
+// turn one atomic load.
 
 const (
-	pacerRing      = 16                     // the attempts that say whether refusals are sustained
-	pacerEngageOf  = 8                      // refusals of pacerRing that engage
-	pacerRun       = 3                      // or this many, half the attempts since the first
-	pacerLone      = 64                     // or one after a run of this many stores
-	pacerShare     = 0.3                    // share of refusals since a cut that cuts again
-	pacerClean     = 64                     // attempts since a cut that make a run clean
-	pacerBeta      = 0.7                    // a cut: to this share of wmax
-	pacerFirst     = 0.5                    // the first cut in a scope's first second
-	pacerRecover   = 100 * time.Millisecond // from a cut back to wmax
-	pacerProbe     = time.Second            // the convex side's time scale: +30% after it
-	pacerProbeFast = 250 * time.Millisecond // the probe's time scale after a guess (slow start's end, a scope's first second)
-	pacerProbeMax  = 8 * time.Second        // the probe's time scale, at most, while the capacity holds
-	pacerHoldLow   = 0.99                   // a rate that got through in this share of wmax
-	pacerHoldHigh  = 1.05                   // to this share holds the capacity
-	pacerShallow   = 0.9                    // a cut before any refusal (the broker queues): the rate and turns it starts with, of what it stores
-	pacerFar       = 1.25                   // a rate refused this far over what got through: the capacity is between
-	pacerMany      = 16                     // attempts waiting their turn that make a refusal cheap
-	pacerDouble    = 100 * time.Millisecond // past the cubic, the rate grows this often
-	pacerGrow      = 1.25                   // by this factor
-	pacerSlowStep  = 25 * time.Millisecond  // in slow start, this often
-	pacerSlowGrow  = 1.5                    // by this factor
-	pacerTrust     = 128                    // stores an estimate rests on, at least, or slow start
-	pacerIdle      = 2 * time.Second        // the episode ends after this with nobody held back (past a first retry)
-	pacerStep      = 5 * time.Millisecond   // the limiter follows the cubic this often
-	pacerMinGap    = 50 * time.Millisecond  // refusals closer to a cut are the same overload
-	pacerSample    = 100 * time.Millisecond // history of stores, one sample per
-	pacerHistory   = 10                     // samples kept: a second
-	pacerMinRate   = 1.0                    // attempts per second, at least
-	pacerIdleGap   = 20 * time.Millisecond  // a longer gap between attempts is idle, at least
-	pacerRetake    = 1.1                    // a rate this much above the turns' voids them
-	pacerQueued    = 50 * time.Millisecond  // a refusal after longer in flight was queued by the broker
-	pacerCeil      = 2.0                    // after a queued refusal, the rate grows to this many times the store rate, at most
-	pacerPlateau   = 1.01                   // a rate past this share of wmax is the probe's: wmax got through
-	pacerQuiet     = 256                    // attempts since the last lone refusal that make the next one lone
-	pacerHalve     = 1.1                    // a probe refused this far past wmax: the capacity is searched by halves
-	pacerSlowOver  = 8                      // stores since slow start's cut that a second cut reads, at least
-	pacerSlowUnder = 0.95                   // and it cuts when they were under this share of the rate
-	pacerFlatCut   = 0.97                   // wmax's plateau refused twice in a row, within a second of each cut: the next wmax is under it, by this share
-	pacerHalveEnd  = 1.01                   // until wmax is this close over the plateau that held
+	engageOf     = 4                      // refusals among the scope's last 8 attempts that open an episode: the majority's edge
+	betaC        = 0.7                    // a cut is to this share of wmax: CUBIC's and AWS SDKs' β
+	recoverInC   = 250 * time.Millisecond // K: from a cut back to wmax; past it, the probe's time scale
+	window       = 250 * time.Millisecond // the rate that got through is what the broker stored over this
+	queued       = 50 * time.Millisecond  // a store this much slower than the episode's quickest waited in the broker's queue
+	idleEnd      = 2 * time.Second        // an episode in which nobody waited for a turn this long ends
+	idleGap      = 20 * time.Millisecond  // a gap between attempts longer than this (and 4 turns) is nobody sending
+	minRate      = 1.0                    // attempts per second, at least
+	burstTime    = 2 * time.Millisecond   // after a pause, this much of the rate leaves at once (one turn at least)
+	rateWindow   = time.Second            // the rate an episode opens at is read over one to two of this
+	flightWindow = 10 * time.Second       // the round trip with the broker's queue empty is the quickest store's over one to two of this
+)
+
+const (
+	histEvery = window / 8
+	histLen   = 10
 )
 
 // Pacer is one scope's throttle state; its zero value has no episode. It
 // is safe for concurrent use, and a nil *Pacer paces nothing.
 type Pacer struct {
-	on         atomic.Bool   // an episode is open: attempts wait for lim
-	stores     atomic.Int64  // attempts stored in this scope
-	attempts   atomic.Int64  // attempts stored or refused without a hint
-	ring       atomic.Uint32 // the last attempts' outcomes, newest in bit 0: 1 refused
-	binding    atomic.Bool   // an attempt waited for lim since the last raise
-	lastBind   atomic.Int64  // unix ns of the last attempt that waited for lim
-	nextSample atomic.Int64  // unix ns of the next history sample
-	lastNs     atomic.Int64  // unix ns of the last attempt recorded
-	idle       atomic.Int64  // ns without attempts, beyond gapNs at a time
-	idleAt     atomic.Int64  // unix ns of the end of the last idle gap
-	gapNs      atomic.Int64  // the longest gap between attempts that is not idle
-	waiting    atomic.Int32  // attempts waiting for their turn now
-	peakWait   atomic.Int32  // the most waiting at once in the episode
-	minFlight  atomic.Int64  // ns, the quickest store of the episode; 0: none yet (reset when one opens)
-	queuedAt   atomic.Int64  // unix ns of the last store that waited in the broker's queue
+	on       atomic.Bool   // an episode is open: attempts wait for their turn
+	stores   atomic.Int64  // attempts stored in this scope, ever
+	refusals atomic.Int64  // off an episode, attempts refused in this scope
+	ring     atomic.Uint32 // off an episode, the last 8 outcomes, newest in bit 0 (1: refused); 0 until a refusal
+	rollAt   atomic.Int64  // unix ns at which the store samples roll next
+	// The quickest store's time in flight (ns; 0: none yet) of this
+	// flightWindow and the one before: the round trip with the broker's
+	// queue empty, from which a store's wait in it is read.
+	flight, flightPrev atomic.Int64
 
 	mu       sync.Mutex
-	changed  chan struct{} // closed when the turns handed out are void (a cut, the end)
-	lim      *turns
-	r        float64       // lim's rate
-	wmax     float64       // the rate that was getting through at the last cut
-	slowEnd  bool          // the last cut ended slow start (slowOverLocked)
-	guess    bool          // wmax is a guess, not a measure (see guessed)
-	flat     bool          // the last cut was of a refusal on wmax's plateau, within a second of the cut before it, with a few waiting
-	held     float64       // while the capacity is searched by halves, a plateau under wmax that held; 0: none
-	cutAt    time.Time     // the last cut
-	cutN     int64         // stores then
-	cutA     int64         // attempts then
-	cutIdle  int64         // idle then
-	refused  int64         // refusals since the cut
-	refusedN int64         // stores at the last refusal
-	stepAt   time.Time     // the limiter's last update
-	climb    time.Duration // time since the cut that attempts waited for the rate
-	climbAt  time.Time     // when climb was last counted
-	slow     bool          // slow start: the estimate was weak
-	topSet   bool          // the rate is back at wmax since the cut, since:
-	topAt    time.Time
-	topN     int64         // stores then
-	topIdle  int64         // idle then
-	drain    time.Duration // from the cut, the time the broker's queue needs to drain
-	low      int           // refusals since the cut well under wmax
-	quietA   int64         // attempts at the last refusal let pass as lone
-	quietAt  time.Time     // and its time
-	quietN   int           // refusals of its stall let pass
-	probe    time.Duration // the convex side's time scale now
-	hist     [pacerHistory]sample
-	nhist    int // samples in hist, hist[nhist%len] is the next slot
+	flightAt time.Time     // the flight window's start
+	marks    [2]mark       // off an episode, store samples rateWindow apart, the newest last: the rate an episode opens at
+	hist     [histLen]mark // in an episode, store samples histEvery apart; hist[nhist%histLen] is the next
+	nhist    int
+	epoch    uint32 // turns handed out in an earlier epoch are void (a cut, the end)
+	turns    turns
+	r        float64 // the rate now
+	wmax     float64 // the rate that got through at the last cut
+	t        time.Duration
+	// t is the curve's clock: time since the cut during which attempts
+	// waited for their turn.
+	cutAt   time.Time     // the last cut, or the opening
+	cutN    int64         // stores at the cut
+	quietAt time.Time     // signals of attempts that left before this belong to the last cut's overload
+	active  time.Duration // time since the cut during which anyone sent
+	lastAt  time.Time     // the last attempt seen (sent, or answered)
+	stepAt  time.Time     // the curve's last step
+	boundAt time.Time     // an attempt last waited for its turn
+	tx      float64       // the rate stored over the last window, as of the last sample
 }
 
-// stored counts a stored attempt that started at now.
-func (p *Pacer) stored(now time.Time) {
+type mark struct {
+	at    time.Time
+	n, nr int64 // stores and refusals then
+}
+
+// stored counts an attempt that left at start and was stored at end.
+func (p *Pacer) stored(start, end time.Time) {
 	if p == nil {
 		return
 	}
-	p.stores.Add(1)
-	p.attempts.Add(1)
-	p.note(now)
-	if p.ring.Load() != 0 {
-		p.push(false)
+	n := p.stores.Add(1)
+	flight := int64(end.Sub(start))
+	for f := p.flight.Load(); f == 0 || flight < f; f = p.flight.Load() {
+		if p.flight.CompareAndSwap(f, max(flight, 1)) {
+			break
+		}
 	}
-	if ns := now.UnixNano(); ns >= p.nextSample.Load() {
-		p.sample(now)
-	}
-}
-
-// throttled records a refusal without a hint of an attempt that started
-// at start and ended at now.
-func (p *Pacer) throttled(start, now time.Time) {
-	if p == nil {
+	if !p.on.Load() {
+		if p.ring.Load() != 0 {
+			p.push(false)
+		}
+		if end.UnixNano() >= p.rollAt.Load() {
+			p.roll(end, n)
+		}
 		return
 	}
-	p.attempts.Add(1)
-	p.note(now)
-	ring := p.push(true)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := p.stores.Load()
-	run := n - p.refusedN
-	p.refusedN = n
 	if !p.on.Load() {
-		if !sustained(ring) && run < pacerLone {
-			return // a message's own refusal, as far as anyone can tell
+		return
+	}
+	p.noteLocked(end)
+	if p.nhist == 0 || !end.Before(p.hist[(p.nhist-1)%histLen].at.Add(histEvery)) {
+		p.hist[p.nhist%histLen] = mark{at: end, n: n}
+		p.nhist++
+		p.tx = p.windowRate(end, n)
+	}
+	if wait := p.queueWait(start, end); wait > queued && !start.Before(p.quietAt) {
+		p.signalLocked(end, wait)
+	}
+}
+
+// throttled records a refusal without a hint of an attempt that left at
+// start and was answered at end.
+func (p *Pacer) throttled(start, end time.Time) {
+	if p == nil {
+		return
+	}
+	if !p.on.Load() {
+		p.refusals.Add(1)
+		if bits.OnesCount32(p.push(true)) < engageOf {
+			return
 		}
-		acc, k := p.recentRate(now, n, time.Second)
-		if k == 0 {
-			return // nothing stored lately: no rate gets through
-		}
-		p.changed = make(chan struct{})
-		p.on.Store(true)
-		p.probe = pacerProbe
-		p.minFlight.Store(0) // the episode's own quickest store
-		p.lastBind.Store(now.UnixNano())
-		p.cutLocked(now, acc, n, now.Sub(start))
-		p.slow = k < pacerTrust
-		if !p.slow && p.nhist < pacerHistory {
-			// The scope's first second: its store rate counts the
-			// broker's first burst (a bucket full from the start), so
-			// the rate that got through is taken as pacerFirst of it:
-			// the rate starts at pacerBeta of that (the cubic's first
-			// step), climbs back to it as from a cut, and the probe
-			// finds the rest (4 senders at 0.7 of a rate that counted
-			// a 200 burst were all refused again; climbing back to
-			// that rate, refused at 1.5 times the capacity four times
-			// over: 84% of capacity in 10 s).
-			p.r = max(pacerFirst*acc, pacerMinRate)
-			p.wmax = p.r
-			p.lim = newTurns(now, p.r)
-			p.guessedLocked(true)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if !p.on.Load() {
+			p.openLocked(end)
 		}
 		return
 	}
-	dt := now.Sub(p.cutAt)
-	if start.Before(p.cutAt) || dt < max(pacerMinGap, p.drain) {
-		// The same overload: every attempt in flight then is refused,
-		// and a broker that refuses has nothing left at the cut;
-		// unless slow start's cut was over the capacity (slowOver).
-		p.slowOverLocked(start, now, n, dt)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.on.Load() {
 		return
 	}
-	p.refused++
-	if n == p.cutN {
-		// Nothing stored since the cut: the broker refuses everything
-		// for a spell, which no rate would get through. Each refused
-		// message waits out its own schedule.
+	p.noteLocked(end)
+	if start.Before(p.quietAt) {
+		return // the overload the last cut answered
+	}
+	p.signalLocked(end, p.queueWait(start, end))
+}
+
+// hinted records a throttle with the broker's hint: a broker that says when
+// to come back is followed, not paced, so an episode ends.
+func (p *Pacer) hinted() {
+	if p == nil || !p.on.Load() {
+		return
+	}
+	p.mu.Lock()
+	if p.on.Load() {
+		p.endLocked()
+	}
+	p.mu.Unlock()
+}
+
+// openLocked opens an episode at now, unless the broker stored nothing
+// lately: then no rate gets through (a spell), and each refused message
+// waits its own schedule. It opens with a cut from the rate of attempts
+// lately, over what the broker takes (most were refused): the cuts that
+// follow come down to what it takes, one per round trip.
+func (p *Pacer) openLocked(now time.Time) {
+	n, nr := p.stores.Load(), p.refusals.Load()
+	from := p.marks[0]
+	if from.at.IsZero() {
+		from = p.marks[1]
+	}
+	if from.at.IsZero() || n == from.n {
+		return
+	}
+	dt := max(now.Sub(from.at), burstTime)
+	p.on.Store(true)
+	p.ring.Store(0)
+	p.nhist, p.tx = 0, 0
+	p.lastAt, p.boundAt = now, now
+	p.cutLocked(now, float64(n-from.n+nr-from.nr)/dt.Seconds(), 0)
+}
+
+// signalLocked is a congestion signal at now, of an attempt that waited
+// wait in the broker's queue: it cuts, or ends a spell.
+func (p *Pacer) signalLocked(now time.Time, wait time.Duration) {
+	got, ok := p.gotLocked(now)
+	if !ok {
+		p.endLocked() // nothing stored for a while: a spell
+		return
+	}
+	w := min(p.r, got)
+	if p.r < p.wmax {
+		// Refused before the rate was back at the last wmax: the
+		// capacity fell, or others took some; CUBIC's fast convergence
+		// leaves them room.
+		w *= (1 + beta) / 2
+	}
+	p.cutLocked(now, w, wait)
+}
+
+// gotLocked is the rate the broker took lately, as of now: what it stored
+// over the last window, or since the cut when that is sooner; false when it
+// stored nothing over a window since the cut.
+func (p *Pacer) gotLocked(now time.Time) (float64, bool) {
+	n := p.stores.Load()
+	since := now.Sub(p.cutAt)
+	switch {
+	case n == p.cutN && since >= window:
+		return 0, false
+	case since < p.gap():
+		return p.r, true // too soon after the cut to read a rate
+	}
+	return p.windowRate(now, n), true
+}
+
+// windowRate is the rate stored over the last window before now (n stores
+// then), or since the cut when that is sooner.
+func (p *Pacer) windowRate(now time.Time, n int64) float64 {
+	from := mark{at: p.cutAt, n: p.cutN}
+	if now.Sub(from.at) > window {
+		from.at = now
+		for i := range min(p.nhist, histLen) {
+			if m := p.hist[i]; now.Sub(m.at) <= window && m.at.Before(from.at) {
+				from = m
+			}
+		}
+	}
+	dt := max(now.Sub(from.at), p.gap())
+	return float64(n-from.n) / dt.Seconds()
+}
+
+// cutLocked sets wmax to w and the rate to β of it, and voids the turns
+// handed out: they were handed out at the rate just refused. A signal of
+// an attempt that waited wait in the broker's queue leaves the queue to
+// drain at β of its rate first.
+func (p *Pacer) cutLocked(now time.Time, w float64, wait time.Duration) {
+	p.dbgf(now, "cut w=%.1f r=%.1f t=%v active=%v n=%d wait=%v", w, p.r, p.t, p.active, p.stores.Load()-p.cutN, wait)
+	p.wmax = max(w, minRate)
+	p.t, p.active = 0, 0
+	p.cutAt, p.stepAt = now, now
+	p.cutN = p.stores.Load()
+	p.quietAt = now.Add(time.Duration(float64(wait) / (1 - beta)))
+	p.r = max(beta*p.wmax, minRate)
+	p.turns.reset(now, p.r)
+	p.epoch++
+}
+
+// endLocked ends the episode: the turns handed out are void.
+func (p *Pacer) endLocked() {
+	p.dbgf(p.lastAt, "end")
+	p.on.Store(false)
+	p.ring.Store(0)
+	p.epoch++
+}
+
+// stepLocked moves the rate along the curve to now, and ends an episode in
+// which nobody waited for idleEnd.
+func (p *Pacer) stepLocked(now time.Time) {
+	p.noteLocked(now)
+	// The clock runs from the end of the overload the cut answered (a
+	// broker's queue drains at the cut's rate first), while attempts wait.
+	if from := maxTime(p.stepAt, p.quietAt); now.After(from) {
+		if gap := p.gap(); now.Sub(p.boundAt) <= gap {
+			p.t += min(now.Sub(from), gap)
+		}
+	}
+	p.stepAt = maxTime(p.stepAt, now)
+	if now.Sub(p.boundAt) > idleEnd && now.Sub(p.cutAt) > idleEnd {
 		p.endLocked()
 		return
 	}
-	busy := max(dt-time.Duration(p.idle.Load()-p.cutIdle), pacerMinGap)
-	got := min(float64(n-p.cutN)/busy.Seconds(), p.r)
-	idled := p.idleAt.Load() > p.cutAt.UnixNano()
-	// far: the rate got far past wmax before any refusal, so wmax was too
-	// low, and is no bound on what got through.
-	far := p.r > pacerFar*p.wmax
-	if idled && !far {
-		// The broker's bucket filled while nobody sent, and what it
-		// stored since counts that burst: the rate that got through is
-		// no more than before.
-		got = min(got, p.wmax)
+	// The rate runs ahead of what the broker stores by 2x at most (AWS
+	// SDKs' cap): a broker that queues answers late, and a probe that
+	// waited for its answer would run far past what it takes.
+	p.r = max(min(curve(p.wmax, p.t), 2*max(p.tx, p.wmax)), minRate)
+	p.turns.setRate(p.r)
+}
+
+// noteLocked counts the time since the last attempt seen as sending time,
+// unless it is a gap in which nobody sent.
+func (p *Pacer) noteLocked(now time.Time) {
+	if dt := now.Sub(p.lastAt); dt > 0 {
+		if now.After(p.cutAt) {
+			p.active += min(dt, p.gap(), now.Sub(p.cutAt))
+		}
+		p.lastAt = now
 	}
-	if p.slow {
-		// The rate was growing by pacerSlowGrow: the average since the
-		// cut reads low, and the rate before the last raise is what got
-		// through, or about (the broker's bucket, filled while the rate
-		// was under its capacity, refuses only a step or two late).
-		many := p.peakWait.Load() >= pacerMany
-		p.cutLocked(now, min(max(got, p.r/pacerSlowGrow), p.r), n, now.Sub(start))
-		p.slowEnd = true
-		p.guessedLocked(many)
+}
+
+// gap is the longest time between attempts that is not idle: idleGap, or
+// four turns at a low rate.
+func (p *Pacer) gap() time.Duration {
+	return max(idleGap, time.Duration(4*float64(time.Second)/p.r))
+}
+
+// curve is CUBIC's rate t after a cut to β of wmax.
+func curve(wmax float64, t time.Duration) float64 {
+	x := float64(t-recoverIn) / float64(recoverIn)
+	if x < 0 {
+		return wmax * (1 + (1-beta)*x*x*x) // x³ < 0: from β·wmax up to wmax
+	}
+	return wmax * (1 + (1-beta)*math.Min(x*x*x, 1e6))
+}
+
+// push records an attempt's outcome in the ring and returns the ring.
+func (p *Pacer) push(refused bool) uint32 {
+	var b uint32
+	if refused {
+		b = 1
+	}
+	for {
+		o := p.ring.Load()
+		n := (o<<1 | b) & 0xff
+		if p.ring.CompareAndSwap(o, n) {
+			return n
+		}
+	}
+}
+
+// roll takes a sample of the stores (n at now) once per rateWindow.
+func (p *Pacer) roll(now time.Time, n int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now.UnixNano() < p.rollAt.Load() {
 		return
 	}
-	since := p.attempts.Load() - p.cutA
-	quick := quick(start, now)
-	switch {
-	case (sustained(ring) && !start.Before(p.quietAt.Add(pacerStep))) || (p.refused >= pacerRun && float64(p.refused) >= pacerShare*float64(since)):
-		// The cut was not deep enough, or the capacity fell. Soon after
-		// the cut, the few stores since tell no rate (one store in the
-		// 67 ms after a cut read as 20 a second, and a broker that had
-		// stored 1,000 a second, in bursts between its BACKLOG spells,
-		// was then paced at 14 a second: 5,000 sends took 124 s instead
-		// of 8): what it stored over the last second, up to wmax, is
-		// the floor.
-		if dt < time.Second {
-			acc, _ := p.recentRate(now, n, time.Second)
-			got = max(got, min(acc, p.wmax))
-		}
-		p.probe = pacerProbe
-		p.cutLocked(now, got, n, now.Sub(start))
-		return
-	case since < pacerClean:
-		// A refusal alone soon after the cut: a message's own, or the
-		// rate's. A second one says the refusals go on whatever the
-		// rate (one message in ten refused for its own reasons cut the
-		// rate at every refusal, down to 18 a second): they are not
-		// about the rate.
-		p.low++
-		if p.low >= 2 {
-			p.endLocked()
-		}
-		return
-	case p.climb < pacerRecover && p.waiting.Load() >= pacerMany && quick:
-		// A refusal while the rate is still climbing back to wmax, under
-		// what got through: not the rate's (a 5 ms bucket refuses the
-		// requests that reach it together, at any rate near its
-		// capacity). With many attempts waiting a refusal costs one sender
-		// of many its second, and a cut costs all of them the dip: against
-		// a 2,000/s bucket with a burst of 10, cutting again at each one
-		// kept the rate in its dips, 87-89% of capacity against 92-93%.
-		// Not a refusal the broker queued: while stores queue, the climb
-		// does not advance, and a queue's refusals are the rate's.
-		return
-	case !far && p.peakWait.Load() >= pacerMany && quick && p.lone(start, now):
-		// A lone refusal, the first in pacerQuiet attempts (with those
-		// of the same stall), while many attempts wait their turn and
-		// the rate is not far past wmax: not the rate's. A bucket of 10
-		// (5 ms of a 2,000/s rate) refuses a few of the requests that a
-		// stall on their way (a collection, a descheduled process) lets
-		// reach it together, at any rate near its capacity: a cut at
-		// each kept the rate in its dips and walked wmax down, 85-90% of
-		// capacity in shapes_test.go's simulation of it and against the
-		// real server. Under one in pacerQuiet, each refused message waits
-		// its second, a cost to one sender of many; a second refusal
-		// sooner says the rate is over, and cuts. With a few senders
-		// waiting since the cut, or since the last lone refusal (the
-		// peak counts again from then: senders leave), a refusal costs
-		// a quarter of them their second, and cuts.
-		return
+	p.marks[0], p.marks[1] = p.marks[1], mark{at: now, n: n - 1, nr: p.refusals.Load()}
+	p.rollAt.Store(now.Add(rateWindow).UnixNano())
+	if p.marks[0].at.IsZero() || now.Sub(p.flightAt) >= flightWindow {
+		p.flightAt = now
+		p.flightPrev.Store(p.flight.Swap(0))
 	}
-	// A refusal after a clean run: the rate is over what the broker
-	// accepts. Between two such refusals the broker's bucket was empty at
-	// both ends, so what it stored since the cut over the time since is
-	// its capacity: the rate that was getting through. (Reading the rate
-	// of the last tenth of a second instead, the rate the bucket's
-	// savings allowed, set the rate 5% over a 2,000/s bucket, refused
-	// every 0.3 s: with 4 senders, each refusal a sender asleep for its
-	// second, all four were asleep at times: 90% of capacity.)
-	//
-	// Unless the bucket overflowed: while the rate was under the capacity
-	// (a cut too deep, a scope's first rate), the bucket filled and
-	// spilled, and the average since the cut reads low. Then what got
-	// through since the rate was back at wmax says more, when it is
-	// clearly higher (it counts the cut's savings too, so it is taken
-	// only then: taken always, it set the rate 1-2% over a 2,000/s
-	// bucket, refused every second).
-	//
-	// A refusal of the probe (past wmax, which got through) takes what got
-	// through since the rate was back at wmax in any case: the probe's
-	// rates, not the cut's dip. A refusal at wmax or under, soon after
-	// the cut, takes what was stored over the last second, up to wmax,
-	// as its floor: the dip alone is no capacity (a bucket of 10 refusing
-	// twice in 160 ms, cut from the average since the cut: wmax 1,715/s
-	// to 1,497/s).
-	// (Not for a refusal the broker queued: a queue does not spill, and
-	// what it stored since the cut is what it takes.)
-	probe := p.r > pacerPlateau*p.wmax && !idled && quick
-	if p.topSet {
-		busy := max(now.Sub(p.topAt)-time.Duration(p.idle.Load()-p.topIdle), pacerMinGap)
-		top := min(float64(n-p.topN)/busy.Seconds(), p.r)
-		if top > pacerHoldHigh*got || probe {
-			got = max(got, top)
-		}
+}
+
+// queueWait is how long an attempt that left at start and was answered at
+// end waited in the broker's queue: its time in flight over the quickest
+// store's of the last flightWindow or two.
+func (p *Pacer) queueWait(start, end time.Time) time.Duration {
+	base := p.flight.Load()
+	if prev := p.flightPrev.Load(); prev != 0 && (base == 0 || prev < base) {
+		base = prev
 	}
-	if quick && !probe && dt < time.Second {
-		acc, _ := p.recentRate(now, n, time.Second)
-		got = max(got, min(acc, p.wmax))
+	if base == 0 {
+		return 0
 	}
-	// And when the rate refused is far over what got through, the
-	// capacity lies between: with many attempts waiting (a refusal costs
-	// one sender of many its second) the cut is from halfway, and the
-	// next refusal, soon, is exact; with a few senders (a refusal costs a
-	// quarter of them) the probe finds it from below. Not when the broker
-	// queued the refused request: a queue answers late, not no, so the
-	// rate runs far over its capacity before any refusal (cut from
-	// halfway, a 100/s send queue was paced at 145/s, and 1-5 sends of
-	// 2,000 ran out of attempts).
-	if p.r > pacerFar*got && quick {
-		if p.waiting.Load() >= pacerMany {
-			got += (p.r - got) / 2
-		} else {
-			got += (p.r - got) / 4
-		}
+	return max(end.Sub(start)-time.Duration(base), 0)
+}
+
+// rateNow is the episode's rate, 0 when none is open.
+func (p *Pacer) rateNow() float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.on.Load() {
+		return 0
 	}
-	// A refusal of the probe says the capacity is between wmax, which got
-	// through (lone refusals at most), and the rate refused: the cut is
-	// from wmax at least. What got through since the cut reads lower
-	// whenever the rate was under the capacity (the dip, a plateau under
-	// it: a small bucket spills what it cannot save), and taken alone it
-	// walked the rate down cut after cut. A wmax over the capacity is
-	// refused on its plateau, more often than lone refusals are let pass,
-	// and cut from what got through.
-	if probe {
-		got = max(got, p.wmax)
+	return p.r
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
 	}
-	// With many attempts waiting, the capacity between a plateau that
-	// held and a rate refused far past it is searched by halves: a probe
-	// refused past pacerHalve times wmax sets the next wmax halfway
-	// between them, and a refusal on that plateau (the half was over the
-	// capacity) halves again, down from the plateau refused to the one
-	// that held, until they are within pacerHalveEnd: then the one that
-	// held is wmax. A probe of 1 s overshoots a small bucket by only
-	// 3-6%, so a rate refused far past wmax says wmax is far under the
-	// capacity; what got through since the rate was back at wmax (the
-	// probe's climb, mostly under the capacity) raised wmax by a fifth
-	// of the gap per probe, the hold rule below slowed the probe while
-	// it did, and a bucket of 10 (5 ms of a 2,000/s rate), left by slow
-	// start at 1,614-1,840/s, sat under 1,950/s for 10 s: 95.5% of
-	// capacity over 20 s, median of 14 runs, against 97.3% by halves.
-	// (Halving at every probe refusal, however close to wmax, set wmax
-	// over the capacity each time: refused on its plateau, cut from the
-	// dip, refused past it again, 97.3% after 2 s in shapes_test.go's
-	// bucket of 5, against 99.3%.) Not with a few senders (a refusal
-	// costs a quarter of them their second), nor after an idle gap (the
-	// bucket's savings, not the rate, got through), nor for a refusal
-	// the broker queued.
-	held := 0.0
-	if quick && !idled && p.peakWait.Load() >= pacerMany {
-		switch {
-		case probe && p.r > pacerHalve*p.wmax:
-			held = p.wmax
-			got = max(got, (p.wmax+p.r)/2)
-		case !probe && p.held > 0 && p.wmax > pacerHalveEnd*p.held:
-			held = p.held
-			got = max(got, (p.held+p.wmax)/2)
-		case !probe && p.held > 0:
-			got = max(got, p.held)
-		}
-	}
-	// When the rate that got through holds, the capacity holds: the next
-	// probe is slower (CUBIC's plateau, which grows with the window), so
-	// refusals, each a second lost to a sender, come seconds apart. When
-	// it moves, the probe is fast again.
-	// (After an idle gap the rate read is clamped to wmax below, and
-	// counts as holding: the probe slows. Leaving it as it was instead
-	// took a bucket of 5 under 97% after the first 2 s in the
-	// simulation, in 8 runs of 8 without the recovering-refusal rule
-	// above and 1 of 8 with it.)
-	// (From pacerProbe at least: a fast probe after a guess is for one
-	// cut.)
-	if got >= pacerHoldLow*p.wmax && got <= pacerHoldHigh*p.wmax {
-		p.probe = min(max(2*p.probe, pacerProbe), pacerProbeMax)
-	} else {
-		p.probe = pacerProbe
-	}
-	if idled {
-		// Nobody sent for a while since the cut: the broker's bucket
-		// filled, and what it stored since counts that burst, so the
-		// store rate tells nothing. The refusal came at p.r: as CUBIC
-		// does when a loss comes before the window is past wmax, cut
-		// from halfway between p.r and its cut (4 senders all refused,
-		// back after their second, were refused at the same wmax, too
-		// high, every time: 25% of capacity). Not from wmax when the rate
-		// got far past it, when wmax was a guess (4 senders held at a
-		// first wmax half the capacity for another 1.5 s: 84% of
-		// capacity in 10 s); a wmax measured before the gap holds
-		// (taken from halfway, 4 senders after their second met a
-		// bucket of 200 full, probed 30% past its capacity, were cut
-		// from 6% over it and refused three times more: every one of
-		// them asleep for 0.25 s).
-		got = min(got, (1+pacerBeta)/2*p.r)
-		if !far || !p.guess {
-			got = min(got, p.wmax)
-		}
-	}
-	flat := quick && !probe && !idled && held == 0 && dt < time.Second && p.r >= pacerHoldLow*p.wmax && p.peakWait.Load() < pacerMany
-	if flat && p.flat {
-		got = min(got, pacerFlatCut*p.wmax) // see flat
-	}
-	p.cutLocked(now, got, n, now.Sub(start))
-	p.held, p.flat = held, flat
+	return b
 }

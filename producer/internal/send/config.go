@@ -9,6 +9,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/brokercode"
+	"github.com/rocketry-go/rocketry/producer/internal/clock"
 )
 
 // Config is the retry policy the executor follows, as the producer's
@@ -25,6 +26,7 @@ type Config struct {
 	FailoverAlways bool          // fail over after an unknown outcome too
 	WaitFor        WaitMode
 	Logger         *slog.Logger // retries at debug level; never nil
+	Clock          clock.Clock  // the time of attempts and waits; nil: the wall clock
 
 	// Closed is the cause with which the Producer's Close cancels the
 	// sends it gave up waiting for: a send stopped with it ends EndClosed.

@@ -20,13 +20,9 @@ import (
 
 	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/brokercode"
+	"github.com/rocketry-go/rocketry/producer/internal/clock"
 	"github.com/rocketry-go/rocketry/producer/internal/deadline"
 )
-
-// NewTimer makes the timer of every wait but the pacer's turns (those are
-// pace.NewTimer's); tests swap both (and restore them with t.Cleanup) to
-// observe or shorten waits.
-var NewTimer = time.NewTimer
 
 // Act is what follows an attempt.
 type Act uint8
@@ -117,6 +113,7 @@ func (x *Executor) SetCounts(attempts, throttles int) {
 // gave up waiting).
 func (x *Executor) Run(ctx context.Context) (f Failure, failed bool) {
 	c := x.Cfg
+	clk := clock.Or(c.Clock)
 	timeout := c.AttemptTimeout
 	wait := false
 	paced := true // a retry after a failure leaves at once: it is not paced
@@ -126,7 +123,7 @@ func (x *Executor) Run(ctx context.Context) (f Failure, failed bool) {
 		}
 		pc := x.A.Pacer(x.EP)
 		if paced {
-			if ok, late := pc.Wait(ctx); !ok {
+			if ok, late := pc.Wait(ctx, clk); !ok {
 				if late {
 					return x.failure(Decision{Act: Fail, End: EndDeadlineTooShort}), true
 				}
@@ -137,7 +134,7 @@ func (x *Executor) Run(ctx context.Context) (f Failure, failed bool) {
 		if c.Event != nil {
 			c.Event(ctx, Event{Kind: EventAttempt, ID: x.ID, Attempt: x.attempts, Endpoint: x.A.Endpoint(x.EP)})
 		}
-		start := time.Now()
+		start := clk.Now()
 		var adl time.Time // the attempt's deadline, when sooner than ctx's
 		if dl, ok := ctx.Deadline(); !ok || dl.Sub(start) > timeout {
 			adl = start.Add(timeout)
@@ -146,7 +143,8 @@ func (x *Executor) Run(ctx context.Context) (f Failure, failed bool) {
 		if !unsent {
 			x.A.Reach(x.EP).sent(start)
 		}
-		pc.Record(paceResult(o), start, time.Now())
+		end := clk.Now()
+		pc.Record(paceResult(o), start, end)
 		if o.Kind == Stored {
 			c.Budget.success()
 			if c.Event != nil {
@@ -158,7 +156,7 @@ func (x *Executor) Run(ctx context.Context) (f Failure, failed bool) {
 		if o.Kind == FailedUnknown && !unsent {
 			x.maybeAt = pinName(x.A, x.EP) // the message may be stored there
 		}
-		d := x.Decide(ctx, o, unsent, start, time.Now())
+		d := x.Decide(ctx, o, unsent, start, end)
 		if d.Throttled && c.Event != nil {
 			c.Event(ctx, Event{Kind: EventThrottle, ID: x.ID, Attempt: x.attempts, Code: o.Code, Reason: o.Reason, Endpoint: x.A.Endpoint(x.EP), Err: o.Err})
 		}
@@ -174,7 +172,7 @@ func (x *Executor) Run(ctx context.Context) (f Failure, failed bool) {
 				slog.String("why", o.Kind.String()), slog.Duration("delay", d.Delay),
 				slog.String("endpoint", x.A.Endpoint(x.EP)), slog.Any("error", o.Err))
 		}
-		if d.Wait > 0 && !sleep(ctx, d.Wait) {
+		if d.Wait > 0 && !clk.Sleep(ctx, d.Wait) {
 			return x.failure(stopped(ctx, x.Cfg.Closed)), true
 		}
 		timeout = d.Timeout
@@ -301,7 +299,7 @@ func (x *Executor) waits() bool {
 	case x.Cfg.WaitFor == WaitNever:
 		return false
 	}
-	return x.A.Reach(x.EP).recent(time.Now())
+	return x.A.Reach(x.EP).recent(clock.Or(x.Cfg.Clock).Now())
 }
 
 // throttleDelay is the throttle schedule's delay for retry n, drawn once.
@@ -324,11 +322,12 @@ func (x *Executor) admit(ctx context.Context) (Decision, bool) {
 	if wait == 0 {
 		return Decision{}, true
 	}
-	if !deadline.Fits(ctx, time.Now().Add(wait)) {
+	clk := clock.Or(x.Cfg.Clock)
+	if !deadline.Fits(ctx, clk.Now().Add(wait)) {
 		r.Cancel()
 		return Decision{Act: Fail, End: EndDeadlineTooShort}, false
 	}
-	if !sleep(ctx, wait) {
+	if !clk.Sleep(ctx, wait) {
 		r.Cancel()
 		return stopped(ctx, x.Cfg.Closed), false
 	}
@@ -352,18 +351,6 @@ func stopped(ctx context.Context, closed error) Decision {
 func Stopped(ctx context.Context, id string, closed error) Failure {
 	d := stopped(ctx, closed)
 	return Failure{ID: id, End: d.End, Cause: d.Cause, CtxErr: d.CtxErr}
-}
-
-// sleep waits d on a timer; false when ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // Refuse ends the send before any attempt, for the reason o gives (the

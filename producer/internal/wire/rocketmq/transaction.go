@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/producer/internal/clock"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
@@ -123,7 +124,7 @@ func (c *rmqClient) retry(ctx context.Context, addrs []string, call func(context
 		if !ok {
 			return n, fmt.Errorf("%w: %w", wire.ErrAttemptsExhausted, err)
 		}
-		t := send.NewTimer(d)
+		t := clock.NewTimer(d)
 		select {
 		case <-ctx.Done():
 			t.Stop()
