@@ -193,11 +193,12 @@ func (p *Pacer) hinted() {
 
 // openLocked opens an episode at now, unless the broker stored nothing
 // lately: then no rate gets through (a spell), and each refused message
-// waits its own schedule. It opens with a cut from the rate of attempts
-// lately, over what the broker takes (most were refused): the cuts that
-// follow come down to what it takes, one per round trip.
+// waits its own schedule. wmax is the rate the broker stored lately, read
+// over a window at least (in a scope's first instant, its first burst is
+// no rate of thousands a second: a rate too high costs a refusal of every
+// sender in flight, one too low a probe's climb).
 func (p *Pacer) openLocked(now time.Time) {
-	n, nr := p.stores.Load(), p.refusals.Load()
+	n := p.stores.Load()
 	from := p.marks[0]
 	if from.at.IsZero() {
 		from = p.marks[1]
@@ -205,12 +206,12 @@ func (p *Pacer) openLocked(now time.Time) {
 	if from.at.IsZero() || n == from.n {
 		return
 	}
-	dt := max(now.Sub(from.at), burstTime)
+	dt := max(now.Sub(from.at), window)
 	p.on.Store(true)
 	p.ring.Store(0)
 	p.nhist, p.tx = 0, 0
 	p.lastAt, p.boundAt = now, now
-	p.cutLocked(now, float64(n-from.n+nr-from.nr)/dt.Seconds(), 0)
+	p.cutLocked(now, float64(n-from.n)/dt.Seconds(), 0)
 }
 
 // signalLocked is a congestion signal at now, of an attempt that waited
@@ -275,7 +276,6 @@ func (p *Pacer) cutLocked(now time.Time, w float64, wait time.Duration) {
 	p.quietAt = now.Add(time.Duration(float64(wait) / (1 - beta)))
 	p.r = max(beta*p.wmax, minRate)
 	p.turns.reset(now, p.r)
-	p.epoch++
 }
 
 // endLocked ends the episode: the turns handed out are void.
@@ -283,7 +283,6 @@ func (p *Pacer) endLocked() {
 	p.dbgf(p.lastAt, "end")
 	p.on.Store(false)
 	p.ring.Store(0)
-	p.epoch++
 }
 
 // stepLocked moves the rate along the curve to now, and ends an episode in
@@ -306,7 +305,7 @@ func (p *Pacer) stepLocked(now time.Time) {
 	// SDKs' cap): a broker that queues answers late, and a probe that
 	// waited for its answer would run far past what it takes.
 	p.r = max(min(curve(p.wmax, p.t), 2*max(p.tx, p.wmax)), minRate)
-	p.turns.setRate(p.r)
+	p.turns.setRate(now, p.r)
 }
 
 // noteLocked counts the time since the last attempt seen as sending time,

@@ -9,52 +9,54 @@ import (
 
 // wait makes an attempt that is about to leave wait its turn while an
 // episode is open: false when the turn does not fit before ctx's deadline
-// (late; deadline.Fits; nothing is waited then) or ctx ended during the
-// wait. A turn voided while it was waited for (a cut) is taken again from
-// the new rate when it comes; a turn of an episode that ended is kept.
+// (late; deadline.Fits; nothing more is waited then) or ctx ended during
+// the wait. The attempt takes a ticket and reads its time again as it
+// waits, every histEvery at least, so that it moves with the rate; a cut
+// voids it (a new one is taken), and the end of the episode lets it go.
 func (p *Pacer) wait(ctx context.Context, clk clock.Clock) (ok bool, late bool) {
-	if p == nil {
+	if p == nil || !p.on.Load() {
 		return true, false
 	}
-	for p.on.Load() {
-		p.mu.Lock()
+	p.mu.Lock()
+	if !p.on.Load() {
+		p.mu.Unlock()
+		return true, false
+	}
+	now := clk.Now()
+	p.stepLocked(now)
+	k, cuts := p.turns.take(now), p.turns.cuts
+	for {
 		if !p.on.Load() {
 			p.mu.Unlock()
-			break
+			return true, false
 		}
-		now := clk.Now()
-		p.stepLocked(now)
-		if !p.on.Load() {
-			p.mu.Unlock()
-			break
+		if cuts != p.turns.cuts {
+			k, cuts = p.turns.take(now), p.turns.cuts
 		}
-		at := p.turns.take(now)
+		at := p.turns.at(k)
 		if !at.After(now) {
 			p.mu.Unlock()
 			return true, false
 		}
 		if !deadline.Fits(ctx, at) {
-			p.turns.give(at)
+			p.turns.give(k)
 			p.mu.Unlock()
 			return false, true
 		}
 		p.boundAt = now
-		epoch := p.epoch
 		p.mu.Unlock()
-		if !clk.Sleep(ctx, at.Sub(now)) {
+		if !clk.Sleep(ctx, min(at.Sub(now), histEvery)) {
 			p.mu.Lock()
-			if p.epoch == epoch {
-				p.turns.give(at)
+			if cuts == p.turns.cuts {
+				p.turns.give(k)
 			}
 			p.mu.Unlock()
 			return false, false
 		}
 		p.mu.Lock()
-		kept := p.epoch == epoch || !p.on.Load()
-		p.mu.Unlock()
-		if kept {
-			return true, false
+		now = clk.Now()
+		if p.on.Load() {
+			p.stepLocked(now)
 		}
 	}
-	return true, false
 }

@@ -219,7 +219,7 @@ func (a *attempter) Attempt(ctx context.Context, ep int, wait bool, deadline tim
 		}
 		return send.Outcome{Kind: send.Throttled, Code: brokercode.TooManyRequests, Err: err}, false
 	}
-	return send.Outcome{Kind: send.Stored, }, false
+	return send.Outcome{Kind: send.Stored}, false
 }
 
 func (a *attempter) Endpoint(int) string { return "broker" }
