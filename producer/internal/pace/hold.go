@@ -9,6 +9,6 @@ func (p *Pacer) Hold(now time.Time, r float64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.on.Store(true)
-	p.lastAt, p.boundAt = now, now
+	p.boundAt = now
 	p.cutLocked(now, r/beta, 0)
 }

@@ -9,66 +9,73 @@ import (
 )
 
 // This file holds the controller of one scope (pace.go says which scope a
-// throttle belongs to). In a paragraph:
+// throttle belongs to; docs/pacing.md has the model and its measures).
 //
 // A scope's pacer is off until the broker refuses, without a hint, at
 // least engageOf of the scope's last 8 attempts while it still stores
 // some. Then an episode opens, and the scope's attempts leave one at a
 // time at a rate r (turns.go). r follows CUBIC's curve around wmax, the
-// rate that got through:
+// rate that got through at the last cut:
 //
-//	r(t) = wmax·(1 − (1−β)·(1 − t/K)³)   while t < K: back from the cut
-//	r(t) = wmax·(1 + (1−β)·((t − K)/K)³) after: flat at wmax, then faster above
+//	r(t) = wmax·(1 + (1−β)·((t − K)/K)³)
 //
-// where t is the time since the last cut during which attempts waited for
-// their turn: a rate that holds nobody back does not climb. A congestion
-// signal cuts: wmax becomes the rate that got through, and t starts again,
-// so r = β·wmax. The rate that got through is r at the signal, or lower,
-// what the broker stored since the cut while anyone was sending, when that
-// covers measureFor (between two refusals a rate limit is empty at both
-// ends, so that is its capacity); but never under a wmax whose plateau held
-// when only the probe above it was refused. The signals are a refusal and
-// a store that waited longer than queued beyond the episode's quickest
-// store (a broker that queues answers late before it answers no). One
-// overload cuts once (TCP's one reduction per window): a signal counts only
-// from an attempt that left after the overload that caused the last cut
-// was over, which is at the cut, or later by the time the broker's queue
-// takes to drain at β of its rate. The episode opens at the rate the broker
-// stored lately, on its plateau (t = K), and ends when nobody waited for a
-// turn for idleEnd, when the broker refuses everything since a cut that
-// had time to measure (a spell that no rate gets through: each message
-// waits its own schedule), or on a refusal with the broker's hint.
+// from β·wmax at the cut (t = 0) back to wmax at t = K, flat there, then
+// faster and faster above it, and never more than twice what the broker
+// stored over the last window (a probe runs ahead of the answers by that
+// much at most). t is the time since the cut during which attempts waited
+// for their turn: a rate that holds nobody back does not climb. The
+// episode opens at what the broker stored over the last second (over a
+// window at least), a floor, with the probe above it under way (t = 2K).
 //
-// Independent producers on one broker converge to equal shares without
-// knowing of each other: an overload's few refusals fall on the producers
-// in proportion to their rates, so the larger ones are cut more often, and
-// all of them grow at the same relative speed.
+// A congestion signal cuts: wmax becomes the rate that got through, the
+// lower of r and what the broker stored over the last window, and t starts
+// again. The signals are a refusal and a store that waited in the broker's
+// queue longer than queued (its time in flight beyond the quickest store's
+// of the last flightWindow or two). One overload cuts once (TCP's one
+// reduction per window): a signal counts only from an attempt that left
+// after the overload the last cut answered was over, which is at the cut,
+// or later by the time the broker's queue takes to drain at β of its rate;
+// and the curve's clock starts then.
+//
+// In the dip after a cut (t < K), a rate limit refuses nothing unless the
+// cut was not deep enough or the capacity fell. Counted over the attempts
+// since the last cut outside a dip, once there are 2·noiseOf of them,
+// refusals under 1 in noiseOf are noise (a message's own, a stall's,
+// another producer's probe), and cut nothing; a steady share under 2 in
+// noiseOf that a cut in the dip did not clear is not the rate's, and ends
+// the episode.
+//
+// The episode also ends when nobody waited for a turn for idleEnd, when
+// the broker stored nothing for a window since a cut (a spell no rate gets
+// through), and on a refusal with the broker's hint (each send follows
+// it): then each refused message waits its own schedule.
 //
 // Every decision reads the broker's answers and the times attempts left
-// and came back (the clock passed by the executor), never when a
-// goroutine woke: a busy machine delays the attempts, and the rate read
-// from what the broker stored follows.
+// and came back (on the clock the executor passes), never when a goroutine
+// woke: a busy machine delays attempts, and the rate read from what the
+// broker stored follows them.
 //
-// Off an episode, a store costs one atomic add and two atomic loads, and a
-// turn one atomic load.
+// Off an episode, a store costs one atomic add and a few atomic loads, and
+// a turn one atomic load.
 
 const (
 	engageOf     = 4                      // refusals among the scope's last 8 attempts that open an episode: the majority's edge
-	betaC        = 0.7                    // a cut is to this share of wmax: CUBIC's and AWS SDKs' β
-	recoverInC   = 250 * time.Millisecond // K: from a cut back to wmax; past it, the probe's time scale
+	beta         = 0.8                    // a cut is to this share of wmax (CUBIC's 0.7 spent more of a small bucket's capacity in its dips)
+	recoverIn    = 250 * time.Millisecond // K: from a cut back to wmax; past it, the probe's time scale
 	window       = 250 * time.Millisecond // the rate that got through is what the broker stored over this
-	queued       = 50 * time.Millisecond  // a store this much slower than the episode's quickest waited in the broker's queue
+	queued       = 50 * time.Millisecond  // a store that waited this long in the broker's queue is a signal: a quarter of RocketMQ's 200 ms
+	noiseOf      = 16                     // in a cut's dip, refusals under 1 in this many are noise; under 2 in it, twice over, not the rate's
 	idleEnd      = 2 * time.Second        // an episode in which nobody waited for a turn this long ends
-	idleGap      = 20 * time.Millisecond  // a gap between attempts longer than this (and 4 turns) is nobody sending
-	minRate      = 1.0                    // attempts per second, at least
 	burstTime    = 2 * time.Millisecond   // after a pause, this much of the rate leaves at once (one turn at least)
-	rateWindow   = time.Second            // the rate an episode opens at is read over one to two of this
 	flightWindow = 10 * time.Second       // the round trip with the broker's queue empty is the quickest store's over one to two of this
+	minRate      = 1.0                    // attempts per second, at least
 )
 
+// Derived from the tunables above.
 const (
-	histEvery = window / 8
-	histLen   = 10
+	rateWindow = 4 * window // off an episode, store samples this far apart: the rate an episode opens at
+	histEvery  = window / 8 // in an episode, store samples this far apart
+	histLen    = 10         // of them: a window and a little more
 )
 
 // Pacer is one scope's throttle state; its zero value has no episode. It
@@ -86,24 +93,26 @@ type Pacer struct {
 
 	mu       sync.Mutex
 	flightAt time.Time     // the flight window's start
-	marks    [2]mark       // off an episode, store samples rateWindow apart, the newest last: the rate an episode opens at
+	marks    [2]mark       // off an episode, store samples rateWindow apart, the newest last
 	hist     [histLen]mark // in an episode, store samples histEvery apart; hist[nhist%histLen] is the next
 	nhist    int
-	epoch    uint32 // turns handed out in an earlier epoch are void (a cut, the end)
+	tx       float64 // the rate stored over the last window, as of the last sample
 	turns    turns
 	r        float64 // the rate now
 	wmax     float64 // the rate that got through at the last cut
+	// t is the curve's clock: time since the cut (since the end of the
+	// overload it answered) during which attempts waited for their turn.
 	t        time.Duration
-	// t is the curve's clock: time since the cut during which attempts
-	// waited for their turn.
-	cutAt   time.Time     // the last cut, or the opening
-	cutN    int64         // stores at the cut
-	quietAt time.Time     // signals of attempts that left before this belong to the last cut's overload
-	active  time.Duration // time since the cut during which anyone sent
-	lastAt  time.Time     // the last attempt seen (sent, or answered)
-	stepAt  time.Time     // the curve's last step
-	boundAt time.Time     // an attempt last waited for its turn
-	tx      float64       // the rate stored over the last window, as of the last sample
+	cutAt    time.Time // the last cut, or the opening
+	quietAt  time.Time // signals of attempts that left before this belong to the last cut's overload
+	stepAt   time.Time // the curve's last step
+	boundAt  time.Time // an attempt last waited for its turn
+	cutN     int64     // stores at the cut
+	answered int64     // in the episode, attempts answered
+	refused  int64     // in the episode, attempts refused
+	cutA     int64     // answered at the last cut outside a dip (or the opening)
+	cutF     int64     // refused then
+	dipCut   bool      // a cut since then was of a refusal in a dip
 }
 
 type mark struct {
@@ -137,11 +146,11 @@ func (p *Pacer) stored(start, end time.Time) {
 	if !p.on.Load() {
 		return
 	}
-	p.noteLocked(end)
+	p.answered++
 	if p.nhist == 0 || !end.Before(p.hist[(p.nhist-1)%histLen].at.Add(histEvery)) {
 		p.hist[p.nhist%histLen] = mark{at: end, n: n}
 		p.nhist++
-		p.tx = p.windowRate(end, n)
+		p.tx = p.rateOver(end, n, window)
 	}
 	if wait := p.queueWait(start, end); wait > queued && !start.Before(p.quietAt) {
 		p.signalLocked(end, wait)
@@ -171,10 +180,35 @@ func (p *Pacer) throttled(start, end time.Time) {
 	if !p.on.Load() {
 		return
 	}
-	p.noteLocked(end)
+	p.answered++
+	p.refused++
 	if start.Before(p.quietAt) {
 		return // the overload the last cut answered
 	}
+	if p.t < recoverIn {
+		// In the dip after a cut, under the rate that got through: a
+		// rate limit refuses nothing there, unless the cut was not deep
+		// enough or the capacity fell. Over the attempts since the last
+		// cut outside a dip (a few to tell a share from), refusals
+		// under 1 in noiseOf are noise (a message's own, a stall's,
+		// another producer's probe), and a steady share under 2 in
+		// noiseOf that a cut in the dip did not clear is not the
+		// rate's: each message waits its own schedule.
+		a, f := p.answered-p.cutA, p.refused-p.cutF
+		switch {
+		case a < 2*noiseOf:
+		case f*noiseOf < a:
+			return
+		case f*noiseOf < 2*a && p.dipCut:
+			p.endLocked()
+			return
+		}
+		p.dipCut = true
+		p.signalLocked(end, p.queueWait(start, end))
+		return
+	}
+	p.dipCut = false
+	p.cutA, p.cutF = p.answered, p.refused
 	p.signalLocked(end, p.queueWait(start, end))
 }
 
@@ -210,8 +244,15 @@ func (p *Pacer) openLocked(now time.Time) {
 	p.on.Store(true)
 	p.ring.Store(0)
 	p.nhist, p.tx = 0, 0
-	p.lastAt, p.boundAt = now, now
+	p.boundAt, p.dipCut = now, false
+	p.cutA, p.cutF = p.answered, p.refused
 	p.cutLocked(now, float64(n-from.n)/dt.Seconds(), 0)
+	// That rate is a floor (a newcomer beside producers that keep the
+	// broker full stored little, and a first instant is read over a
+	// window): the probe above it starts at once.
+	p.t = 2 * recoverIn
+	p.r = curve(p.wmax, p.t)
+	p.turns.reset(now, p.r)
 }
 
 // signalLocked is a congestion signal at now, of an attempt that waited
@@ -244,17 +285,17 @@ func (p *Pacer) gotLocked(now time.Time) (float64, bool) {
 	case since < p.gap():
 		return p.r, true // too soon after the cut to read a rate
 	}
-	return p.windowRate(now, n), true
+	return p.rateOver(now, n, window), true
 }
 
-// windowRate is the rate stored over the last window before now (n stores
-// then), or since the cut when that is sooner.
-func (p *Pacer) windowRate(now time.Time, n int64) float64 {
+// rateOver is the rate stored over the span before now (n stores then),
+// or since the cut when that is sooner.
+func (p *Pacer) rateOver(now time.Time, n int64, span time.Duration) float64 {
 	from := mark{at: p.cutAt, n: p.cutN}
-	if now.Sub(from.at) > window {
+	if now.Sub(from.at) > span {
 		from.at = now
 		for i := range min(p.nhist, histLen) {
-			if m := p.hist[i]; now.Sub(m.at) <= window && m.at.Before(from.at) {
+			if m := p.hist[i]; now.Sub(m.at) <= span && m.at.Before(from.at) {
 				from = m
 			}
 		}
@@ -268,9 +309,8 @@ func (p *Pacer) windowRate(now time.Time, n int64) float64 {
 // an attempt that waited wait in the broker's queue leaves the queue to
 // drain at β of its rate first.
 func (p *Pacer) cutLocked(now time.Time, w float64, wait time.Duration) {
-	p.dbgf(now, "cut w=%.1f r=%.1f t=%v active=%v n=%d wait=%v", w, p.r, p.t, p.active, p.stores.Load()-p.cutN, wait)
 	p.wmax = max(w, minRate)
-	p.t, p.active = 0, 0
+	p.t = 0
 	p.cutAt, p.stepAt = now, now
 	p.cutN = p.stores.Load()
 	p.quietAt = now.Add(time.Duration(float64(wait) / (1 - beta)))
@@ -280,7 +320,6 @@ func (p *Pacer) cutLocked(now time.Time, w float64, wait time.Duration) {
 
 // endLocked ends the episode: the turns handed out are void.
 func (p *Pacer) endLocked() {
-	p.dbgf(p.lastAt, "end")
 	p.on.Store(false)
 	p.ring.Store(0)
 }
@@ -288,7 +327,6 @@ func (p *Pacer) endLocked() {
 // stepLocked moves the rate along the curve to now, and ends an episode in
 // which nobody waited for idleEnd.
 func (p *Pacer) stepLocked(now time.Time) {
-	p.noteLocked(now)
 	// The clock runs from the end of the overload the cut answered (a
 	// broker's queue drains at the cut's rate first), while attempts wait.
 	if from := maxTime(p.stepAt, p.quietAt); now.After(from) {
@@ -308,21 +346,10 @@ func (p *Pacer) stepLocked(now time.Time) {
 	p.turns.setRate(now, p.r)
 }
 
-// noteLocked counts the time since the last attempt seen as sending time,
-// unless it is a gap in which nobody sent.
-func (p *Pacer) noteLocked(now time.Time) {
-	if dt := now.Sub(p.lastAt); dt > 0 {
-		if now.After(p.cutAt) {
-			p.active += min(dt, p.gap(), now.Sub(p.cutAt))
-		}
-		p.lastAt = now
-	}
-}
-
-// gap is the longest time between attempts that is not idle: idleGap, or
+// gap is the longest time between attempts that is not idle: histEvery, or
 // four turns at a low rate.
 func (p *Pacer) gap() time.Duration {
-	return max(idleGap, time.Duration(4*float64(time.Second)/p.r))
+	return max(histEvery, time.Duration(4*float64(time.Second)/p.r))
 }
 
 // curve is CUBIC's rate t after a cut to β of wmax.
