@@ -48,27 +48,41 @@ func TestFailureRetryNotPaced(t *testing.T) {
 		near(t, 160*time.Millisecond, got[1])
 	})
 	t.Run("paced", func(t *testing.T) {
-		waits := fakeWaits(t)
+		waits := fakeTime(t)
 		s := &stub{script: []error{err530, err500, err530}}
 		p := newTestProducer(t, startStub(t, s), WithRand(nil), WithMaxAttempts(4), WithThrottleSchedule(sched))
 		ps := v1Of(p).FixedPacers(0)
 		require.NotNil(t, ps, "a host:port target has fixed endpoints")
 		pc := ps.Of("t").Topic
-		// One turn every 2 s: every turn shows as a wait.
+		// One turn every 2 s: every turn shows as waits, each of the
+		// pacer's short, adding up to the turn.
 		pc.Hold(time.Now(), 0.5)
 		_, err := p.Send(context.Background(), msg("t"))
 		require.NoError(t, err)
 		assert.Equal(t, 4, s.count())
 		// The first attempt takes the one turn there is; the retry after
-		// the first 530 waits 100 ms, then a turn; the retry after
-		// INTERNAL leaves at once; the one after the second 530 waits
-		// 160 ms, then a turn.
-		got := waits()
-		require.Len(t, got, 4, "%v", got)
+		// the first 530 waits 100 ms, then a turn (the refusal cut the
+		// rate); the retry after INTERNAL leaves at once; the one after
+		// the second 530 waits 160 ms, then a turn, unless that refusal
+		// ended the episode (the broker stored nothing in it: a spell).
+		var got []time.Duration
+		turn := false
+		for _, d := range waits() {
+			if d <= 50*time.Millisecond && turn {
+				got[len(got)-1] += d
+				continue
+			}
+			got = append(got, d)
+			turn = d <= 50*time.Millisecond
+		}
+		require.GreaterOrEqual(t, len(got), 3, "%v", got)
+		require.LessOrEqual(t, len(got), 4, "%v", got)
 		near(t, 100*time.Millisecond, got[0])
-		assert.Greater(t, got[1], time.Second, "a turn")
+		assert.Greater(t, got[1], 300*time.Millisecond, "a turn")
 		near(t, 160*time.Millisecond, got[2])
-		assert.Greater(t, got[3], time.Second, "a turn")
+		if len(got) == 4 {
+			assert.Greater(t, got[3], 300*time.Millisecond, "a turn")
+		}
 	})
 }
 

@@ -16,7 +16,7 @@ import (
 )
 
 // fakeWaits replaces clock.NewTimer, the timer of the executor's and the pacer's waits, for
-// the test: every wait is recorded and ends at once.
+// the test: every wait is recorded and ends at once (the time does not move on).
 func fakeWaits(t *testing.T) func() []time.Duration {
 	var mu sync.Mutex
 	var waits []time.Duration
@@ -32,6 +32,45 @@ func fakeWaits(t *testing.T) func() []time.Duration {
 		defer mu.Unlock()
 		return append([]time.Duration(nil), waits...)
 	}
+}
+
+// fakeTime replaces clock.Real for the test with a clock whose waits are recorded and end
+// at once, its time moving on by each (the pacer reads a turn's time again as it waits);
+// it returns the waits so far. Deadlines sent on the wire are off by the time moved on.
+func fakeTime(t *testing.T) func() []time.Duration {
+	f := &fakeClock{}
+	real := clock.Real
+	t.Cleanup(func() { clock.Real = real })
+	clock.Real = f
+	return func() []time.Duration {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return append([]time.Duration(nil), f.waits...)
+	}
+}
+
+// fakeClock is the wall clock moved on by the waits it was asked for, which end at once.
+type fakeClock struct {
+	mu    sync.Mutex
+	ahead time.Duration
+	waits []time.Duration
+}
+
+func (f *fakeClock) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return time.Now().Add(f.ahead)
+}
+
+func (f *fakeClock) Sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	f.mu.Lock()
+	f.waits = append(f.waits, d)
+	f.ahead += d
+	f.mu.Unlock()
+	return ctx.Err() == nil
 }
 
 // TestDefaultThrottleSchedule: with the defaults, throttled sends wait 1 s,

@@ -2,8 +2,8 @@ package pace
 
 import "time"
 
-// Hold opens an episode on p at rate r from now, its next turn 1/r after
-// now, as a cut to r would. It is for the tests of the pacer's users
+// Hold opens an episode on p at rate r from now, its next turn free at
+// now and one every 1/r after it. It is for the tests of the pacer's users
 // (which attempts wait their turn), which cannot reach its state.
 func (p *Pacer) Hold(now time.Time, r float64) {
 	p.mu.Lock()
@@ -11,4 +11,5 @@ func (p *Pacer) Hold(now time.Time, r float64) {
 	p.on.Store(true)
 	p.boundAt = now
 	p.cutLocked(now, r/beta, 0)
+	p.turns.base = now
 }

@@ -104,3 +104,19 @@ func TestExploreNewcomers(t *testing.T) {
 		fmt.Println(line)
 	}
 }
+
+func TestExploreOff(t *testing.T) {
+	if os.Getenv("PACESIM_OFF") == "" {
+		t.Skip()
+	}
+	for _, name := range strings.Split(os.Getenv("PACESIM_OFF"), ",") {
+		sc := Shapes(10 * time.Second)[name]
+		sc.Seed = 1
+		on := Run(sc)
+		for i := range sc.Producers {
+			sc.Producers[i].NoPacing = true
+		}
+		off := Run(sc)
+		fmt.Printf("%-16s on: %v\n%-16s off: %v\n", name, on, "", off)
+	}
+}

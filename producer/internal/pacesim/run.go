@@ -18,8 +18,8 @@ import (
 )
 
 // Producer is one producer process: its own pacers and its senders, each
-// making one sync send after the other from Start until the run's end, to
-// the topics in turn (sender i starts at topic i).
+// making one sync send after the other from Start until the run's end;
+// sender i sends to Topics[i % len(Topics)].
 type Producer struct {
 	Senders int
 	Start   time.Duration
@@ -58,13 +58,13 @@ type Result struct {
 	Bins [][]int64
 	// RefusedBins are the refusals of each 100 ms, all producers.
 	RefusedBins []int64
+	// Topics are the stored sends per topic.
+	Topics map[string]int64
 	// Latencies of the stored sends, from the first attempt's turn taken
 	// to the store.
 	latencies []time.Duration
 	sc        Scenario
 }
-
-var debugAttempts func(arrive, wait time.Duration, err error)
 
 // Bin is the width of Result.Bins.
 const Bin = 100 * time.Millisecond
@@ -82,7 +82,7 @@ func Run(sc Scenario) *Result {
 	rnd := rand.New(rand.NewPCG(sc.Seed, 1))
 	b := newBroker(sc.Broker, start, rand.New(rand.NewPCG(sc.Seed, 2)))
 	nbins := int(sc.Duration / Bin)
-	res := &Result{sc: sc, Bins: make([][]int64, len(sc.Producers)), RefusedBins: make([]int64, nbins)}
+	res := &Result{sc: sc, Bins: make([][]int64, len(sc.Producers)), RefusedBins: make([]int64, nbins), Topics: map[string]int64{}}
 	end := start.Add(sc.Duration)
 	throttle, err := backoff.NewConnection(backoff.DefaultConfig)
 	if err != nil {
@@ -109,8 +109,8 @@ func Run(sc Scenario) *Result {
 		}
 		for si := range pr.Senders {
 			s.spawn(start.Add(pr.Start+time.Duration(rnd.Int64N(int64(time.Millisecond)))), func() {
-				for n := si; ; n++ {
-					topic := topics[n%len(topics)]
+				topic := topics[si%len(topics)]
+				for n := 0; ; n++ {
 					a := &attempter{p: p, topic: topic, id: strconv.Itoa(pi) + "-" + strconv.Itoa(si) + "-" + strconv.Itoa(n)}
 					x := &send.Executor{Cfg: &p.cfg, A: a, ID: a.id}
 					began := s.now
@@ -125,6 +125,7 @@ func Run(sc Scenario) *Result {
 						continue
 					}
 					res.Stored++
+					res.Topics[topic]++
 					res.latencies = append(res.latencies, s.now.Sub(began))
 					if i := int(s.now.Sub(start) / Bin); i < nbins {
 						res.Bins[pi][i]++
@@ -206,9 +207,7 @@ func (a *attempter) Attempt(ctx context.Context, ep int, wait bool, deadline tim
 		return send.Outcome{Kind: send.FailedNotStored}, true
 	}
 	err, at := a.p.b.decide(a.topic, a.id, s.now)
-	if debugAttempts != nil {
-		debugAttempts(s.now.Sub(a.p.start), at.Sub(s.now), err)
-	}
+
 	if !s.until(at.Add(half + a.p.late())) {
 		return send.Outcome{Kind: send.FailedNotStored}, true
 	}

@@ -1,0 +1,151 @@
+package pacesim
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// This file asserts the pacer's targets on the simulation (docs/pacing.md
+// has the table). Every run is deterministic: a threshold here is a figure
+// of the seed it names, with a margin for the arithmetic of another
+// platform, never lowered after a flaky run.
+
+// TestSimDeterministic: the same scenario gives the same trace, on a
+// fleet with a busy machine, stalls and a queue, where goroutines race
+// most.
+func TestSimDeterministic(t *testing.T) {
+	t.Parallel()
+	sc := Scenario{
+		Seed: 7, Duration: 3 * time.Second,
+		Broker: Broker{RTT: time.Millisecond, Default: &Bucket{Rate: 1000, Burst: 20}, Queue: 1500, StallEvery: 300 * time.Millisecond, Stall: 5 * time.Millisecond},
+		Producers: []Producer{
+			{Senders: 16, Busy: 200 * time.Microsecond},
+			{Senders: 16, Start: 500 * time.Millisecond},
+		},
+	}
+	a, b := Run(sc), Run(sc)
+	require.Positive(t, a.Stored)
+	assert.Equal(t, a.Trace(), b.Trace(), "the same seed, another trace: %v / %v", a, b)
+	sc.Seed = 8
+	assert.NotEqual(t, a.Trace(), Run(sc).Trace(), "another seed, the same trace")
+}
+
+// want is what a shape must reach: the share of the capacity after the
+// first instant (every sender in flight when the bucket first runs dry is
+// refused and sleeps out its second, whatever the pacer), attempts per
+// stored message, and the share of attempts refused.
+type want struct {
+	settled   float64
+	perStored float64
+	refused   float64
+}
+
+// TestSimShapes runs the shapes of docs/pacing.md's table, 10 virtual
+// seconds each.
+func TestSimShapes(t *testing.T) {
+	t.Parallel()
+	shapes := Shapes(10 * time.Second)
+	for _, tc := range []struct {
+		shape string
+		want  want
+	}{
+		{"bucket-64", want{0.97, 1.05, 0.01}},
+		{"bucket-256-b50", want{0.97, 1.05, 0.01}},
+		{"bucket-64-b10", want{0.97, 1.05, 0.01}},
+		{"bucket-500-b20", want{0.97, 1.05, 0.02}},
+		{"queue-200", want{0.97, 1.05, 0.02}},
+		{"queue-2000", want{0.97, 1.05, 0.01}},
+		{"rtt-25ms", want{0.97, 1.05, 0.01}},
+		{"busy-64", want{0.97, 1.05, 0.01}},
+		{"busy-b10", want{0.96, 1.05, 0.01}},
+		{"moving", want{0.95, 1.05, 0.01}},
+		{"fleet-8x8", want{0.95, 1.05, 0.03}},
+		{"stall-b10", want{0.92, 1.05, 0.01}},
+		{"bucket-4", want{0.80, 1.05, 0.01}},
+	} {
+		t.Run(tc.shape, func(t *testing.T) {
+			t.Parallel()
+			sc := shapes[tc.shape]
+			sc.Seed = 1
+			r := Run(sc)
+			assert.Zero(t, r.Failed, "%v", r)
+			assert.GreaterOrEqual(t, r.Settled(), tc.want.settled, "settled share: %v", r)
+			assert.LessOrEqual(t, r.PerStored(), tc.want.perStored, "attempts per stored: %v", r)
+			assert.LessOrEqual(t, float64(r.Refused)/float64(r.Attempts), tc.want.refused, "refused: %v", r)
+		})
+	}
+}
+
+// TestSimPacingOff: the same shapes without pacing, the baseline the
+// pacer is for: senders refused together sleep out their second together.
+func TestSimPacingOff(t *testing.T) {
+	t.Parallel()
+	shapes := Shapes(10 * time.Second)
+	for _, name := range []string{"bucket-64", "bucket-4", "bucket-64-b10"} {
+		sc := shapes[name]
+		sc.Seed = 1
+		on := Run(sc)
+		for i := range sc.Producers {
+			sc.Producers[i].NoPacing = true
+		}
+		off := Run(sc)
+		assert.Greater(t, on.Settled(), 3*off.Settled(), "%s: pacing on %v; off %v", name, on, off)
+	}
+}
+
+// TestSimMovingCapacity: capacity 2,000 -> 500 -> 3,000/s, 10 s each: each
+// phase at 95% or more from 1 s after its step.
+func TestSimMovingCapacity(t *testing.T) {
+	t.Parallel()
+	sc := Shapes(30 * time.Second)["moving"]
+	sc.Seed = 1
+	r := Run(sc)
+	for _, ph := range []struct{ from, to time.Duration }{{2 * time.Second, 10 * time.Second}, {11 * time.Second, 20 * time.Second}, {21 * time.Second, 30 * time.Second}} {
+		assert.GreaterOrEqual(t, r.Share(ph.from, ph.to), 0.95, "%v-%v: %.3f (%v)", ph.from, ph.to, r.Share(ph.from, ph.to), r)
+	}
+	assert.Zero(t, r.Failed)
+}
+
+// TestSimHotBesideCold: a topic throttled at 500/s beside an open one, one
+// producer, half its senders on each: the open topic keeps its throughput
+// alone, and the throttled one is paced to its capacity.
+func TestSimHotBesideCold(t *testing.T) {
+	t.Parallel()
+	sc := Shapes(10 * time.Second)["hot-cold"]
+	sc.Seed = 1
+	both := Run(sc)
+	sc.Producers[0].Topics = []string{"cold"}
+	sc.Producers[0].Senders /= 2
+	alone := Run(sc)
+	require.Positive(t, alone.Topics["cold"])
+	assert.GreaterOrEqual(t, float64(both.Topics["cold"]), 0.95*float64(alone.Topics["cold"]), "cold beside hot %d, alone %d", both.Topics["cold"], alone.Topics["cold"])
+	hot := float64(both.Topics["hot"]) / (500 * 10)
+	assert.GreaterOrEqual(t, hot, 0.95, "the hot topic at %.3f of its capacity", hot)
+}
+
+// TestSimOneInTen: one message in ten refused once, for its own reasons,
+// whatever the rate: the pacer changes nothing (no episode, or one that
+// ends): each message waits its own schedule, as with pacing off.
+func TestSimOneInTen(t *testing.T) {
+	t.Parallel()
+	sc := Shapes(10 * time.Second)["oneinten"]
+	sc.Seed = 1
+	on := Run(sc)
+	sc.Producers[0].NoPacing = true
+	off := Run(sc)
+	assert.GreaterOrEqual(t, float64(on.Stored), 0.95*float64(off.Stored), "pacing on %v; off %v", on, off)
+}
+
+// TestSimFleet: 8 producers of 8 senders on one bucket, started together:
+// their shares are fair (Jain's index), and they store the capacity.
+func TestSimFleet(t *testing.T) {
+	t.Parallel()
+	sc := Shapes(10 * time.Second)["fleet-8x8"]
+	sc.Seed = 1
+	r := Run(sc)
+	assert.GreaterOrEqual(t, r.Jain(2*time.Second, sc.Duration), 0.9, "%v", r)
+	assert.GreaterOrEqual(t, r.Settled(), 0.95, "%v", r)
+}
