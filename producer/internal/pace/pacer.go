@@ -107,6 +107,7 @@ type Pacer struct {
 	quietAt  time.Time // signals of attempts that left before this belong to the last cut's overload
 	stepAt   time.Time // the curve's last step
 	boundAt  time.Time // an attempt last waited for its turn
+	storedAt time.Time // the last store in the episode (its opening, before any)
 	cutN     int64     // stores at the cut
 	answered int64     // in the episode, attempts answered
 	refused  int64     // in the episode, attempts refused
@@ -147,6 +148,7 @@ func (p *Pacer) stored(start, end time.Time) {
 		return
 	}
 	p.answered++
+	p.storedAt = end
 	if p.nhist == 0 || !end.Before(p.hist[(p.nhist-1)%histLen].at.Add(histEvery)) {
 		p.hist[p.nhist%histLen] = mark{at: end, n: n}
 		p.nhist++
@@ -244,7 +246,7 @@ func (p *Pacer) openLocked(now time.Time) {
 	p.on.Store(true)
 	p.ring.Store(0)
 	p.nhist, p.tx = 0, 0
-	p.boundAt, p.dipCut = now, false
+	p.boundAt, p.storedAt, p.dipCut = now, now, false
 	p.cutA, p.cutF = p.answered, p.refused
 	p.cutLocked(now, float64(n-from.n)/dt.Seconds(), 0)
 	// That rate is a floor (a newcomer beside producers that keep the
@@ -275,12 +277,12 @@ func (p *Pacer) signalLocked(now time.Time, wait time.Duration) {
 
 // gotLocked is the rate the broker took lately, as of now: what it stored
 // over the last window, or since the cut when that is sooner; false when it
-// stored nothing over a window since the cut.
+// stored nothing over the last window.
 func (p *Pacer) gotLocked(now time.Time) (float64, bool) {
 	n := p.stores.Load()
 	since := now.Sub(p.cutAt)
 	switch {
-	case n == p.cutN && since >= window:
+	case now.Sub(p.storedAt) >= window:
 		return 0, false
 	case since < p.gap():
 		return p.r, true // too soon after the cut to read a rate

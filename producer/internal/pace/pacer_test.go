@@ -1,0 +1,264 @@
+package pace
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// This file tests the controller's rules one at a time, feeding it exact
+// times; producer/internal/pacesim runs it with the executor against
+// shapes of throttling.
+
+var t0 = time.Unix(1000, 0)
+
+// stores records n stores at rate a second from at, each answered at once;
+// it returns the time after the last.
+func stores(p *Pacer, at time.Time, n int, rate float64) time.Time {
+	gap := time.Duration(float64(time.Second) / rate)
+	for range n {
+		p.stored(at, at)
+		at = at.Add(gap)
+	}
+	return at
+}
+
+// open opens an episode on p: a second of stores at rate, then refusals
+// of half the attempts.
+func open(t *testing.T, p *Pacer, rate float64) time.Time {
+	t.Helper()
+	at := stores(p, t0, int(rate), rate)
+	for i := 0; !p.on.Load(); i++ {
+		require.Less(t, i, 8, "refusals of half the last 8 attempts open an episode")
+		p.throttled(at, at)
+		at = at.Add(time.Millisecond)
+		p.stored(at, at)
+	}
+	return at
+}
+
+func TestPacerOpensOnAMajorityOfRefusals(t *testing.T) {
+	var p Pacer
+	at := open(t, &p, 1000)
+	// The rate it opens at is what the broker stored lately, a floor the
+	// probe starts from.
+	r := p.rateNow()
+	assert.InDelta(t, 1000, r, 300, "opens near the store rate of the last second")
+	_ = at
+}
+
+// TestPacerIgnoresOwnRefusals: one message in ten refused, once, for its
+// own reasons, opens no episode.
+func TestPacerIgnoresOwnRefusals(t *testing.T) {
+	var p Pacer
+	at := t0
+	for i := range 10_000 {
+		at = at.Add(100 * time.Microsecond)
+		if i%10 == 3 {
+			p.throttled(at, at)
+		} else {
+			p.stored(at, at)
+		}
+		require.False(t, p.on.Load(), "attempt %d", i)
+	}
+}
+
+// TestPacerSpellNoEpisode: a broker that stores nothing gets no episode
+// (no rate gets through: each message waits its own schedule); one that
+// stops storing in an episode ends it.
+func TestPacerSpellNoEpisode(t *testing.T) {
+	var p Pacer
+	for range 100 {
+		p.throttled(t0, t0)
+	}
+	assert.False(t, p.on.Load(), "nothing stored, no episode")
+
+	var q Pacer
+	at := open(t, &q, 1000)
+	ended := false
+	for i := range 30 {
+		left := at.Add(time.Duration(i) * 10 * time.Millisecond)
+		q.throttled(left, left)
+		if !q.on.Load() {
+			ended = true
+			break
+		}
+	}
+	assert.True(t, ended, "nothing stored for a window of refusals ends the episode")
+}
+
+// TestPacerOneCutPerOverload: refusals of attempts that left before a cut
+// are the overload it answered: they cut nothing more.
+func TestPacerOneCutPerOverload(t *testing.T) {
+	var p Pacer
+	at := open(t, &p, 1000)
+	cut, r := p.cutAt, p.rateNow()
+	for i := range 20 {
+		p.throttled(cut.Add(-time.Duration(i+1)*time.Millisecond), at.Add(time.Millisecond))
+	}
+	assert.Equal(t, cut, p.cutAt, "no cut")
+	assert.Equal(t, r, p.rateNow())
+}
+
+// TestPacerCutsFromWhatGotThrough: a refusal of the probe cuts from what
+// the broker stored over the last window, not from the rate refused.
+func TestPacerCutsFromWhatGotThrough(t *testing.T) {
+	var p Pacer
+	at := open(t, &p, 1000)
+	// A second in which the broker stores 800 a second while the rate
+	// is pushed to twice that: then a refusal.
+	p.mu.Lock()
+	p.r, p.t = 1600, 3*recoverIn
+	p.mu.Unlock()
+	at = stores(&p, at, 800, 800)
+	p.throttled(at, at)
+	require.True(t, p.on.Load())
+	assert.InDelta(t, 800, p.wmax, 40, "wmax is the rate that got through")
+	assert.Less(t, p.rateNow(), p.wmax, "and the rate is cut under it")
+}
+
+// TestPacerHintEndsEpisode: a refusal with the broker's hint ends an
+// episode: each send follows the hint.
+func TestPacerHintEndsEpisode(t *testing.T) {
+	var p Pacer
+	open(t, &p, 1000)
+	Pace{Topic: &p}.Record(Hinted, t0, t0)
+	assert.False(t, p.on.Load())
+}
+
+// TestPacerQueueWaitCuts: stores that waited in the broker's queue cut
+// before any refusal; those that left while the queue drained are the same
+// overload.
+func TestPacerQueueWaitCuts(t *testing.T) {
+	var p Pacer
+	// Quick stores first: the round trip with the queue empty.
+	at := stores(&p, t0, 100, 100)
+	at = open(t, &p, 1000)
+	cut := p.cutAt
+	at = at.Add(10 * time.Millisecond)
+	p.stored(at, at.Add(100*time.Millisecond)) // waited 100 ms
+	require.True(t, p.on.Load())
+	assert.True(t, p.cutAt.After(cut), "a store that waited in the queue cuts")
+	cut = p.cutAt
+	left := cut.Add(50 * time.Millisecond) // before the queue drained at the cut's rate
+	p.stored(left, left.Add(100*time.Millisecond))
+	assert.Equal(t, cut, p.cutAt, "the queue was still draining")
+}
+
+// TestPacerNoiseInTheDip: one refusal in ten in a cut's dip, whatever the
+// rate: after one more cut, the episode ends (the refusals are not the
+// rate's); one in a hundred changes nothing.
+func TestPacerNoiseInTheDip(t *testing.T) {
+	for _, tc := range []struct {
+		every int
+		ends  bool
+	}{{10, true}, {100, false}} {
+		var p Pacer
+		at := open(t, &p, 1000)
+		for i := range 200 {
+			at = at.Add(time.Millisecond)
+			if i%tc.every == tc.every-1 {
+				p.throttled(at, at)
+			} else {
+				p.stored(at, at)
+			}
+			if !p.on.Load() {
+				break
+			}
+		}
+		assert.Equal(t, tc.ends, !p.on.Load(), "one in %d refused", tc.every)
+	}
+}
+
+// TestTurnsInOrderAtTheRate: tickets leave one every 1/r in the order they
+// were taken, move with the rate, and a cut voids them.
+func TestTurnsInOrderAtTheRate(t *testing.T) {
+	var tr turns
+	tr.reset(t0, 100)
+	a, b := tr.take(t0), tr.take(t0)
+	assert.Equal(t, 10*time.Millisecond, tr.at(b).Sub(tr.at(a)))
+	assert.Equal(t, t0.Add(10*time.Millisecond), tr.at(a), "the first 1/r after the cut")
+	tr.setRate(t0, 200)
+	assert.Equal(t, 5*time.Millisecond, tr.at(b).Sub(tr.at(a)), "they move with the rate")
+	cuts := tr.cuts
+	tr.reset(t0.Add(time.Millisecond), 50)
+	assert.NotEqual(t, cuts, tr.cuts, "a cut voids them")
+	c := tr.take(t0.Add(time.Millisecond))
+	assert.Equal(t, t0.Add(21*time.Millisecond), tr.at(c), "the first new one 1/r after the cut")
+	// After a pause, a few are due at once, not all.
+	late := t0.Add(time.Second)
+	due := 0
+	for range 10 {
+		if !tr.at(tr.take(late)).After(late) {
+			due++
+		}
+	}
+	assert.Equal(t, 1, due, "a burst of 2 ms of the rate, one turn at least")
+}
+
+// fake is a clock whose waits end at once and move its time on.
+type fake struct {
+	now   time.Time
+	waits []time.Duration
+}
+
+func (f *fake) Now() time.Time { return f.now }
+func (f *fake) Sleep(ctx context.Context, d time.Duration) bool {
+	f.waits = append(f.waits, d)
+	f.now = f.now.Add(d)
+	return ctx.Err() == nil
+}
+
+// TestWaitTakesTurnsAndKnowsDeadlines: attempts wait their turns; a turn
+// after the caller's deadline is not waited for (late), and is given back.
+func TestWaitTakesTurnsAndKnowsDeadlines(t *testing.T) {
+	var p Pacer
+	f := &fake{now: t0}
+	p.Hold(t0, 10)
+	pc := Pace{Topic: &p}
+	ok, late := pc.Wait(context.Background(), f)
+	require.True(t, ok)
+	assert.False(t, late)
+	assert.Empty(t, f.waits, "the first turn is free")
+	ok, _ = pc.Wait(context.Background(), f)
+	require.True(t, ok)
+	assert.GreaterOrEqual(t, f.now.Sub(t0), 80*time.Millisecond, "the next about 1/r later")
+
+	ctx, cancel := context.WithDeadline(context.Background(), f.now.Add(time.Millisecond))
+	defer cancel()
+	next := p.turns.next
+	ok, late = pc.Wait(ctx, f)
+	assert.False(t, ok)
+	assert.True(t, late, "the turn is after the deadline")
+	assert.Equal(t, next, p.turns.next, "and is given back")
+}
+
+// TestOffCostsNothing: a pacer with no episode costs no allocation on an
+// attempt's path.
+func TestOffCostsNothing(t *testing.T) {
+	var ps Pacers
+	pc := ps.Of("t")
+	ctx := context.Background()
+	n := testing.AllocsPerRun(1000, func() {
+		pc.Wait(ctx, nil)
+		pc.Record(Stored, t0, t0)
+	})
+	assert.Zero(t, n)
+}
+
+func BenchmarkPaceOff(b *testing.B) {
+	var ps Pacers
+	ctx := context.Background()
+	now := time.Now()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			pc := ps.Of("t")
+			pc.Wait(ctx, nil)
+			pc.Record(Stored, now, now)
+		}
+	})
+}

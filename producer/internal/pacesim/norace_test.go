@@ -1,0 +1,5 @@
+//go:build !race
+
+package pacesim
+
+const raceEnabled = false
