@@ -30,6 +30,11 @@
 // rocketry, middleware, serviceconfig and raw, each allowed 5 attempts on
 // its own unscaled schedule.
 //
+// The fleet mode (fleet.go, `rocketry-bench --fleet`) is many producer
+// processes (fleet_producer.go) on one such server: their shares of its
+// capacity, which can change during the run (fleet_figures.go), together
+// and one against another (Jain's index, a newcomer's share).
+//
 // This package is internal: its API serves the benchmarks and the command,
 // and may change at any time.
 package bench

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,8 @@ import (
 //	child:  listening 127.0.0.1:PORT
 //	parent: stats
 //	child:  {"requests":N,"stored":N,"refused":N}
+//	parent: start UNIXNANO
+//	child:  (no answer: the capacity schedule, if any, counts from then)
 //	parent: (closes stdin)
 //	child:  (stops serving and exits)
 //
@@ -66,7 +69,8 @@ type hintlessServer struct {
 	requests, stored, refused atomic.Int64
 	offset                    atomic.Int64
 	queue                     sendQueue
-	seen                      sync.Map // ShapeOneInTen: message IDs refused once
+	seen                      sync.Map      // ShapeOneInTen: message IDs refused once
+	sched                     *rateSchedule // ShapeBucket's capacity schedule; nil: none
 }
 
 func newHintlessServer(shape string, perSecond float64, burst int) *hintlessServer {
@@ -135,6 +139,14 @@ func ServeHintless(ctx context.Context, listen string, perSecond float64, burst 
 // done, with the server stopped. When ctx ends first, the goroutine reading
 // in ends when in does.
 func ServeShape(ctx context.Context, listen, shape string, perSecond float64, burst int, in io.Reader, out io.Writer) error {
+	return ServeSteps(ctx, listen, shape, perSecond, burst, nil, in, out)
+}
+
+// ServeSteps is ServeShape whose bucket (shape ShapeBucket only) changes
+// its rate as steps say, counting from when it starts listening or from
+// the time of the last "start UNIXNANO" line read from in before the
+// first step applies.
+func ServeSteps(ctx context.Context, listen, shape string, perSecond float64, burst int, steps []RateStep, in io.Reader, out io.Writer) error {
 	if !slices.Contains(Shapes, shape) {
 		return fmt.Errorf("bench: hintless server: unknown shape %q (known: %q)", shape, Shapes)
 	}
@@ -145,7 +157,13 @@ func ServeShape(ctx context.Context, listen, shape string, perSecond float64, bu
 	if err != nil {
 		return fmt.Errorf("bench: hintless server: %w", err)
 	}
+	if len(steps) > 0 && shape != ShapeBucket {
+		return fmt.Errorf("bench: hintless server: --steps needs shape %s, not %s", ShapeBucket, shape)
+	}
 	svc := newHintlessServer(shape, perSecond, burst)
+	if len(steps) > 0 {
+		svc.sched = newRateSchedule(steps, time.Now())
+	}
 	gs := grpc.NewServer()
 	rocketryv1.RegisterMessagingServiceServer(gs, svc)
 	var wg sync.WaitGroup
@@ -185,6 +203,16 @@ func ServeShape(ctx context.Context, listen, shape string, perSecond float64, bu
 				}
 			case "":
 			default:
+				if at, ok := strings.CutPrefix(line, "start "); ok {
+					n, err := strconv.ParseInt(at, 10, 64)
+					if err != nil {
+						return fmt.Errorf("bench: hintless server: request %q: want start UNIXNANO", line)
+					}
+					if svc.sched != nil {
+						svc.sched.setZero(time.Unix(0, n))
+					}
+					continue
+				}
 				return fmt.Errorf("bench: hintless server: unknown request %q", line)
 			}
 		}
@@ -205,8 +233,25 @@ type serverProcess struct {
 // 127.0.0.1:0 with its stdin and stdout) with env added to the process's
 // environment, and waits up to 10 s for its address.
 func startServer(argv, env []string) (*serverProcess, error) {
+	p, err := startChild(argv, env)
+	if err != nil {
+		return nil, err
+	}
+	line, err := p.readLine(10 * time.Second)
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
+	if err != nil || !ok || addr == "" {
+		p.stop()
+		return nil, fmt.Errorf("bench: server %q: first line %q, %v; want \"listening ADDR\" (stderr %q)", argv, line, err, p.stderr.String())
+	}
+	p.addr = addr
+	return p, nil
+}
+
+// startChild starts argv with env added to the process's environment, its
+// stdin and stdout piped to the returned process and its stderr kept.
+func startChild(argv, env []string) (*serverProcess, error) {
 	if len(argv) == 0 {
-		return nil, errors.New("bench: no server command")
+		return nil, errors.New("bench: no child command")
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	if len(env) > 0 {
@@ -225,15 +270,8 @@ func startServer(argv, env []string) (*serverProcess, error) {
 	}
 	p.stdout = bufio.NewReader(stdout)
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("bench: starting the server %q: %w", argv, err)
+		return nil, fmt.Errorf("bench: starting %q: %w", argv, err)
 	}
-	line, err := p.readLine(10 * time.Second)
-	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
-	if err != nil || !ok || addr == "" {
-		p.stop()
-		return nil, fmt.Errorf("bench: server %q: first line %q, %v; want \"listening ADDR\" (stderr %q)", argv, line, err, p.stderr.String())
-	}
-	p.addr = addr
 	return p, nil
 }
 
@@ -278,6 +316,19 @@ func (p *serverProcess) stats() (ServerStats, error) {
 	}
 	return st, nil
 }
+
+// send writes line to the child's stdin, expecting no answer.
+func (p *serverProcess) send(line string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, err := io.WriteString(p.stdin, line+"\n"); err != nil {
+		return fmt.Errorf("bench: writing %q to a child: %w (stderr %q)", line, err, p.stderr.String())
+	}
+	return nil
+}
+
+// kill kills the child; stop still waits for it.
+func (p *serverProcess) kill() { _ = p.cmd.Process.Kill() }
 
 // stop closes the child's stdin, which makes it exit, and waits for it;
 // after 5 s it kills it. It returns the child's error, if it failed.

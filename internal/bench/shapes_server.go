@@ -99,7 +99,11 @@ func (s *hintlessServer) admit(ctx context.Context, req *rocketryv1.SendMessageR
 				fmt.Sprintf("[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: %dms", wait.Milliseconds()))
 		}
 	default:
-		if !s.lim.AllowN(time.Now(), min(n, s.burst)) {
+		now := time.Now()
+		if s.sched != nil {
+			s.sched.apply(s.lim, now)
+		}
+		if !s.lim.AllowN(now, min(n, s.burst)) {
 			return s.refusal()
 		}
 	}

@@ -39,6 +39,8 @@ type benchReport struct {
 	Scale []*bench.ScaleResult `json:"scale,omitempty"`
 	// Hintless is --hintless's report.
 	Hintless *bench.HintlessReport `json:"hintless,omitempty"`
+	// Fleet is --fleet's report.
+	Fleet *bench.FleetReport `json:"fleet,omitempty"`
 }
 
 type benchMachine struct {
@@ -68,14 +70,23 @@ type benchScenario struct {
 }
 
 func runBench(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == hintlessServerArg {
-		return runHintlessServer(args[1:], stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case hintlessServerArg:
+			return runHintlessServer(args[1:], stdout, stderr)
+		case fleetProducerArg:
+			return runFleetProducer(args[1:], stdout, stderr)
+		case hogArg:
+			return runHog(args[1:], stdout, stderr)
+		}
 	}
 	fs := flag.NewFlagSet("rocketry-bench", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: rocketry-bench [--duration 10s] [--rounds N] [--contenders a,b,...] [--json] [--markdown]
        rocketry-bench --hintless [--duration 20s] [--senders 64] [--rate 2000] [--burst 200] [--rounds N] [--json]
        rocketry-bench --hintless --shape hot|oneinten|queue [--sends 3000] [--senders 32] [--rate R] ...
+       rocketry-bench --fleet [--producers 8] [--senders 8] [--apart 0s] [--duration 20s] [--rate 2000] [--burst 200]
+                      [--steps 10s:500,20s:3000] [--hog] [--rounds N] [--json]
        rocketry-bench --scale [--scale-sizes 1000,10000,100000] [--json]
 
 Runs the throttling scenario of BENCHMARKS.md against each contender in turn
@@ -88,8 +99,12 @@ attempts on its own unscaled schedule; --shape picks another shape of
 throttling (hot: topic "hot" refused always beside topic "cold"; oneinten:
 one message in ten refused once; queue: a send queue refusing requests that
 waited over 200 ms) with contenders rocketry, rocketry-nopacing and
-middleware by default; with --scale, measures goroutines and
-memory per queued async send.
+middleware by default; with --fleet, --producers producer processes
+(this binary, as "rocketry-bench `+fleetProducerArg+`") of --senders senders
+each, started --apart apart, share one such server whose capacity --steps
+can change during the run, with contenders rocketry, rocketry-nopacing and
+middleware by default, and --hog runs one more process that spins a CPU
+core; with --scale, measures goroutines and memory per queued async send.
 
 flags:
 `)
@@ -99,16 +114,22 @@ flags:
 	hdef := bench.DefaultHintless()
 	duration := fs.Duration("duration", def.Duration, "how long each contender sends (the warmup, a tenth of it, is left out of the rates); --hintless: default 20s, no warmup")
 	hintless := fs.Bool("hintless", false, "throttling without RetryInfo hints, against a server in its own process (see above)")
-	hRate := fs.Float64("rate", hdef.Rate, "--hintless: the server's capacity, messages per second")
-	hBurst := fs.Int("burst", hdef.Burst, "--hintless: the server's token-bucket burst, messages")
+	hRate := fs.Float64("rate", hdef.Rate, "--hintless, --fleet: the server's capacity, messages per second")
+	hBurst := fs.Int("burst", hdef.Burst, "--hintless, --fleet: the server's token-bucket burst, messages")
+	fdef := bench.DefaultFleet()
+	fleet := fs.Bool("fleet", false, "many producer processes on one hintless server in its own process (see above)")
+	fProducers := fs.Int("producers", fdef.Producers, "--fleet: producer processes")
+	fApart := fs.Duration("apart", fdef.Apart, "--fleet: the delay between the starts of two producers")
+	fSteps := fs.String("steps", "", "--fleet: the server's capacity schedule, AT:RATE,... after the fleet's start (e.g. 10s:500,20s:3000: 500 msg/s from 10s, 3000 from 20s)")
+	fHog := fs.Bool("hog", false, "--fleet: run one more process that spins a CPU core for each run")
 	hShape := fs.String("shape", bench.ShapeBucket, "--hintless: the server's throttling, one of "+strings.Join(bench.Shapes, ", "))
 	hSends := fs.Int("sends", 3000, "--hintless --shape hot|oneinten: the sends, timed")
-	hSettle := fs.Duration("settle", hdef.Settle, "--hintless: the settled figure counts from this long after the first send (0: none; only when --duration is over twice it)")
+	hSettle := fs.Duration("settle", hdef.Settle, "--hintless, --fleet: the settled figure counts from this long after the first send (0: none; only when --duration is over twice it)")
 	jsonOut := fs.Bool("json", false, "print JSON")
 	markdown := fs.Bool("markdown", true, "print Markdown tables (the default; off when --json is given alone, or with --markdown=false)")
-	contenders := fs.String("contenders", strings.Join(bench.ScenarioContenders, ","), "contenders to run, in order; rocketry-nohint (rocketry without the broker's RetryInfo hints) is a diagnostic extra; --hintless: default "+strings.Join(bench.HintlessContenders, ","))
+	contenders := fs.String("contenders", strings.Join(bench.ScenarioContenders, ","), "contenders to run, in order; rocketry-nohint (rocketry without the broker's RetryInfo hints) is a diagnostic extra; --hintless: default "+strings.Join(bench.HintlessContenders, ",")+"; --fleet: default "+strings.Join(bench.FleetContenders, ","))
 	seed := fs.Uint64("seed", def.Seed, "seed of rocketry's jitter and the broker")
-	senders := fs.Int("senders", def.Senders, "concurrent senders")
+	senders := fs.Int("senders", def.Senders, "concurrent senders (--fleet: per producer, default 8)")
 	drainRate := fs.Float64("drain-rate", def.DrainRate, "the consumer's rate, messages per second")
 	maxBacklog := fs.Int64("max-backlog", def.MaxBacklog, "the broker's backlog limit")
 	archive := fs.Int("archive", def.ArchiveMessages, "messages of the archive topic that the storage-load episode re-reads from offset 0")
@@ -129,8 +150,31 @@ flags:
 	defer stop()
 	rep := &benchReport{Machine: benchMachine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}}
 
+	if *fleet {
+		if *hintless || *scale {
+			fmt.Fprintln(stderr, "rocketry-bench: --fleet excludes --hintless and --scale")
+			return 2
+		}
+		if set["shape"] || set["sends"] {
+			fmt.Fprintln(stderr, "rocketry-bench: --shape and --sends need --hintless, not --fleet (the fleet's server is a token bucket)")
+			return 2
+		}
+		f := fdef
+		if set["duration"] {
+			f.Duration = *duration
+		}
+		if set["senders"] {
+			f.Senders = *senders
+		}
+		f.Producers, f.Apart, f.Rate, f.Burst, f.Settle, f.Hog = *fProducers, *fApart, *hRate, *hBurst, *hSettle, *fHog
+		return runFleetMode(ctx, f, *fSteps, *contenders, set["contenders"], *rounds, *seed, rep, *markdown, *jsonOut, stdout, stderr)
+	}
+	if set["producers"] || set["apart"] || set["steps"] || set["hog"] {
+		fmt.Fprintln(stderr, "rocketry-bench: --producers, --apart, --steps and --hog need --fleet")
+		return 2
+	}
 	if !*hintless && (set["rate"] || set["burst"] || set["shape"] || set["sends"] || set["settle"]) {
-		fmt.Fprintln(stderr, "rocketry-bench: --rate, --burst, --shape, --sends and --settle need --hintless")
+		fmt.Fprintln(stderr, "rocketry-bench: --rate, --burst, --shape, --sends and --settle need --hintless (--rate, --burst and --settle: or --fleet)")
 		return 2
 	}
 	if *hintless {
@@ -315,6 +359,9 @@ func writeBenchMarkdown(w io.Writer, rep *benchReport) {
 	if rep.Hintless != nil {
 		rep.Hintless.WriteMarkdown(w)
 	}
+	if rep.Fleet != nil {
+		rep.Fleet.WriteMarkdown(w)
+	}
 	if len(rep.Scale) > 0 {
 		fmt.Fprintln(w, "| contender | queued sends | goroutines | goroutines/send | heap MiB | heap KiB/send | stacks MiB | stack KiB/send | queued in s |")
 		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -326,9 +373,11 @@ func writeBenchMarkdown(w io.Writer, rep *benchReport) {
 }
 
 // hintlessServerArg is the hidden subcommand of bench that runs the server
-// of --hintless: "rocketry-bench serve-hintless --listen ADDR --rate R
-// --burst B" writes "listening ADDR" on stdout, answers "stats" lines read
-// from stdin, and exits when stdin closes (bench.ServeHintless).
+// of --hintless and --fleet: "rocketry-bench serve-hintless --listen ADDR
+// --rate R --burst B [--shape S] [--steps AT:RATE,...]" writes
+// "listening ADDR" on stdout, answers "stats" lines read from stdin, takes
+// "start UNIXNANO" as the start of the --steps schedule, and exits when
+// stdin closes (bench.ServeSteps).
 const hintlessServerArg = "serve-hintless"
 
 // hintlessServerCommand returns the command, and the environment to add,
@@ -352,12 +401,18 @@ func runHintlessServer(args []string, stdout, stderr io.Writer) int {
 	perSecond := fs.Float64("rate", def.Rate, "messages per second stored")
 	burst := fs.Int("burst", def.Burst, "token-bucket burst, messages")
 	shape := fs.String("shape", bench.ShapeBucket, "the throttling, one of "+strings.Join(bench.Shapes, ", "))
+	stepsFlag := fs.String("steps", "", "the bucket's capacity schedule, AT:RATE,... after its start or the time of a \"start UNIXNANO\" line")
 	if code, ok := cli.ParseFlags("rocketry-bench "+hintlessServerArg, fs, args, stdout, stderr); !ok {
 		return code
 	}
+	steps, err := bench.ParseSteps(*stepsFlag)
+	if err != nil {
+		fmt.Fprintf(stderr, "rocketry-bench %s: %v\n", hintlessServerArg, err)
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := bench.ServeShape(ctx, *listen, *shape, *perSecond, *burst, benchStdin, stdout); err != nil {
+	if err := bench.ServeSteps(ctx, *listen, *shape, *perSecond, *burst, steps, benchStdin, stdout); err != nil {
 		fmt.Fprintf(stderr, "rocketry-bench %s: %v\n", hintlessServerArg, err)
 		return 1
 	}

@@ -28,27 +28,29 @@ import (
 // window at least), a floor, with the probe above it under way (t = 2K).
 //
 // A congestion signal cuts: wmax becomes the rate that got through, the
-// lower of r and what the broker stored over the last window, and t starts
-// again. The signals are a refusal and a store that waited in the broker's
-// queue longer than queued (its time in flight beyond the quickest store's
-// of the last flightWindow or two). One overload cuts once (TCP's one
-// reduction per window): a signal counts only from an attempt that left
-// after the overload the last cut answered was over, which is at the cut,
-// or later by the time the broker's queue takes to drain at β of its rate;
-// and the curve's clock starts then.
+// lower of r and what the broker stored over the last window (r alone when
+// stores did not come through most of the window: back from a pause, or
+// too slow to read a rate from), and t starts again. The signals are a
+// refusal and a store that waited in the broker's queue longer than
+// queued (its time in flight beyond the quickest store's of the last
+// flightWindow or two). One overload cuts once (TCP's one reduction per
+// window): a signal counts only from an attempt that left after the
+// overload the last cut answered was over, which is at the cut, or later
+// by the time the broker's queue takes to drain at β of its rate; and the
+// curve's clock starts then.
 //
 // In the dip after a cut (t < K), a rate limit refuses nothing unless the
-// cut was not deep enough or the capacity fell. Counted over the attempts
-// since the last cut outside a dip, once there are 2·noiseOf of them,
-// refusals under 1 in noiseOf are noise (a message's own, a stall's,
-// another producer's probe), and cut nothing; a steady share under 2 in
-// noiseOf that a cut in the dip did not clear is not the rate's, and ends
-// the episode.
+// cut was not deep enough or the capacity fell. The first refusal there
+// cuts once more; after that, counted over the attempts since the last
+// cut outside a dip (2·noiseOf of them at least), refusals under 1 in
+// noiseOf are noise (a message's own, a stall's, another producer's
+// probe) and cut nothing; a steady share under 2 in noiseOf is not the
+// rate's, and ends the episode; more cut (the capacity fell).
 //
-// The episode also ends when nobody waited for a turn for idleEnd, when
-// the broker stored nothing for a window since a cut (a spell no rate gets
-// through), and on a refusal with the broker's hint (each send follows
-// it): then each refused message waits its own schedule.
+// The episode also ends when nobody waited for a turn for idleEnd, on a
+// refusal after a window without a store (a spell no rate gets through),
+// and on a refusal with the broker's hint (each send follows it): then
+// each refused message waits its own schedule.
 //
 // Every decision reads the broker's answers and the times attempts left
 // and came back (on the clock the executor passes), never when a goroutine
@@ -152,7 +154,7 @@ func (p *Pacer) stored(start, end time.Time) {
 	if p.nhist == 0 || !end.Before(p.hist[(p.nhist-1)%histLen].at.Add(histEvery)) {
 		p.hist[p.nhist%histLen] = mark{at: end, n: n}
 		p.nhist++
-		p.tx = p.rateOver(end, n, window)
+		p.tx = p.txLocked(end, n)
 	}
 	if wait := p.queueWait(start, end); wait > queued && !start.Before(p.quietAt) {
 		p.signalLocked(end, wait)
@@ -187,6 +189,10 @@ func (p *Pacer) throttled(start, end time.Time) {
 	if start.Before(p.quietAt) {
 		return // the overload the last cut answered
 	}
+	if end.Sub(p.storedAt) >= window {
+		p.endLocked() // nothing stored for a window: a spell no rate gets through
+		return
+	}
 	if p.t < recoverIn {
 		// In the dip after a cut, under the rate that got through: a
 		// rate limit refuses nothing there, unless the cut was not deep
@@ -199,6 +205,11 @@ func (p *Pacer) throttled(start, end time.Time) {
 		a, f := p.answered-p.cutA, p.refused-p.cutF
 		switch {
 		case a < 2*noiseOf:
+			// Too soon to tell a share: the cut may not have been
+			// deep enough; once.
+			if p.dipCut {
+				return
+			}
 		case f*noiseOf < a:
 			return
 		case f*noiseOf < 2*a && p.dipCut:
@@ -276,34 +287,43 @@ func (p *Pacer) signalLocked(now time.Time, wait time.Duration) {
 }
 
 // gotLocked is the rate the broker took lately, as of now: what it stored
-// over the last window, or since the cut when that is sooner; false when it
-// stored nothing over the last window.
-func (p *Pacer) gotLocked(now time.Time) (float64, bool) {
-	n := p.stores.Load()
-	since := now.Sub(p.cutAt)
-	switch {
-	case now.Sub(p.storedAt) >= window:
+// over the last window (since the cut, when that is sooner), when stores
+// came through most of it; else r, the rate refused (a scope back from a
+// pause, or one too slow to read a rate from, is cut from its rate, as
+// CUBIC does). ok is false when the broker stored nothing over the last
+// window.
+func (p *Pacer) gotLocked(now time.Time) (got float64, ok bool) {
+	if now.Sub(p.storedAt) >= window {
 		return 0, false
-	case since < p.gap():
-		return p.r, true // too soon after the cut to read a rate
 	}
-	return p.rateOver(now, n, window), true
-}
-
-// rateOver is the rate stored over the span before now (n stores then),
-// or since the cut when that is sooner.
-func (p *Pacer) rateOver(now time.Time, n int64, span time.Duration) float64 {
 	from := mark{at: p.cutAt, n: p.cutN}
-	if now.Sub(from.at) > span {
-		from.at = now
-		for i := range min(p.nhist, histLen) {
-			if m := p.hist[i]; now.Sub(m.at) <= span && m.at.Before(from.at) {
+	span := min(now.Sub(p.cutAt), window)
+	samples := 0
+	for i := range min(p.nhist, histLen) {
+		if m := p.hist[i]; now.Sub(m.at) <= span && !m.at.Before(p.cutAt) {
+			samples++
+			if now.Sub(from.at) > span || m.at.Before(from.at) {
 				from = m
 			}
 		}
 	}
+	if samples < int(span/histEvery)/2 || samples < 2 {
+		return p.r, true
+	}
 	dt := max(now.Sub(from.at), p.gap())
-	return float64(n-from.n) / dt.Seconds()
+	return float64(p.stores.Load()-from.n) / dt.Seconds(), true
+}
+
+// txLocked is the rate stored over the last window as of now (n stores
+// then), from the samples: the rate runs twice ahead of it at most.
+func (p *Pacer) txLocked(now time.Time, n int64) float64 {
+	from := mark{at: now, n: n}
+	for i := range min(p.nhist, histLen) {
+		if m := p.hist[i]; now.Sub(m.at) <= window && m.at.Before(from.at) {
+			from = m
+		}
+	}
+	return float64(n-from.n) / window.Seconds()
 }
 
 // cutLocked sets wmax to w and the rate to β of it, and voids the turns
