@@ -45,7 +45,9 @@ import (
 // cut outside a dip (2·noiseOf of them at least), refusals under 1 in
 // noiseOf are noise (a message's own, a stall's, another producer's
 // probe) and cut nothing; a steady share under 2 in noiseOf is not the
-// rate's, and ends the episode; more cut (the capacity fell).
+// rate's, and ends the episode; more cut (the capacity fell). A refusal
+// before r was back at wmax lowers the next wmax by (1+β)/2 more (CUBIC's
+// fast convergence: the capacity fell, or other producers took some).
 //
 // The episode also ends when nobody waited for a turn for idleEnd, on a
 // refusal after a window without a store (a spell no rate gets through),
@@ -83,11 +85,10 @@ const (
 // Pacer is one scope's throttle state; its zero value has no episode. It
 // is safe for concurrent use, and a nil *Pacer paces nothing.
 type Pacer struct {
-	on       atomic.Bool   // an episode is open: attempts wait for their turn
-	stores   atomic.Int64  // attempts stored in this scope, ever
-	refusals atomic.Int64  // off an episode, attempts refused in this scope
-	ring     atomic.Uint32 // off an episode, the last 8 outcomes, newest in bit 0 (1: refused); 0 until a refusal
-	rollAt   atomic.Int64  // unix ns at which the store samples roll next
+	on     atomic.Bool   // an episode is open: attempts wait for their turn
+	stores atomic.Int64  // attempts stored in this scope, ever
+	ring   atomic.Uint32 // off an episode, the last 8 outcomes, newest in bit 0 (1: refused); 0 until a refusal
+	rollAt atomic.Int64  // unix ns at which the store samples roll next
 	// The quickest store's time in flight (ns; 0: none yet) of this
 	// flightWindow and the one before: the round trip with the broker's
 	// queue empty, from which a store's wait in it is read.
@@ -119,8 +120,8 @@ type Pacer struct {
 }
 
 type mark struct {
-	at    time.Time
-	n, nr int64 // stores and refusals then
+	at time.Time
+	n  int64 // stores then
 }
 
 // stored counts an attempt that left at start and was stored at end.
@@ -168,7 +169,6 @@ func (p *Pacer) throttled(start, end time.Time) {
 		return
 	}
 	if !p.on.Load() {
-		p.refusals.Add(1)
 		if bits.OnesCount32(p.push(true)) < engageOf {
 			return
 		}
@@ -194,26 +194,17 @@ func (p *Pacer) throttled(start, end time.Time) {
 		return
 	}
 	if p.t < recoverIn {
-		// In the dip after a cut, under the rate that got through: a
-		// rate limit refuses nothing there, unless the cut was not deep
-		// enough or the capacity fell. Over the attempts since the last
-		// cut outside a dip (a few to tell a share from), refusals
-		// under 1 in noiseOf are noise (a message's own, a stall's,
-		// another producer's probe), and a steady share under 2 in
-		// noiseOf that a cut in the dip did not clear is not the
-		// rate's: each message waits its own schedule.
+		// In the dip after a cut (the file's comment says why each).
 		a, f := p.answered-p.cutA, p.refused-p.cutF
 		switch {
 		case a < 2*noiseOf:
-			// Too soon to tell a share: the cut may not have been
-			// deep enough; once.
 			if p.dipCut {
-				return
+				return // too soon to tell a share; the cut once more is made
 			}
 		case f*noiseOf < a:
-			return
+			return // noise
 		case f*noiseOf < 2*a && p.dipCut:
-			p.endLocked()
+			p.endLocked() // not the rate's
 			return
 		}
 		p.dipCut = true
@@ -405,7 +396,7 @@ func (p *Pacer) roll(now time.Time, n int64) {
 	if now.UnixNano() < p.rollAt.Load() {
 		return
 	}
-	p.marks[0], p.marks[1] = p.marks[1], mark{at: now, n: n - 1, nr: p.refusals.Load()}
+	p.marks[0], p.marks[1] = p.marks[1], mark{at: now, n: n - 1}
 	p.rollAt.Store(now.Add(rateWindow).UnixNano())
 	if p.marks[0].at.IsZero() || now.Sub(p.flightAt) >= flightWindow {
 		p.flightAt = now
