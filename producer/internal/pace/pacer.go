@@ -22,7 +22,10 @@ import (
 // from β·wmax at the cut (t = 0) back to wmax at t = K, flat there, then
 // faster and faster above it, and never more than twice what the broker
 // stored over the last window (a probe runs ahead of the answers by that
-// much at most). t is the time since the cut during which attempts waited
+// much at most). K doubles, up to recoverMax, while the rate that got
+// through holds from cut to cut, and is recoverIn again when it moves: the
+// plateau lengthens while the capacity holds, so that refusals come
+// further apart. t is the time since the cut during which attempts waited
 // for their turn: a rate that holds nobody back does not climb. The
 // episode opens at what the broker stored over the last second (over a
 // window at least), a floor, with the probe above it under way (t = 2K).
@@ -66,6 +69,7 @@ const (
 	engageOf     = 4                      // refusals among the scope's last 8 attempts that open an episode: the majority's edge
 	beta         = 0.8                    // a cut is to this share of wmax (CUBIC's 0.7 spent more of a small bucket's capacity in its dips)
 	recoverIn    = 250 * time.Millisecond // K: from a cut back to wmax; past it, the probe's time scale
+	recoverMax   = 500 * time.Millisecond // K, at most: it doubles while the rate that got through holds from cut to cut
 	window       = 250 * time.Millisecond // the rate that got through is what the broker stored over this
 	queued       = 50 * time.Millisecond  // a store that waited this long in the broker's queue is a signal: a quarter of RocketMQ's 200 ms
 	noiseOf      = 16                     // in a cut's dip, refusals under 1 in this many are noise; under 2 in it, twice over, not the rate's
@@ -106,17 +110,18 @@ type Pacer struct {
 	// t is the curve's clock: time since the cut (since the end of the
 	// overload it answered) during which attempts waited for their turn.
 	t        time.Duration
-	cutAt    time.Time // the last cut, or the opening
-	quietAt  time.Time // signals of attempts that left before this belong to the last cut's overload
-	stepAt   time.Time // the curve's last step
-	boundAt  time.Time // an attempt last waited for its turn
-	storedAt time.Time // the last store in the episode (its opening, before any)
-	cutN     int64     // stores at the cut
-	answered int64     // in the episode, attempts answered
-	refused  int64     // in the episode, attempts refused
-	cutA     int64     // answered at the last cut outside a dip (or the opening)
-	cutF     int64     // refused then
-	dipCut   bool      // a cut since then was of a refusal in a dip
+	k        time.Duration // K now: recoverIn, doubled up to recoverMax while wmax holds
+	cutAt    time.Time     // the last cut, or the opening
+	quietAt  time.Time     // signals of attempts that left before this belong to the last cut's overload
+	stepAt   time.Time     // the curve's last step
+	boundAt  time.Time     // an attempt last waited for its turn
+	storedAt time.Time     // the last store in the episode (its opening, before any)
+	cutN     int64         // stores at the cut
+	answered int64         // in the episode, attempts answered
+	refused  int64         // in the episode, attempts refused
+	cutA     int64         // answered at the last cut outside a dip (or the opening)
+	cutF     int64         // refused then
+	dipCut   bool          // a cut since then was of a refusal in a dip
 }
 
 type mark struct {
@@ -193,7 +198,7 @@ func (p *Pacer) throttled(start, end time.Time) {
 		p.endLocked() // nothing stored for a window: a spell no rate gets through
 		return
 	}
-	if p.t < recoverIn {
+	if p.t < p.k {
 		// In the dip after a cut (the file's comment says why each).
 		a, f := p.answered-p.cutA, p.refused-p.cutF
 		switch {
@@ -254,8 +259,9 @@ func (p *Pacer) openLocked(now time.Time) {
 	// That rate is a floor (a newcomer beside producers that keep the
 	// broker full stored little, and a first instant is read over a
 	// window): the probe above it starts at once.
-	p.t = 2 * recoverIn
-	p.r = curve(p.wmax, p.t)
+	p.k = recoverIn
+	p.t = 2 * p.k
+	p.r = curve(p.wmax, p.t, p.k)
 	p.turns.reset(now, p.r)
 }
 
@@ -322,6 +328,15 @@ func (p *Pacer) txLocked(now time.Time, n int64) float64 {
 // an attempt that waited wait in the broker's queue leaves the queue to
 // drain at β of its rate first.
 func (p *Pacer) cutLocked(now time.Time, w float64, wait time.Duration) {
+	// The capacity holds when what got through is within a few percent of
+	// the last wmax: the next probe is slower (CUBIC's plateau grows with
+	// the window), so that refusals, each a second lost to a sender, come
+	// further apart; when it moves, the probe is fast again.
+	if w >= 0.95*p.wmax && w <= 1.05*p.wmax {
+		p.k = min(2*p.k, recoverMax)
+	} else {
+		p.k = recoverIn
+	}
 	p.wmax = max(w, minRate)
 	p.t = 0
 	p.cutAt, p.stepAt = now, now
@@ -355,7 +370,7 @@ func (p *Pacer) stepLocked(now time.Time) {
 	// The rate runs ahead of what the broker stores by 2x at most (AWS
 	// SDKs' cap): a broker that queues answers late, and a probe that
 	// waited for its answer would run far past what it takes.
-	p.r = max(min(curve(p.wmax, p.t), 2*max(p.tx, p.wmax)), minRate)
+	p.r = max(min(curve(p.wmax, p.t, p.k), 2*max(p.tx, p.wmax)), minRate)
 	p.turns.setRate(now, p.r)
 }
 
@@ -366,8 +381,8 @@ func (p *Pacer) gap() time.Duration {
 }
 
 // curve is CUBIC's rate t after a cut to β of wmax.
-func curve(wmax float64, t time.Duration) float64 {
-	x := float64(t-recoverIn) / float64(recoverIn)
+func curve(wmax float64, t, k time.Duration) float64 {
+	x := float64(t-k) / float64(k)
 	if x < 0 {
 		return wmax * (1 + (1-beta)*x*x*x) // x³ < 0: from β·wmax up to wmax
 	}

@@ -111,7 +111,7 @@ func TestPacerCutsFromWhatGotThrough(t *testing.T) {
 	// A second in which the broker stores 800 a second while the rate
 	// is pushed to twice that: then a refusal.
 	p.mu.Lock()
-	p.r, p.t = 1600, 3*recoverIn
+	p.r, p.t = 1600, 3*p.k
 	p.mu.Unlock()
 	at = stores(&p, at, 800, 800)
 	p.throttled(at, at)
