@@ -76,7 +76,7 @@ const (
 	idleEnd      = 2 * time.Second        // an episode in which nobody waited for a turn this long ends
 	burstTime    = 2 * time.Millisecond   // after a pause, this much of the rate leaves at once (one turn at least)
 	flightWindow = 10 * time.Second       // the round trip with the broker's queue empty is the quickest store's over one to two of this
-	minRate      = 1.0                    // attempts per second, at least
+	minRate      = 1.0                    // attempts per second, at least (a guard, not a tunable)
 )
 
 // Derived from the tunables above.
