@@ -533,25 +533,18 @@ func RunFleet(ctx context.Context, f Fleet, names []string, rounds int, seed uin
 	if f.settles() {
 		rep.Settings.SettleSeconds = f.Settle.Seconds()
 	}
-	byName := map[string][]*FleetResult{}
-	for round := range rounds {
-		for i := range names {
-			name := names[(i+round)%len(names)]
-			r, err := f.Run(ctx, name)
-			if err != nil {
-				return nil, fmt.Errorf("%s, round %d: %w", name, round+1, err)
-			}
-			r.Round = round + 1
-			fmt.Fprintf(progress, "round %d/%d: %s\n", round+1, rounds, r)
-			byName[name] = append(byName[name], r)
-			rep.Runs = append(rep.Runs, r)
-		}
+	byName, runs, err := interleave(ctx, names, rounds, progress, f.Run)
+	if err != nil {
+		return nil, err
 	}
+	rep.Runs = runs
 	for _, name := range names {
 		rep.Summary = append(rep.Summary, SummarizeFleet(byName[name]))
 	}
 	return rep, nil
 }
+
+func (r *FleetResult) setRound(n int) { r.Round = n }
 
 // WriteMarkdown writes the settings line and the table: each figure's
 // median over the rounds, with its range when there is more than one, "-"

@@ -416,20 +416,11 @@ func RunHintless(ctx context.Context, h Hintless, names []string, rounds int, pr
 	if h.settles() {
 		rep.Settings.SettleSeconds = h.Settle.Seconds()
 	}
-	byName := map[string][]*HintlessResult{}
-	for round := range rounds {
-		for i := range names {
-			name := names[(i+round)%len(names)]
-			r, err := h.Run(ctx, name)
-			if err != nil {
-				return nil, fmt.Errorf("%s, round %d: %w", name, round+1, err)
-			}
-			r.Round = round + 1
-			fmt.Fprintf(progress, "round %d/%d: %s\n", round+1, rounds, r)
-			byName[name] = append(byName[name], r)
-			rep.Runs = append(rep.Runs, r)
-		}
+	byName, runs, err := interleave(ctx, names, rounds, progress, h.Run)
+	if err != nil {
+		return nil, err
 	}
+	rep.Runs = runs
 	for _, name := range names {
 		rep.Summary = append(rep.Summary, SummarizeHintless(byName[name]))
 	}
@@ -484,4 +475,35 @@ func rounds(n int) string {
 		return "1 round"
 	}
 	return fmt.Sprintf("median of %d rounds (min-max)", n)
+}
+
+// roundResult is a contender's result of one run, which interleave numbers.
+type roundResult interface {
+	setRound(n int)
+	String() string
+}
+
+func (r *HintlessResult) setRound(n int) { r.Round = n }
+
+// interleave runs every contender once per round, each round starting
+// with the next contender so that none always runs first, and returns the
+// results by contender and in the order they ran; it prints one progress
+// line per run.
+func interleave[R roundResult](ctx context.Context, names []string, rounds int, progress io.Writer, run func(context.Context, string) (R, error)) (map[string][]R, []R, error) {
+	byName := map[string][]R{}
+	var all []R
+	for round := range rounds {
+		for i := range names {
+			name := names[(i+round)%len(names)]
+			r, err := run(ctx, name)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s, round %d: %w", name, round+1, err)
+			}
+			r.setRound(round + 1)
+			fmt.Fprintf(progress, "round %d/%d: %s\n", round+1, rounds, r)
+			byName[name] = append(byName[name], r)
+			all = append(all, r)
+		}
+	}
+	return byName, all, nil
 }
