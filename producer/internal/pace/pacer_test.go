@@ -135,8 +135,8 @@ func TestPacerHintEndsEpisode(t *testing.T) {
 func TestPacerQueueWaitCuts(t *testing.T) {
 	var p Pacer
 	// Quick stores first: the round trip with the queue empty.
-	at := stores(&p, t0, 100, 100)
-	at = open(t, &p, 1000)
+	stores(&p, t0, 100, 100)
+	at := open(t, &p, 1000)
 	cut := p.cutAt
 	at = at.Add(10 * time.Millisecond)
 	p.stored(at, at.Add(100*time.Millisecond)) // waited 100 ms

@@ -89,9 +89,9 @@ func (b *broker) nextStall(after time.Time) time.Time {
 	return after.Add(time.Duration(b.rnd.ExpFloat64() * float64(b.cfg.StallEvery)))
 }
 
-// decide is the broker's answer to message id of topic arriving at at: the
-// error (nil: stored) and when it is decided.
-func (b *broker) decide(topic, id string, at time.Time) (error, time.Time) {
+// decide is the broker's answer to message id of topic arriving at at: when
+// it is decided, and the error (nil: stored).
+func (b *broker) decide(topic, id string, at time.Time) (time.Time, error) {
 	if !b.stallAt.IsZero() {
 		for !at.Before(b.stallAt.Add(b.cfg.Stall)) {
 			b.stallAt = b.nextStall(b.stallAt.Add(b.cfg.Stall))
@@ -102,20 +102,20 @@ func (b *broker) decide(topic, id string, at time.Time) (error, time.Time) {
 	}
 	if b.cfg.Noise > 0 && !b.refused[id] && b.rnd.Float64() < b.cfg.Noise {
 		b.refused[id] = true
-		return errRate, at
+		return at, errRate
 	}
 	if bk := b.bucket(topic); bk != nil && !bk.take(at, b.start) {
-		return errRate, at
+		return at, errRate
 	}
 	if b.cfg.Queue > 0 {
 		begin := maxTime(at, b.queueFree)
 		if begin.Sub(at) > b.cfg.QueueWait {
-			return errQueue, at.Add(b.cfg.QueueWait)
+			return at.Add(b.cfg.QueueWait), errQueue
 		}
 		b.queueFree = begin.Add(time.Duration(float64(time.Second) / b.cfg.Queue))
-		return nil, b.queueFree
+		return b.queueFree, nil
 	}
-	return nil, at
+	return at, nil
 }
 
 func (b *broker) bucket(topic string) *bucket {

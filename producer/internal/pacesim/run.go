@@ -206,7 +206,7 @@ func (a *attempter) Attempt(ctx context.Context, ep int, wait bool, deadline tim
 	if !s.until(s.now.Add(half)) {
 		return send.Outcome{Kind: send.FailedNotStored}, true
 	}
-	err, at := a.p.b.decide(a.topic, a.id, s.now)
+	at, err := a.p.b.decide(a.topic, a.id, s.now)
 
 	if !s.until(at.Add(half + a.p.late())) {
 		return send.Outcome{Kind: send.FailedNotStored}, true
