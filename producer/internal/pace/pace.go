@@ -67,10 +67,10 @@ type Pace struct {
 	Endpoint, Topic *Pacer
 }
 
-// Wait waits the attempt's turn on clk at the endpoint's pacer, then at
-// the topic's: false when the turn does not fit before ctx's deadline
-// (late) or ctx ended during the wait. A pacer with no episode open costs
-// one atomic load.
+// Wait waits the attempt's turn on clk (nil: the wall clock) at the
+// endpoint's pacer, then at the topic's: false when the turn does not fit
+// before ctx's deadline (late) or ctx ended during the wait. A pacer with
+// no episode open costs one atomic load.
 func (pc Pace) Wait(ctx context.Context, clk clock.Clock) (ok bool, late bool) {
 	if ok, late := pc.Endpoint.wait(ctx, clk); !ok {
 		return ok, late

@@ -17,6 +17,7 @@ func (p *Pacer) wait(ctx context.Context, clk clock.Clock) (ok bool, late bool) 
 	if p == nil || !p.on.Load() {
 		return true, false
 	}
+	clk = clock.Or(clk)
 	p.mu.Lock()
 	if !p.on.Load() {
 		p.mu.Unlock()
