@@ -9,7 +9,7 @@ func (p *Pacer) Hold(now time.Time, r float64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.on.Store(true)
-	p.boundAt = now
+	p.boundAt, p.storedAt = now, now
 	p.cutLocked(now, r/beta, 0)
 	p.turns.base = now
 }
