@@ -39,8 +39,9 @@ import (
 // flightWindow or two). One overload cuts once (TCP's one reduction per
 // window): a signal counts only from an attempt that left after the
 // overload the last cut answered was over, which is at the cut, or later
-// by the time the broker's queue takes to drain at β of its rate; and the
-// curve's clock starts then.
+// by the time the broker's queue takes to drain at β of its rate, and
+// after the broker stored something again (until then its refusals are
+// the same overload, a spell's); and the curve's clock starts then.
 //
 // In the dip after a cut (t < K), a rate limit refuses nothing unless the
 // cut was not deep enough or the capacity fell. The first refusal there
@@ -197,6 +198,9 @@ func (p *Pacer) throttled(start, end time.Time) {
 	if end.Sub(p.storedAt) >= window {
 		p.endLocked() // nothing stored for a window: a spell no rate gets through
 		return
+	}
+	if p.stores.Load() == p.cutN {
+		return // nothing stored since the cut: the same overload (a spell's refusals)
 	}
 	if p.t < p.k {
 		// In the dip after a cut (the file's comment says why each).
@@ -370,7 +374,13 @@ func (p *Pacer) stepLocked(now time.Time) {
 	// The rate runs ahead of what the broker stores by 2x at most (AWS
 	// SDKs' cap): a broker that queues answers late, and a probe that
 	// waited for its answer would run far past what it takes.
-	p.r = max(min(curve(p.wmax, p.t, p.k), 2*max(p.tx, p.wmax)), minRate)
+	r := curve(p.wmax, p.t, p.k)
+	if p.tx*window.Seconds() >= 4 {
+		// (Under 4 stores a window, tx reads 0 as often as not: a rate
+		// held at a few a second by its own cap would never climb.)
+		r = min(r, 2*max(p.tx, p.wmax))
+	}
+	p.r = max(r, minRate)
 	p.turns.setRate(now, p.r)
 }
 
