@@ -270,14 +270,10 @@ func (p *Pacer) openLocked(now time.Time) {
 }
 
 // signalLocked is a congestion signal at now, of an attempt that waited
-// wait in the broker's queue: it cuts, or ends a spell.
+// wait in the broker's queue: it cuts. (A spell, a window without a store,
+// is ended by throttled before it gets here; a store is no spell.)
 func (p *Pacer) signalLocked(now time.Time, wait time.Duration) {
-	got, ok := p.gotLocked(now)
-	if !ok {
-		p.endLocked() // nothing stored for a while: a spell
-		return
-	}
-	w := min(p.r, got)
+	w := min(p.r, p.gotLocked(now))
 	if p.r < p.wmax {
 		// Refused before the rate was back at the last wmax: the
 		// capacity fell, or others took some; CUBIC's fast convergence
@@ -291,12 +287,8 @@ func (p *Pacer) signalLocked(now time.Time, wait time.Duration) {
 // over the last window (since the cut, when that is sooner), when stores
 // came through most of it; else r, the rate refused (a scope back from a
 // pause, or one too slow to read a rate from, is cut from its rate, as
-// CUBIC does). ok is false when the broker stored nothing over the last
-// window.
-func (p *Pacer) gotLocked(now time.Time) (got float64, ok bool) {
-	if now.Sub(p.storedAt) >= window {
-		return 0, false
-	}
+// CUBIC does).
+func (p *Pacer) gotLocked(now time.Time) float64 {
 	from := mark{at: p.cutAt, n: p.cutN}
 	span := min(now.Sub(p.cutAt), window)
 	samples := 0
@@ -309,10 +301,10 @@ func (p *Pacer) gotLocked(now time.Time) (got float64, ok bool) {
 		}
 	}
 	if samples < int(span/histEvery)/2 || samples < 2 {
-		return p.r, true
+		return p.r
 	}
 	dt := max(now.Sub(from.at), p.gap())
-	return float64(p.stores.Load()-from.n) / dt.Seconds(), true
+	return float64(p.stores.Load()-from.n) / dt.Seconds()
 }
 
 // txLocked is the rate stored over the last window as of now (n stores

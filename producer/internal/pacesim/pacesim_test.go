@@ -96,11 +96,7 @@ func TestSimPacingOff(t *testing.T) {
 	for _, name := range []string{"bucket-64", "bucket-4", "bucket-64-b10"} {
 		sc := shapes[name]
 		sc.Seed = 1
-		on := Run(sc)
-		for i := range sc.Producers {
-			sc.Producers[i].NoPacing = true
-		}
-		off := Run(sc)
+		on, off := Run(sc), Run(sc.WithoutPacing())
 		assert.Greater(t, on.Settled(), 3*off.Settled(), "%s: pacing on %v; off %v", name, on, off)
 	}
 }
@@ -145,9 +141,7 @@ func TestSimOneInTen(t *testing.T) {
 	skipRace(t)
 	sc := Shapes(10 * time.Second)["oneinten"]
 	sc.Seed = 1
-	on := Run(sc)
-	sc.Producers[0].NoPacing = true
-	off := Run(sc)
+	on, off := Run(sc), Run(sc.WithoutPacing())
 	assert.GreaterOrEqual(t, float64(on.Stored), 0.95*float64(off.Stored), "pacing on %v; off %v", on, off)
 }
 

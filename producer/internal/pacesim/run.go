@@ -47,6 +47,15 @@ type Scenario struct {
 	Settle time.Duration
 }
 
+// WithoutPacing is sc with pacing off in every producer: the baseline.
+func (sc Scenario) WithoutPacing() Scenario {
+	sc.Producers = slices.Clone(sc.Producers)
+	for i := range sc.Producers {
+		sc.Producers[i].NoPacing = true
+	}
+	return sc
+}
+
 // Result is what a run measured.
 type Result struct {
 	Stored   int64   // sends stored

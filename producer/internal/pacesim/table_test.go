@@ -39,8 +39,8 @@ func TestTable(t *testing.T) {
 			for seed := range seeds {
 				sc := shapes[name]
 				sc.Seed = uint64(seed + 1)
-				for i := range sc.Producers {
-					sc.Producers[i].NoPacing = off
+				if off {
+					sc = sc.WithoutPacing()
 				}
 				rs = append(rs, Run(sc))
 			}
