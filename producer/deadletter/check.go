@@ -96,14 +96,17 @@ func walkStore(path string, lockTimeout time.Duration, keep func(k, v []byte)) (
 	if err != nil {
 		return nil, err
 	}
+	// A first walk says whether the store is a legacy one (see unseal),
+	// before any record is judged.
+	legacy := walkFile(f, info.Size(), nil, nil).legacy()
 	rep := &CheckReport{Path: path, FileBytes: info.Size()}
 	pr := walkFile(f, info.Size(), func(k, v []byte) {
-		if _, derr := decode(k, v); derr != nil {
+		if _, derr := decode(k, v, legacy); derr != nil {
 			rep.Damaged = append(rep.Damaged, DamagedRecord{Key: string(k), Error: derr.(*RecordError).Reason})
 			return
 		}
 		rep.Records++
-		if _, unchecked, _ := unseal(k, v); unchecked {
+		if _, unchecked, _ := unseal(k, v, legacy); unchecked {
 			rep.Unchecked++
 		}
 		if led.delivered(k, fingerprintOf(v)) {
@@ -139,7 +142,8 @@ type SalvageResult struct {
 // src without the engine, so that a damaged page is skipped, never
 // followed: what is left out is in the result's Report (damaged records by
 // key, pages lost, records already delivered). Each record is copied as
-// stored, its checksum with it. src is not changed.
+// stored, its checksum with it (a record of format 1, from a store of
+// format 1 only, is sealed on the way). src is not changed.
 func Salvage(src, dst string) (SalvageResult, error) {
 	var res SalvageResult
 	if _, err := os.Lstat(dst); err == nil {
@@ -173,6 +177,9 @@ func Salvage(src, dst string) (SalvageResult, error) {
 		}
 		seen[string(k)] = true
 		res.Copied++
+		if !isSealed(v) { // intact: of a legacy store
+			v = seal(k, v)
+		}
 		batch = append(batch, [2][]byte{k, v})
 		if len(batch) >= 256 {
 			flush()
@@ -203,7 +210,12 @@ type pageReport struct {
 	problems []string
 	lost     int
 	err      error // the file cannot be read as a store at all
+
+	sealed, unsealed int // records read as format 2, as format 1
 }
+
+// legacy says whether the walk found records of format 1 only.
+func (r pageReport) legacy() bool { return r.sealed == 0 && r.unsealed > 0 }
 
 // walkFile walks the file f of size bytes, calling onRecord with each
 // record of the records bucket.
@@ -213,32 +225,35 @@ func walkFile(f io.ReaderAt, size int64, onRecord func(k, v []byte), onDamaged f
 	if w.dropped > 0 {
 		w.problems = append(w.problems, fmt.Sprintf("and %d more problems", w.dropped))
 	}
-	return pageReport{meta: w.meta, metaPage: w.metaPage, pageSize: w.pageSize, metaNote: w.metaNote, problems: w.problems, lost: w.lostPages, err: err}
+	return pageReport{meta: w.meta, metaPage: w.metaPage, pageSize: w.pageSize, metaNote: w.metaNote, problems: w.problems, lost: w.lostPages, err: err,
+		sealed: w.sealed, unsealed: w.unsealed}
 }
 
 // checkStructure walks the file at path and returns an error wrapping
-// ErrCorrupt that names the first problem, nil when every page is sound.
-func checkStructure(path string) error {
+// ErrCorrupt that names the first problem, nil when every page is sound;
+// legacy says whether the store's records are all of format 1 (see
+// unseal).
+func checkStructure(path string) (legacy bool, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("deadletter: open %s: %w", path, err)
+		return false, fmt.Errorf("deadletter: open %s: %w", path, err)
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("deadletter: open %s: %w", path, err)
+		return false, fmt.Errorf("deadletter: open %s: %w", path, err)
 	}
 	rep := walkFile(f, info.Size(), nil, nil)
 	switch {
 	case rep.err != nil:
-		return fmt.Errorf("%w: %s: %v; run `rocketry spool check %s`", ErrCorrupt, path, rep.err, path)
+		return false, fmt.Errorf("%w: %s: %v; run `rocketry spool check %s`", ErrCorrupt, path, rep.err, path)
 	case len(rep.problems) > 0:
 		more := ""
 		if len(rep.problems) > 1 {
 			more = fmt.Sprintf(" (and %d more)", len(rep.problems)-1)
 		}
-		return fmt.Errorf("%w: %s: %s%s; `rocketry spool check %s` says what is damaged, `rocketry spool salvage %s NEW` copies its intact records into a new store",
+		return false, fmt.Errorf("%w: %s: %s%s; `rocketry spool check %s` says what is damaged, `rocketry spool salvage %s NEW` copies its intact records into a new store",
 			ErrCorrupt, path, rep.problems[0], more, path, path)
 	}
-	return nil
+	return rep.legacy(), nil
 }

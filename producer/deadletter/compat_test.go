@@ -1,6 +1,7 @@
 package deadletter
 
 import (
+	"bytes"
 	"path/filepath"
 	"testing"
 	"time"
@@ -62,7 +63,7 @@ func TestStoredCodesStillRead(t *testing.T) {
 			id := "m-" + c.String()
 			old := spoolRecordBytes(id, int32(c), at)
 			for name, v := range map[string][]byte{"format 1": old, "format 2": seal(key(id), old)} {
-				d, err := decode(key(id), v)
+				d, err := decode(key(id), v, name == "format 1") // format 1 is read from a legacy store
 				require.NoError(t, err, name)
 				assert.Equal(t, c, d.Code, "%s: code", name)
 				assert.Equal(t, int32(c), int32(d.Code), "%s: number", name)
@@ -76,7 +77,7 @@ func TestStoredCodesStillRead(t *testing.T) {
 			// Written now: field 4 holds the same number, field 5 the time.
 			v, err := encode(&producer.DeadLetter{Message: &producer.Message{ID: id, Topic: "orders"}, Code: c, DeadLetteredAt: at})
 			require.NoError(t, err)
-			payload, unchecked, err := unseal(key(id), v)
+			payload, unchecked, err := unseal(key(id), v, false)
 			require.NoError(t, err)
 			require.False(t, unchecked)
 			fields := map[protowire.Number][]byte{}
@@ -109,45 +110,112 @@ func TestStoredCodesStillRead(t *testing.T) {
 	}
 }
 
-// TestStoreReadsRecordsWrittenBefore: a store file holding records as they
-// were written before (format 1, and format 2 with rocketry.v1's numbers)
-// opens, and Get and Scan give them back with their codes.
+// TestStoreReadsRecordsWrittenBefore: a store file holding only records
+// as they were written before checksums (format 1) opens read-only and for
+// writing, and Get and Scan give them back with their codes; Open for
+// writing seals them in place, so that the file holds format 2 only. In a
+// store that holds a record of format 2, one of format 1 is damage, never
+// sent: a few damaged bytes of a record's marker make it look like one.
 func TestStoreReadsRecordsWrittenBefore(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "dead.db")
-	s, err := Open(path)
-	require.NoError(t, err)
-	require.NoError(t, s.Close())
-
 	at := time.Date(2026, 10, 1, 8, 0, 0, 0, time.UTC)
-	db, err := bolt.Open(path, 0o600, nil)
-	require.NoError(t, err)
-	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(bucketRecords)
-		if err != nil {
-			return err
-		}
-		if err := b.Put(key("old-530"), spoolRecordBytes("old-530", 530, at)); err != nil { // format 1
-			return err
-		}
-		return b.Put(key("old-503"), seal(key("old-503"), spoolRecordBytes("old-503", 503, at))) // format 2
-	}))
-	require.NoError(t, db.Close())
-
-	s, err = Open(path)
-	require.NoError(t, err)
-	defer s.Close()
-	d, err := s.Get("old-530")
-	require.NoError(t, err)
-	assert.Equal(t, brokercode.TooManyRequests, d.Code)
-	assert.True(t, d.DeadLetteredAt.Equal(at), "DeadLetteredAt = %v; want %v", d.DeadLetteredAt, at)
-	d, err = s.Get("old-503")
-	require.NoError(t, err)
-	assert.Equal(t, brokercode.Unavailable, d.Code)
-	codes := map[string]brokercode.Code{}
-	require.NoError(t, s.Scan(func(d *producer.DeadLetter, err error) error {
+	// write makes a store at path holding vals, as the engine stores them.
+	write := func(t *testing.T, vals map[string][]byte) string {
+		path := filepath.Join(t.TempDir(), "dead.db")
+		db, err := bolt.Open(path, 0o600, nil)
 		require.NoError(t, err)
-		codes[d.Message.ID] = d.Code
-		return nil
-	}))
-	assert.Equal(t, map[string]brokercode.Code{"old-530": brokercode.TooManyRequests, "old-503": brokercode.Unavailable}, codes)
+		require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+			b, err := tx.CreateBucketIfNotExists(bucketRecords)
+			if err != nil {
+				return err
+			}
+			for k, v := range vals {
+				if err := b.Put([]byte(k), v); err != nil {
+					return err
+				}
+			}
+			return nil
+		}))
+		require.NoError(t, db.Close())
+		return path
+	}
+	// raw reads the stored values of the store at path.
+	raw := func(t *testing.T, path string) map[string][]byte {
+		db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+		require.NoError(t, err)
+		defer db.Close()
+		vals := map[string][]byte{}
+		require.NoError(t, db.View(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketRecords).ForEach(func(k, v []byte) error {
+				vals[string(k)] = bytes.Clone(v)
+				return nil
+			})
+		}))
+		return vals
+	}
+	old := map[string][]byte{
+		"old-530": spoolRecordBytes("old-530", 530, at),
+		"old-503": spoolRecordBytes("old-503", 503, at),
+	}
+	want := map[string]brokercode.Code{"old-530": brokercode.TooManyRequests, "old-503": brokercode.Unavailable}
+	codes := func(t *testing.T, s *Store) map[string]brokercode.Code {
+		got := map[string]brokercode.Code{}
+		require.NoError(t, s.Scan(func(d *producer.DeadLetter, err error) error {
+			require.NoError(t, err)
+			got[d.Message.ID] = d.Code
+			return nil
+		}))
+		d, err := s.Get("old-530")
+		require.NoError(t, err)
+		assert.True(t, d.DeadLetteredAt.Equal(at), "DeadLetteredAt = %v; want %v", d.DeadLetteredAt, at)
+		return got
+	}
+
+	t.Run("format 1 only", func(t *testing.T) {
+		path := write(t, old)
+		rep, err := Check(path)
+		require.NoError(t, err)
+		assert.Equal(t, 2, rep.Records)
+		assert.Equal(t, 2, rep.Unchecked)
+		assert.True(t, rep.Intact(), "%+v", rep)
+
+		ro, err := Open(path, WithReadOnly())
+		require.NoError(t, err)
+		assert.Equal(t, want, codes(t, ro))
+		require.NoError(t, ro.Close())
+		assert.Equal(t, old, raw(t, path), "a read-only Open changed the file")
+
+		s, err := Open(path)
+		require.NoError(t, err)
+		assert.Equal(t, want, codes(t, s))
+		require.NoError(t, s.Close())
+		for k, v := range raw(t, path) {
+			assert.Equal(t, seal([]byte(k), old[k]), v, "%s: not sealed in place", k)
+		}
+		rep, err = Check(path)
+		require.NoError(t, err)
+		assert.Equal(t, 2, rep.Records)
+		assert.Zero(t, rep.Unchecked)
+	})
+
+	t.Run("beside format 2", func(t *testing.T) {
+		path := write(t, map[string][]byte{
+			"old-530": old["old-530"],
+			"old-503": seal([]byte("old-503"), old["old-503"]),
+		})
+		rep, err := Check(path)
+		require.NoError(t, err)
+		assert.Equal(t, 1, rep.Records)
+		require.Len(t, rep.Damaged, 1)
+		assert.Equal(t, "old-530", rep.Damaged[0].Key)
+
+		s, err := Open(path)
+		require.NoError(t, err)
+		_, err = s.Get("old-530")
+		require.ErrorIs(t, err, ErrCorrupt)
+		d, err := s.Get("old-503")
+		require.NoError(t, err)
+		assert.Equal(t, brokercode.Unavailable, d.Code)
+		require.NoError(t, s.Close())
+		assert.Equal(t, old["old-530"], raw(t, path)["old-530"], "a damaged record was changed")
+	})
 }

@@ -15,8 +15,9 @@ type producerDeadLetter = producer.DeadLetter
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // FuzzDecodeRecord feeds any bytes as a stored record's key and value, as a
-// damaged or foreign store holds them: decode never panics, and a record it
-// accepts encodes back to one it reads the same.
+// damaged or foreign store holds them: decode never panics, a record it
+// accepts encodes back to one it reads the same, and what it accepts in a
+// store of format 2 it accepts in a legacy one (see unseal).
 func FuzzDecodeRecord(f *testing.F) {
 	for _, d := range []*producer.DeadLetter{
 		{Message: &producer.Message{ID: "m-1", Topic: "t", Body: []byte("b")}, Err: "e", Attempts: 2, MaybeStoredAt: "a:1"},
@@ -33,9 +34,15 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add([]byte("k"), []byte{})
 	f.Add([]byte("k"), []byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, k, v []byte) {
-		d, err := decode(k, v)
+		d, err := decode(k, v, true)
 		if err != nil {
+			if _, serr := decode(k, v, false); serr == nil {
+				t.Fatalf("decode(%q, ...) accepts in a store of format 2 what it refuses in a legacy one (%v)", k, err)
+			}
 			return
+		}
+		if _, serr := decode(k, v, false); (serr == nil) != isSealed(v) {
+			t.Fatalf("decode(%q, ...) in a store of format 2: %v, for a value sealed %v", k, serr, isSealed(v))
 		}
 		if d.Message == nil || d.Message.ID == "" || !bytes.Equal(key(d.Message.ID), k) {
 			t.Fatalf("decode(%q, ...) accepted %+v", k, d)
@@ -44,7 +51,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil {
 			return // over a limit, or a string proto refuses: Put says so
 		}
-		d2, err := decode(k, v2)
+		d2, err := decode(k, v2, false)
 		if err != nil {
 			t.Fatalf("decode(encode(decode(v))) = %v", err)
 		}

@@ -31,8 +31,12 @@ import (
 // SpoolRecord, which wrote the records before.)
 //
 // A value of format 1 (before the checksum) is the payload alone; it starts
-// with byte 0x0a (field 1, the message). Such a record is still read, with
-// only the checks it always had (it decodes, its ID is its key).
+// with byte 0x0a (field 1, the message). Such a record is read, with only
+// the checks it always had (it decodes, its ID is its key), from a store of
+// format 1 only (a legacy store: it holds no value of format 2); Open seals
+// a legacy store's records in place, so that it is one no more. In a store
+// that holds a value of format 2, a value that is not is damage: damaged
+// bytes in a record's marker would otherwise turn it into an unchecked one.
 const (
 	// MaxBodyBytes is the largest body a record may hold: 1 GiB. A
 	// Producer given a store refuses a WithMaxBodyBytes above it (New).
@@ -118,9 +122,13 @@ func isSealed(v []byte) bool {
 }
 
 // unseal checks the value v stored under k and returns its payload; format 1
-// is returned as it is (unchecked is true).
-func unseal(k, v []byte) (payload []byte, unchecked bool, err error) {
+// is returned as it is (unchecked is true) when legacy says the store holds
+// format 1 only, and is damage otherwise.
+func unseal(k, v []byte, legacy bool) (payload []byte, unchecked bool, err error) {
 	if !isSealed(v) {
+		if !legacy {
+			return nil, false, errors.New("record has no checksum header, in a store whose records have one")
+		}
 		return v, true, nil
 	}
 	if len(v) < recordHeaderSize || !bytes.Equal(v[:len(recordMagic)], recordMagic[:]) {
@@ -156,10 +164,11 @@ func toProto(d *producer.DeadLetter) *deadletterpb.Record {
 	return pb
 }
 
-// decode reads the value stored under k, checking its checksum. Its error
-// wraps ErrCorrupt and names the key: what could be read of the ID.
-func decode(k, v []byte) (*producer.DeadLetter, error) {
-	payload, _, err := unseal(k, v)
+// decode reads the value stored under k, checking its checksum (legacy: see
+// unseal). Its error wraps ErrCorrupt and names the key: what could be read
+// of the ID.
+func decode(k, v []byte, legacy bool) (*producer.DeadLetter, error) {
+	payload, _, err := unseal(k, v, legacy)
 	if err != nil {
 		return nil, &RecordError{Key: string(k), Reason: err.Error()}
 	}

@@ -43,6 +43,10 @@ type Store struct {
 	path    string
 	commits commits // groups the transactions of concurrent Puts
 	ledger  *ledger // nil when read-only
+	// legacy says the store holds records of format 1 only (see unseal):
+	// only a store opened read-only that nothing has opened for writing
+	// since the records had checksums.
+	legacy bool
 }
 
 // An Option configures Open.
@@ -99,13 +103,15 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	var db *bolt.DB
+	legacy := false
 	if info, err := os.Stat(path); err == nil && info.Size() > 0 {
 		// Read-only first: bbolt reads only the meta pages, and holds the
 		// lock while every other page is checked; then the real open.
 		if db, err = openBolt(path, c.lockTimeout, true); err != nil {
 			return nil, err
 		}
-		if err := checkStructure(path); err != nil {
+		var err error
+		if legacy, err = checkStructure(path); err != nil {
 			db.Close()
 			return nil, err
 		}
@@ -120,16 +126,20 @@ func Open(path string, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	s := &Store{db: db, path: path}
+	s := &Store{db: db, path: path, legacy: legacy}
 	if c.readOnly {
 		return s, nil
 	}
 	err := guard(path, "open", func() error {
 		return db.Update(func(tx *bolt.Tx) error {
-			_, err := tx.CreateBucketIfNotExists(bucketRecords)
-			return err
+			b, err := tx.CreateBucketIfNotExists(bucketRecords)
+			if err != nil || !legacy {
+				return err
+			}
+			return sealLegacy(b)
 		})
 	})
+	s.legacy = false
 	if err == nil {
 		s.ledger, err = loadLedger(path + ledgerSuffix)
 	}
@@ -138,6 +148,28 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("deadletter: open %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// sealLegacy seals each record of format 1 in b that passes the checks of
+// format 1 (see unseal), in place: the payload is kept as it is. A value
+// that does not pass is left as it is, and reads as damaged from then on.
+func sealLegacy(b *bolt.Bucket) error {
+	var sealed [][2][]byte
+	err := b.ForEach(func(k, v []byte) error {
+		if v == nil || isSealed(v) {
+			return nil
+		}
+		if _, err := decode(k, v, true); err == nil {
+			sealed = append(sealed, [2][]byte{bytes.Clone(k), seal(k, v)})
+		}
+		return nil
+	})
+	for _, kv := range sealed {
+		if err == nil {
+			err = b.Put(kv[0], kv[1])
+		}
+	}
+	return err
 }
 
 // openBolt opens the bbolt file at path, naming what went wrong.
@@ -212,7 +244,7 @@ func (s *Store) Put(d *producer.DeadLetter) error {
 		}
 		val := v
 		if ov := b.Get(k); ov != nil {
-			if old, derr := decode(k, ov); derr == nil {
+			if old, derr := decode(k, ov, s.legacy); derr == nil {
 				m := merge(old, d)
 				if val, derr = encode(m); derr != nil {
 					return derr
@@ -249,7 +281,7 @@ func (s *Store) Get(id string) (*producer.DeadLetter, error) {
 			return fmt.Errorf("%w: %q", ErrNotFound, id)
 		}
 		var err error
-		d, err = decode(k, bytes.Clone(v))
+		d, err = decode(k, bytes.Clone(v), s.legacy)
 		return err
 	})
 	return d, err
@@ -307,7 +339,7 @@ func (s *Store) Scan(fn func(d *producer.DeadLetter, err error) error) error {
 				return fmt.Errorf("%w: key %q follows %q: keys out of order", ErrCorrupt, k, last)
 			}
 			last = bytes.Clone(k)
-			if ferr = fn(decode(last, bytes.Clone(v))); ferr != nil {
+			if ferr = fn(decode(last, bytes.Clone(v), s.legacy)); ferr != nil {
 				return ferr
 			}
 		}
@@ -349,7 +381,7 @@ func (s *Store) page(after []byte, n int) (recs []pageRecord, err error) {
 				return fmt.Errorf("%w: key %q follows %q: keys out of order", ErrCorrupt, k, last)
 			}
 			last = bytes.Clone(k)
-			d, derr := decode(last, bytes.Clone(v))
+			d, derr := decode(last, bytes.Clone(v), s.legacy)
 			recs = append(recs, pageRecord{d: d, err: derr, key: last, sum: fingerprintOf(v)})
 		}
 		return nil

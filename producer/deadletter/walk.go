@@ -95,6 +95,9 @@ type walker struct {
 	metaNote  string // the meta page not in use is damaged: bbolt's fallback, not a problem for Open
 	dropped   int    // problems not kept (over maxProblems)
 	lostPages int    // pages of records skipped as damaged (their records are absent)
+	// sealed and unsealed count the values of the records bucket read as
+	// format 2 and as format 1 (see isSealed).
+	sealed, unsealed int
 
 	// onRecord, when set, is called with each key and value of the records
 	// bucket, in the order of the pages; v is the walker's own copy.
@@ -430,8 +433,15 @@ func (w *walker) elements(b []byte, id uint64, lo, hi []byte, depth, bucketDepth
 			w.bucket(e.k, e.v, bucketDepth, what)
 		case !records:
 			w.problem("%s: page %d: element %d (key %q, flags %#x) is not a bucket", what, id, i, e.k, e.flags)
-		case w.onRecord != nil:
-			w.onRecord(bytes.Clone(e.k), bytes.Clone(e.v))
+		default:
+			if isSealed(e.v) {
+				w.sealed++
+			} else {
+				w.unsealed++
+			}
+			if w.onRecord != nil {
+				w.onRecord(bytes.Clone(e.k), bytes.Clone(e.v))
+			}
 		}
 	}
 }
