@@ -16,7 +16,7 @@
 //     serves consumers, throttles on backlog and storage load, and injects
 //     faults on purpose.
 //
-// The generated wire contract lives in gen/rocketry/v1; regenerate it from the
+// The generated wire contracts live in gen/; regenerate them from the
 // repository root with
 //
 //	go generate .
@@ -26,30 +26,20 @@
 //
 // # RocketMQ 5 protocol
 //
-// gen/apache/rocketmq/v2 (Go package rocketmqv2) holds the part of the
+// gen/rocketry/rocketmq/v2 (Go package rocketmqv2) holds the part of the
 // RocketMQ 5 gRPC protocol, apache.rocketmq.v2.MessagingService, that the
-// producer speaks to a RocketMQ proxy. Its .proto files in
-// proto/apache/rocketmq/v2 are rocketry's own, but every full name, field
-// number and enum value is upstream's, since that is the wire contract.
-//
-// The official RocketMQ Go client (github.com/apache/rocketmq-clients/golang/v5)
-// registers the same full names (and the same .proto file paths) in the
-// protobuf global registry, so a binary that links both panics at start-up
-// with a registration conflict. To link both, relax the conflict policy of
-// google.golang.org/protobuf, either when running:
-//
-//	GOLANG_PROTOBUF_REGISTRATION_CONFLICT=warn ./yourprogram
-//
-// or when building:
-//
-//	go build -ldflags "-X google.golang.org/protobuf/reflect/protoregistry.conflictPolicy=warn"
-//
-// With "warn" the first registration wins and the later one is logged and
-// ignored. Each package's generated code keeps marshalling its own types, but
-// lookups by name in the global registry (protoregistry.GlobalTypes,
-// anypb, gRPC server reflection) find only the first. Neither switch is
-// covered by protobuf-go's compatibility promise.
+// producer speaks to a RocketMQ proxy and the test broker serves. Its .proto
+// files in proto/rocketry/rocketmq/v2 are rocketry's own: every message and
+// enum name, field number and enum value is upstream's, since that is the
+// wire contract, but the proto package is rocketry.rocketmq.v2, so that a
+// program links it beside the official RocketMQ Go client
+// (github.com/apache/rocketmq-clients/golang/v5, which registers
+// apache.rocketmq.v2 in the protobuf global registry) with no conflict. The
+// wire carries no message names; the gRPC method paths, which are names,
+// stay upstream's: go generate sets them after buf generate (the second
+// line below), and a test checks them against the official client's.
 package rocketry
 
 //go:generate go tool -modfile=tools/go.mod buf generate
+//go:generate go run ./internal/cmd/grpcservicename -from rocketry.rocketmq.v2.MessagingService -to apache.rocketmq.v2.MessagingService gen/rocketry/rocketmq/v2/service_grpc.pb.go
 //go:generate go tool -modfile=tools/go.mod buf generate --template buf.gen.deadletter.yaml

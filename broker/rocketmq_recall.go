@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
 )
 
 // Recall of a timed message on the apache.rocketmq.v2 face, as RocketMQ 5

@@ -12,7 +12,7 @@ import (
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
 	"github.com/rocketry-go/rocketry/brokercode"
-	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/rocketry-go/rocketry/brokercode"
-	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
 	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/rocketry-go/rocketry/brokercode"
-	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"

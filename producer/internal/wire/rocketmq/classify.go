@@ -15,7 +15,7 @@ import (
 	"strings"
 
 	"github.com/rocketry-go/rocketry/brokercode"
-	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
 )

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/rocketry-go/rocketry/brokercode"
-	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"

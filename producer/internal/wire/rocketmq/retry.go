@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/rocketry-go/rocketry/backoff"
-	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
 )
 
 // rmqThrottleSchedule turns a server's backoff_policy into the throttle

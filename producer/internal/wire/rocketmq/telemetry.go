@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	rocketmqv2 "github.com/rocketry-go/rocketry/gen/apache/rocketmq/v2"
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 

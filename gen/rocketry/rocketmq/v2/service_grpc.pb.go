@@ -3,7 +3,12 @@
 // SimpleConsumer, which the test broker serves.
 //
 // As in definition.proto, every name, field number and enum value is the wire
-// contract of apache/rocketmq-apis; the comments are ours. gRPC does not need
+// contract of apache/rocketmq-apis; the comments are ours. The proto package
+// is ours (see definition.proto); the gRPC method paths are upstream's,
+// /apache.rocketmq.v2.MessagingService/<Method>: `go generate` sets the
+// service name in the generated service_grpc.pb.go after buf generate
+// (internal/cmd/grpcservicename), and TestWireServiceName checks it against
+// the official Go client's. gRPC does not need
 // a service to list every method, so the RPCs that neither a producer nor a
 // SimpleConsumer calls (QueryAssignment, PullMessage, offsets,
 // ForwardMessageToDeadLetterQueue, SyncLiteSubscription) are left out.
@@ -12,7 +17,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             (unknown)
-// source: apache/rocketmq/v2/service.proto
+// source: rocketry/rocketmq/v2/service.proto
 
 package rocketmqv2
 
@@ -515,5 +520,5 @@ var MessagingService_ServiceDesc = grpc.ServiceDesc{
 			ClientStreams: true,
 		},
 	},
-	Metadata: "apache/rocketmq/v2/service.proto",
+	Metadata: "rocketry/rocketmq/v2/service.proto",
 }

@@ -3,7 +3,12 @@
 // SimpleConsumer, which the test broker serves.
 //
 // As in definition.proto, every name, field number and enum value is the wire
-// contract of apache/rocketmq-apis; the comments are ours. gRPC does not need
+// contract of apache/rocketmq-apis; the comments are ours. The proto package
+// is ours (see definition.proto); the gRPC method paths are upstream's,
+// /apache.rocketmq.v2.MessagingService/<Method>: `go generate` sets the
+// service name in the generated service_grpc.pb.go after buf generate
+// (internal/cmd/grpcservicename), and TestWireServiceName checks it against
+// the official Go client's. gRPC does not need
 // a service to list every method, so the RPCs that neither a producer nor a
 // SimpleConsumer calls (QueryAssignment, PullMessage, offsets,
 // ForwardMessageToDeadLetterQueue, SyncLiteSubscription) are left out.
@@ -12,7 +17,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: apache/rocketmq/v2/service.proto
+// source: rocketry/rocketmq/v2/service.proto
 
 package rocketmqv2
 
@@ -45,7 +50,7 @@ type QueryRouteRequest struct {
 
 func (x *QueryRouteRequest) Reset() {
 	*x = QueryRouteRequest{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[0]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -57,7 +62,7 @@ func (x *QueryRouteRequest) String() string {
 func (*QueryRouteRequest) ProtoMessage() {}
 
 func (x *QueryRouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[0]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -70,7 +75,7 @@ func (x *QueryRouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRouteRequest.ProtoReflect.Descriptor instead.
 func (*QueryRouteRequest) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{0}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *QueryRouteRequest) GetTopic() *Resource {
@@ -98,7 +103,7 @@ type QueryRouteResponse struct {
 
 func (x *QueryRouteResponse) Reset() {
 	*x = QueryRouteResponse{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[1]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -110,7 +115,7 @@ func (x *QueryRouteResponse) String() string {
 func (*QueryRouteResponse) ProtoMessage() {}
 
 func (x *QueryRouteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[1]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -123,7 +128,7 @@ func (x *QueryRouteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRouteResponse.ProtoReflect.Descriptor instead.
 func (*QueryRouteResponse) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{1}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *QueryRouteResponse) GetStatus() *Status {
@@ -150,7 +155,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[2]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -162,7 +167,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[2]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -175,7 +180,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{2}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SendMessageRequest) GetMessages() []*Message {
@@ -203,7 +208,7 @@ type SendResultEntry struct {
 
 func (x *SendResultEntry) Reset() {
 	*x = SendResultEntry{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[3]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -215,7 +220,7 @@ func (x *SendResultEntry) String() string {
 func (*SendResultEntry) ProtoMessage() {}
 
 func (x *SendResultEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[3]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -228,7 +233,7 @@ func (x *SendResultEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendResultEntry.ProtoReflect.Descriptor instead.
 func (*SendResultEntry) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{3}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *SendResultEntry) GetStatus() *Status {
@@ -278,7 +283,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[4]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -290,7 +295,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[4]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -303,7 +308,7 @@ func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
 func (*SendMessageResponse) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{4}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SendMessageResponse) GetStatus() *Status {
@@ -337,7 +342,7 @@ type ReceiveMessageRequest struct {
 
 func (x *ReceiveMessageRequest) Reset() {
 	*x = ReceiveMessageRequest{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[5]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -349,7 +354,7 @@ func (x *ReceiveMessageRequest) String() string {
 func (*ReceiveMessageRequest) ProtoMessage() {}
 
 func (x *ReceiveMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[5]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -362,7 +367,7 @@ func (x *ReceiveMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveMessageRequest.ProtoReflect.Descriptor instead.
 func (*ReceiveMessageRequest) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{5}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ReceiveMessageRequest) GetGroup() *Resource {
@@ -436,7 +441,7 @@ type ReceiveMessageResponse struct {
 
 func (x *ReceiveMessageResponse) Reset() {
 	*x = ReceiveMessageResponse{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[6]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -448,7 +453,7 @@ func (x *ReceiveMessageResponse) String() string {
 func (*ReceiveMessageResponse) ProtoMessage() {}
 
 func (x *ReceiveMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[6]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -461,7 +466,7 @@ func (x *ReceiveMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveMessageResponse.ProtoReflect.Descriptor instead.
 func (*ReceiveMessageResponse) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{6}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReceiveMessageResponse) GetContent() isReceiveMessageResponse_Content {
@@ -532,7 +537,7 @@ type AckMessageEntry struct {
 
 func (x *AckMessageEntry) Reset() {
 	*x = AckMessageEntry{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[7]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -544,7 +549,7 @@ func (x *AckMessageEntry) String() string {
 func (*AckMessageEntry) ProtoMessage() {}
 
 func (x *AckMessageEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[7]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -557,7 +562,7 @@ func (x *AckMessageEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckMessageEntry.ProtoReflect.Descriptor instead.
 func (*AckMessageEntry) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{7}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AckMessageEntry) GetMessageId() string {
@@ -593,7 +598,7 @@ type AckMessageRequest struct {
 
 func (x *AckMessageRequest) Reset() {
 	*x = AckMessageRequest{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[8]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -605,7 +610,7 @@ func (x *AckMessageRequest) String() string {
 func (*AckMessageRequest) ProtoMessage() {}
 
 func (x *AckMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[8]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -618,7 +623,7 @@ func (x *AckMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckMessageRequest.ProtoReflect.Descriptor instead.
 func (*AckMessageRequest) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{8}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AckMessageRequest) GetGroup() *Resource {
@@ -654,7 +659,7 @@ type AckMessageResultEntry struct {
 
 func (x *AckMessageResultEntry) Reset() {
 	*x = AckMessageResultEntry{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[9]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -666,7 +671,7 @@ func (x *AckMessageResultEntry) String() string {
 func (*AckMessageResultEntry) ProtoMessage() {}
 
 func (x *AckMessageResultEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[9]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -679,7 +684,7 @@ func (x *AckMessageResultEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckMessageResultEntry.ProtoReflect.Descriptor instead.
 func (*AckMessageResultEntry) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{9}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AckMessageResultEntry) GetMessageId() string {
@@ -714,7 +719,7 @@ type AckMessageResponse struct {
 
 func (x *AckMessageResponse) Reset() {
 	*x = AckMessageResponse{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[10]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +731,7 @@ func (x *AckMessageResponse) String() string {
 func (*AckMessageResponse) ProtoMessage() {}
 
 func (x *AckMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[10]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +744,7 @@ func (x *AckMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckMessageResponse.ProtoReflect.Descriptor instead.
 func (*AckMessageResponse) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{10}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AckMessageResponse) GetStatus() *Status {
@@ -774,7 +779,7 @@ type ChangeInvisibleDurationRequest struct {
 
 func (x *ChangeInvisibleDurationRequest) Reset() {
 	*x = ChangeInvisibleDurationRequest{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[11]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +791,7 @@ func (x *ChangeInvisibleDurationRequest) String() string {
 func (*ChangeInvisibleDurationRequest) ProtoMessage() {}
 
 func (x *ChangeInvisibleDurationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[11]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +804,7 @@ func (x *ChangeInvisibleDurationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeInvisibleDurationRequest.ProtoReflect.Descriptor instead.
 func (*ChangeInvisibleDurationRequest) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{11}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ChangeInvisibleDurationRequest) GetGroup() *Resource {
@@ -863,7 +868,7 @@ type ChangeInvisibleDurationResponse struct {
 
 func (x *ChangeInvisibleDurationResponse) Reset() {
 	*x = ChangeInvisibleDurationResponse{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[12]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -875,7 +880,7 @@ func (x *ChangeInvisibleDurationResponse) String() string {
 func (*ChangeInvisibleDurationResponse) ProtoMessage() {}
 
 func (x *ChangeInvisibleDurationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[12]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -888,7 +893,7 @@ func (x *ChangeInvisibleDurationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeInvisibleDurationResponse.ProtoReflect.Descriptor instead.
 func (*ChangeInvisibleDurationResponse) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{12}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ChangeInvisibleDurationResponse) GetStatus() *Status {
@@ -909,14 +914,14 @@ func (x *ChangeInvisibleDurationResponse) GetReceiptHandle() string {
 type HeartbeatRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Group         *Resource              `protobuf:"bytes,1,opt,name=group,proto3,oneof" json:"group,omitempty"`
-	ClientType    ClientType             `protobuf:"varint,2,opt,name=client_type,json=clientType,proto3,enum=apache.rocketmq.v2.ClientType" json:"client_type,omitempty"`
+	ClientType    ClientType             `protobuf:"varint,2,opt,name=client_type,json=clientType,proto3,enum=rocketry.rocketmq.v2.ClientType" json:"client_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[13]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +933,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[13]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +946,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{13}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HeartbeatRequest) GetGroup() *Resource {
@@ -968,7 +973,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[14]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +985,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[14]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +998,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{14}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HeartbeatResponse) GetStatus() *Status {
@@ -1009,8 +1014,8 @@ type EndTransactionRequest struct {
 	Topic         *Resource              `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	MessageId     string                 `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	TransactionId string                 `protobuf:"bytes,3,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
-	Resolution    TransactionResolution  `protobuf:"varint,4,opt,name=resolution,proto3,enum=apache.rocketmq.v2.TransactionResolution" json:"resolution,omitempty"`
-	Source        TransactionSource      `protobuf:"varint,5,opt,name=source,proto3,enum=apache.rocketmq.v2.TransactionSource" json:"source,omitempty"`
+	Resolution    TransactionResolution  `protobuf:"varint,4,opt,name=resolution,proto3,enum=rocketry.rocketmq.v2.TransactionResolution" json:"resolution,omitempty"`
+	Source        TransactionSource      `protobuf:"varint,5,opt,name=source,proto3,enum=rocketry.rocketmq.v2.TransactionSource" json:"source,omitempty"`
 	TraceContext  string                 `protobuf:"bytes,6,opt,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1018,7 +1023,7 @@ type EndTransactionRequest struct {
 
 func (x *EndTransactionRequest) Reset() {
 	*x = EndTransactionRequest{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[15]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1030,7 +1035,7 @@ func (x *EndTransactionRequest) String() string {
 func (*EndTransactionRequest) ProtoMessage() {}
 
 func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[15]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1043,7 +1048,7 @@ func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionRequest.ProtoReflect.Descriptor instead.
 func (*EndTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{15}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *EndTransactionRequest) GetTopic() *Resource {
@@ -1098,7 +1103,7 @@ type EndTransactionResponse struct {
 
 func (x *EndTransactionResponse) Reset() {
 	*x = EndTransactionResponse{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[16]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1115,7 @@ func (x *EndTransactionResponse) String() string {
 func (*EndTransactionResponse) ProtoMessage() {}
 
 func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[16]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1128,7 @@ func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionResponse.ProtoReflect.Descriptor instead.
 func (*EndTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{16}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *EndTransactionResponse) GetStatus() *Status {
@@ -1143,7 +1148,7 @@ type PrintThreadStackTraceCommand struct {
 
 func (x *PrintThreadStackTraceCommand) Reset() {
 	*x = PrintThreadStackTraceCommand{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[17]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1160,7 @@ func (x *PrintThreadStackTraceCommand) String() string {
 func (*PrintThreadStackTraceCommand) ProtoMessage() {}
 
 func (x *PrintThreadStackTraceCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[17]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1173,7 @@ func (x *PrintThreadStackTraceCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrintThreadStackTraceCommand.ProtoReflect.Descriptor instead.
 func (*PrintThreadStackTraceCommand) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{17}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PrintThreadStackTraceCommand) GetNonce() string {
@@ -1189,7 +1194,7 @@ type ReconnectEndpointsCommand struct {
 
 func (x *ReconnectEndpointsCommand) Reset() {
 	*x = ReconnectEndpointsCommand{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[18]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1201,7 +1206,7 @@ func (x *ReconnectEndpointsCommand) String() string {
 func (*ReconnectEndpointsCommand) ProtoMessage() {}
 
 func (x *ReconnectEndpointsCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[18]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1214,7 +1219,7 @@ func (x *ReconnectEndpointsCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconnectEndpointsCommand.ProtoReflect.Descriptor instead.
 func (*ReconnectEndpointsCommand) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{18}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReconnectEndpointsCommand) GetNonce() string {
@@ -1235,7 +1240,7 @@ type ThreadStackTrace struct {
 
 func (x *ThreadStackTrace) Reset() {
 	*x = ThreadStackTrace{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[19]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1247,7 +1252,7 @@ func (x *ThreadStackTrace) String() string {
 func (*ThreadStackTrace) ProtoMessage() {}
 
 func (x *ThreadStackTrace) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[19]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1260,7 +1265,7 @@ func (x *ThreadStackTrace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadStackTrace.ProtoReflect.Descriptor instead.
 func (*ThreadStackTrace) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{19}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ThreadStackTrace) GetNonce() string {
@@ -1288,7 +1293,7 @@ type VerifyMessageCommand struct {
 
 func (x *VerifyMessageCommand) Reset() {
 	*x = VerifyMessageCommand{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[20]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1300,7 +1305,7 @@ func (x *VerifyMessageCommand) String() string {
 func (*VerifyMessageCommand) ProtoMessage() {}
 
 func (x *VerifyMessageCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[20]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1313,7 +1318,7 @@ func (x *VerifyMessageCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyMessageCommand.ProtoReflect.Descriptor instead.
 func (*VerifyMessageCommand) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{20}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *VerifyMessageCommand) GetNonce() string {
@@ -1340,7 +1345,7 @@ type VerifyMessageResult struct {
 
 func (x *VerifyMessageResult) Reset() {
 	*x = VerifyMessageResult{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[21]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1357,7 @@ func (x *VerifyMessageResult) String() string {
 func (*VerifyMessageResult) ProtoMessage() {}
 
 func (x *VerifyMessageResult) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[21]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1370,7 @@ func (x *VerifyMessageResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyMessageResult.ProtoReflect.Descriptor instead.
 func (*VerifyMessageResult) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{21}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *VerifyMessageResult) GetNonce() string {
@@ -1388,7 +1393,7 @@ type RecoverOrphanedTransactionCommand struct {
 
 func (x *RecoverOrphanedTransactionCommand) Reset() {
 	*x = RecoverOrphanedTransactionCommand{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[22]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1405,7 @@ func (x *RecoverOrphanedTransactionCommand) String() string {
 func (*RecoverOrphanedTransactionCommand) ProtoMessage() {}
 
 func (x *RecoverOrphanedTransactionCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[22]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1418,7 @@ func (x *RecoverOrphanedTransactionCommand) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use RecoverOrphanedTransactionCommand.ProtoReflect.Descriptor instead.
 func (*RecoverOrphanedTransactionCommand) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{22}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RecoverOrphanedTransactionCommand) GetMessage() *Message {
@@ -1440,7 +1445,7 @@ type NotifyUnsubscribeLiteCommand struct {
 
 func (x *NotifyUnsubscribeLiteCommand) Reset() {
 	*x = NotifyUnsubscribeLiteCommand{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[23]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1452,7 +1457,7 @@ func (x *NotifyUnsubscribeLiteCommand) String() string {
 func (*NotifyUnsubscribeLiteCommand) ProtoMessage() {}
 
 func (x *NotifyUnsubscribeLiteCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[23]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1465,7 +1470,7 @@ func (x *NotifyUnsubscribeLiteCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyUnsubscribeLiteCommand.ProtoReflect.Descriptor instead.
 func (*NotifyUnsubscribeLiteCommand) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{23}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *NotifyUnsubscribeLiteCommand) GetLiteTopic() string {
@@ -1497,7 +1502,7 @@ type TelemetryCommand struct {
 
 func (x *TelemetryCommand) Reset() {
 	*x = TelemetryCommand{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[24]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1509,7 +1514,7 @@ func (x *TelemetryCommand) String() string {
 func (*TelemetryCommand) ProtoMessage() {}
 
 func (x *TelemetryCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[24]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1522,7 +1527,7 @@ func (x *TelemetryCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TelemetryCommand.ProtoReflect.Descriptor instead.
 func (*TelemetryCommand) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{24}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TelemetryCommand) GetStatus() *Status {
@@ -1676,7 +1681,7 @@ type NotifyClientTerminationRequest struct {
 
 func (x *NotifyClientTerminationRequest) Reset() {
 	*x = NotifyClientTerminationRequest{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[25]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1688,7 +1693,7 @@ func (x *NotifyClientTerminationRequest) String() string {
 func (*NotifyClientTerminationRequest) ProtoMessage() {}
 
 func (x *NotifyClientTerminationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[25]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1701,7 +1706,7 @@ func (x *NotifyClientTerminationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyClientTerminationRequest.ProtoReflect.Descriptor instead.
 func (*NotifyClientTerminationRequest) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{25}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *NotifyClientTerminationRequest) GetGroup() *Resource {
@@ -1721,7 +1726,7 @@ type NotifyClientTerminationResponse struct {
 
 func (x *NotifyClientTerminationResponse) Reset() {
 	*x = NotifyClientTerminationResponse{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[26]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1733,7 +1738,7 @@ func (x *NotifyClientTerminationResponse) String() string {
 func (*NotifyClientTerminationResponse) ProtoMessage() {}
 
 func (x *NotifyClientTerminationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[26]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1746,7 +1751,7 @@ func (x *NotifyClientTerminationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyClientTerminationResponse.ProtoReflect.Descriptor instead.
 func (*NotifyClientTerminationResponse) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{26}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *NotifyClientTerminationResponse) GetStatus() *Status {
@@ -1768,7 +1773,7 @@ type RecallMessageRequest struct {
 
 func (x *RecallMessageRequest) Reset() {
 	*x = RecallMessageRequest{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[27]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1780,7 +1785,7 @@ func (x *RecallMessageRequest) String() string {
 func (*RecallMessageRequest) ProtoMessage() {}
 
 func (x *RecallMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[27]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1793,7 +1798,7 @@ func (x *RecallMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecallMessageRequest.ProtoReflect.Descriptor instead.
 func (*RecallMessageRequest) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{27}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RecallMessageRequest) GetTopic() *Resource {
@@ -1822,7 +1827,7 @@ type RecallMessageResponse struct {
 
 func (x *RecallMessageResponse) Reset() {
 	*x = RecallMessageResponse{}
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[28]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +1839,7 @@ func (x *RecallMessageResponse) String() string {
 func (*RecallMessageResponse) ProtoMessage() {}
 
 func (x *RecallMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_service_proto_msgTypes[28]
+	mi := &file_rocketry_rocketmq_v2_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +1852,7 @@ func (x *RecallMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecallMessageResponse.ProtoReflect.Descriptor instead.
 func (*RecallMessageResponse) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_service_proto_rawDescGZIP(), []int{28}
+	return file_rocketry_rocketmq_v2_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RecallMessageResponse) GetStatus() *Status {
@@ -1864,33 +1869,33 @@ func (x *RecallMessageResponse) GetMessageId() string {
 	return ""
 }
 
-var File_apache_rocketmq_v2_service_proto protoreflect.FileDescriptor
+var File_rocketry_rocketmq_v2_service_proto protoreflect.FileDescriptor
 
-const file_apache_rocketmq_v2_service_proto_rawDesc = "" +
+const file_rocketry_rocketmq_v2_service_proto_rawDesc = "" +
 	"\n" +
-	" apache/rocketmq/v2/service.proto\x12\x12apache.rocketmq.v2\x1a#apache/rocketmq/v2/definition.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x84\x01\n" +
-	"\x11QueryRouteRequest\x122\n" +
-	"\x05topic\x18\x01 \x01(\v2\x1c.apache.rocketmq.v2.ResourceR\x05topic\x12;\n" +
-	"\tendpoints\x18\x02 \x01(\v2\x1d.apache.rocketmq.v2.EndpointsR\tendpoints\"\x91\x01\n" +
-	"\x12QueryRouteResponse\x122\n" +
-	"\x06status\x18\x01 \x01(\v2\x1a.apache.rocketmq.v2.StatusR\x06status\x12G\n" +
-	"\x0emessage_queues\x18\x02 \x03(\v2 .apache.rocketmq.v2.MessageQueueR\rmessageQueues\"M\n" +
-	"\x12SendMessageRequest\x127\n" +
-	"\bmessages\x18\x01 \x03(\v2\x1b.apache.rocketmq.v2.MessageR\bmessages\"\xc8\x01\n" +
-	"\x0fSendResultEntry\x122\n" +
-	"\x06status\x18\x01 \x01(\v2\x1a.apache.rocketmq.v2.StatusR\x06status\x12\x1d\n" +
+	"\"rocketry/rocketmq/v2/service.proto\x12\x14rocketry.rocketmq.v2\x1a%rocketry/rocketmq/v2/definition.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x88\x01\n" +
+	"\x11QueryRouteRequest\x124\n" +
+	"\x05topic\x18\x01 \x01(\v2\x1e.rocketry.rocketmq.v2.ResourceR\x05topic\x12=\n" +
+	"\tendpoints\x18\x02 \x01(\v2\x1f.rocketry.rocketmq.v2.EndpointsR\tendpoints\"\x95\x01\n" +
+	"\x12QueryRouteResponse\x124\n" +
+	"\x06status\x18\x01 \x01(\v2\x1c.rocketry.rocketmq.v2.StatusR\x06status\x12I\n" +
+	"\x0emessage_queues\x18\x02 \x03(\v2\".rocketry.rocketmq.v2.MessageQueueR\rmessageQueues\"O\n" +
+	"\x12SendMessageRequest\x129\n" +
+	"\bmessages\x18\x01 \x03(\v2\x1d.rocketry.rocketmq.v2.MessageR\bmessages\"\xca\x01\n" +
+	"\x0fSendResultEntry\x124\n" +
+	"\x06status\x18\x01 \x01(\v2\x1c.rocketry.rocketmq.v2.StatusR\x06status\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x02 \x01(\tR\tmessageId\x12%\n" +
 	"\x0etransaction_id\x18\x03 \x01(\tR\rtransactionId\x12\x16\n" +
 	"\x06offset\x18\x04 \x01(\x03R\x06offset\x12#\n" +
-	"\rrecall_handle\x18\x05 \x01(\tR\frecallHandle\"\x88\x01\n" +
-	"\x13SendMessageResponse\x122\n" +
-	"\x06status\x18\x01 \x01(\v2\x1a.apache.rocketmq.v2.StatusR\x06status\x12=\n" +
-	"\aentries\x18\x02 \x03(\v2#.apache.rocketmq.v2.SendResultEntryR\aentries\"\xa7\x04\n" +
-	"\x15ReceiveMessageRequest\x122\n" +
-	"\x05group\x18\x01 \x01(\v2\x1c.apache.rocketmq.v2.ResourceR\x05group\x12E\n" +
-	"\rmessage_queue\x18\x02 \x01(\v2 .apache.rocketmq.v2.MessageQueueR\fmessageQueue\x12Q\n" +
-	"\x11filter_expression\x18\x03 \x01(\v2$.apache.rocketmq.v2.FilterExpressionR\x10filterExpression\x12\x1d\n" +
+	"\rrecall_handle\x18\x05 \x01(\tR\frecallHandle\"\x8c\x01\n" +
+	"\x13SendMessageResponse\x124\n" +
+	"\x06status\x18\x01 \x01(\v2\x1c.rocketry.rocketmq.v2.StatusR\x06status\x12?\n" +
+	"\aentries\x18\x02 \x03(\v2%.rocketry.rocketmq.v2.SendResultEntryR\aentries\"\xad\x04\n" +
+	"\x15ReceiveMessageRequest\x124\n" +
+	"\x05group\x18\x01 \x01(\v2\x1e.rocketry.rocketmq.v2.ResourceR\x05group\x12G\n" +
+	"\rmessage_queue\x18\x02 \x01(\v2\".rocketry.rocketmq.v2.MessageQueueR\fmessageQueue\x12S\n" +
+	"\x11filter_expression\x18\x03 \x01(\v2&.rocketry.rocketmq.v2.FilterExpressionR\x10filterExpression\x12\x1d\n" +
 	"\n" +
 	"batch_size\x18\x04 \x01(\x05R\tbatchSize\x12M\n" +
 	"\x12invisible_duration\x18\x05 \x01(\v2\x19.google.protobuf.DurationH\x00R\x11invisibleDuration\x88\x01\x01\x12\x1d\n" +
@@ -1901,10 +1906,10 @@ const file_apache_rocketmq_v2_service_proto_rawDesc = "" +
 	"attempt_id\x18\b \x01(\tH\x02R\tattemptId\x88\x01\x01B\x15\n" +
 	"\x13_invisible_durationB\x17\n" +
 	"\x15_long_polling_timeoutB\r\n" +
-	"\v_attempt_id\"\xdf\x01\n" +
-	"\x16ReceiveMessageResponse\x124\n" +
-	"\x06status\x18\x01 \x01(\v2\x1a.apache.rocketmq.v2.StatusH\x00R\x06status\x127\n" +
-	"\amessage\x18\x02 \x01(\v2\x1b.apache.rocketmq.v2.MessageH\x00R\amessage\x12K\n" +
+	"\v_attempt_id\"\xe3\x01\n" +
+	"\x16ReceiveMessageResponse\x126\n" +
+	"\x06status\x18\x01 \x01(\v2\x1c.rocketry.rocketmq.v2.StatusH\x00R\x06status\x129\n" +
+	"\amessage\x18\x02 \x01(\v2\x1d.rocketry.rocketmq.v2.MessageH\x00R\amessage\x12K\n" +
 	"\x12delivery_timestamp\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\x11deliveryTimestampB\t\n" +
 	"\acontent\"\x8a\x01\n" +
 	"\x0fAckMessageEntry\x12\x1d\n" +
@@ -1913,22 +1918,22 @@ const file_apache_rocketmq_v2_service_proto_rawDesc = "" +
 	"\x0ereceipt_handle\x18\x02 \x01(\tR\rreceiptHandle\x12\"\n" +
 	"\n" +
 	"lite_topic\x18\x03 \x01(\tH\x00R\tliteTopic\x88\x01\x01B\r\n" +
-	"\v_lite_topic\"\xba\x01\n" +
-	"\x11AckMessageRequest\x122\n" +
-	"\x05group\x18\x01 \x01(\v2\x1c.apache.rocketmq.v2.ResourceR\x05group\x122\n" +
-	"\x05topic\x18\x02 \x01(\v2\x1c.apache.rocketmq.v2.ResourceR\x05topic\x12=\n" +
-	"\aentries\x18\x03 \x03(\v2#.apache.rocketmq.v2.AckMessageEntryR\aentries\"\x91\x01\n" +
+	"\v_lite_topic\"\xc0\x01\n" +
+	"\x11AckMessageRequest\x124\n" +
+	"\x05group\x18\x01 \x01(\v2\x1e.rocketry.rocketmq.v2.ResourceR\x05group\x124\n" +
+	"\x05topic\x18\x02 \x01(\v2\x1e.rocketry.rocketmq.v2.ResourceR\x05topic\x12?\n" +
+	"\aentries\x18\x03 \x03(\v2%.rocketry.rocketmq.v2.AckMessageEntryR\aentries\"\x93\x01\n" +
 	"\x15AckMessageResultEntry\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12%\n" +
-	"\x0ereceipt_handle\x18\x02 \x01(\tR\rreceiptHandle\x122\n" +
-	"\x06status\x18\x03 \x01(\v2\x1a.apache.rocketmq.v2.StatusR\x06status\"\x8d\x01\n" +
-	"\x12AckMessageResponse\x122\n" +
-	"\x06status\x18\x01 \x01(\v2\x1a.apache.rocketmq.v2.StatusR\x06status\x12C\n" +
-	"\aentries\x18\x02 \x03(\v2).apache.rocketmq.v2.AckMessageResultEntryR\aentries\"\xf6\x02\n" +
-	"\x1eChangeInvisibleDurationRequest\x122\n" +
-	"\x05group\x18\x01 \x01(\v2\x1c.apache.rocketmq.v2.ResourceR\x05group\x122\n" +
-	"\x05topic\x18\x02 \x01(\v2\x1c.apache.rocketmq.v2.ResourceR\x05topic\x12%\n" +
+	"\x0ereceipt_handle\x18\x02 \x01(\tR\rreceiptHandle\x124\n" +
+	"\x06status\x18\x03 \x01(\v2\x1c.rocketry.rocketmq.v2.StatusR\x06status\"\x91\x01\n" +
+	"\x12AckMessageResponse\x124\n" +
+	"\x06status\x18\x01 \x01(\v2\x1c.rocketry.rocketmq.v2.StatusR\x06status\x12E\n" +
+	"\aentries\x18\x02 \x03(\v2+.rocketry.rocketmq.v2.AckMessageResultEntryR\aentries\"\xfa\x02\n" +
+	"\x1eChangeInvisibleDurationRequest\x124\n" +
+	"\x05group\x18\x01 \x01(\v2\x1e.rocketry.rocketmq.v2.ResourceR\x05group\x124\n" +
+	"\x05topic\x18\x02 \x01(\v2\x1e.rocketry.rocketmq.v2.ResourceR\x05topic\x12%\n" +
 	"\x0ereceipt_handle\x18\x03 \x01(\tR\rreceiptHandle\x12H\n" +
 	"\x12invisible_duration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x11invisibleDuration\x12\x1d\n" +
 	"\n" +
@@ -1938,29 +1943,29 @@ const file_apache_rocketmq_v2_service_proto_rawDesc = "" +
 	"\asuspend\x18\a \x01(\bH\x01R\asuspend\x88\x01\x01B\r\n" +
 	"\v_lite_topicB\n" +
 	"\n" +
-	"\b_suspend\"|\n" +
-	"\x1fChangeInvisibleDurationResponse\x122\n" +
-	"\x06status\x18\x01 \x01(\v2\x1a.apache.rocketmq.v2.StatusR\x06status\x12%\n" +
-	"\x0ereceipt_handle\x18\x02 \x01(\tR\rreceiptHandle\"\x96\x01\n" +
-	"\x10HeartbeatRequest\x127\n" +
-	"\x05group\x18\x01 \x01(\v2\x1c.apache.rocketmq.v2.ResourceH\x00R\x05group\x88\x01\x01\x12?\n" +
-	"\vclient_type\x18\x02 \x01(\x0e2\x1e.apache.rocketmq.v2.ClientTypeR\n" +
+	"\b_suspend\"~\n" +
+	"\x1fChangeInvisibleDurationResponse\x124\n" +
+	"\x06status\x18\x01 \x01(\v2\x1c.rocketry.rocketmq.v2.StatusR\x06status\x12%\n" +
+	"\x0ereceipt_handle\x18\x02 \x01(\tR\rreceiptHandle\"\x9a\x01\n" +
+	"\x10HeartbeatRequest\x129\n" +
+	"\x05group\x18\x01 \x01(\v2\x1e.rocketry.rocketmq.v2.ResourceH\x00R\x05group\x88\x01\x01\x12A\n" +
+	"\vclient_type\x18\x02 \x01(\x0e2 .rocketry.rocketmq.v2.ClientTypeR\n" +
 	"clientTypeB\b\n" +
-	"\x06_group\"G\n" +
-	"\x11HeartbeatResponse\x122\n" +
-	"\x06status\x18\x01 \x01(\v2\x1a.apache.rocketmq.v2.StatusR\x06status\"\xc0\x02\n" +
-	"\x15EndTransactionRequest\x122\n" +
-	"\x05topic\x18\x01 \x01(\v2\x1c.apache.rocketmq.v2.ResourceR\x05topic\x12\x1d\n" +
+	"\x06_group\"I\n" +
+	"\x11HeartbeatResponse\x124\n" +
+	"\x06status\x18\x01 \x01(\v2\x1c.rocketry.rocketmq.v2.StatusR\x06status\"\xc6\x02\n" +
+	"\x15EndTransactionRequest\x124\n" +
+	"\x05topic\x18\x01 \x01(\v2\x1e.rocketry.rocketmq.v2.ResourceR\x05topic\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x02 \x01(\tR\tmessageId\x12%\n" +
-	"\x0etransaction_id\x18\x03 \x01(\tR\rtransactionId\x12I\n" +
+	"\x0etransaction_id\x18\x03 \x01(\tR\rtransactionId\x12K\n" +
 	"\n" +
-	"resolution\x18\x04 \x01(\x0e2).apache.rocketmq.v2.TransactionResolutionR\n" +
-	"resolution\x12=\n" +
-	"\x06source\x18\x05 \x01(\x0e2%.apache.rocketmq.v2.TransactionSourceR\x06source\x12#\n" +
-	"\rtrace_context\x18\x06 \x01(\tR\ftraceContext\"L\n" +
-	"\x16EndTransactionResponse\x122\n" +
-	"\x06status\x18\x01 \x01(\v2\x1a.apache.rocketmq.v2.StatusR\x06status\"4\n" +
+	"resolution\x18\x04 \x01(\x0e2+.rocketry.rocketmq.v2.TransactionResolutionR\n" +
+	"resolution\x12?\n" +
+	"\x06source\x18\x05 \x01(\x0e2'.rocketry.rocketmq.v2.TransactionSourceR\x06source\x12#\n" +
+	"\rtrace_context\x18\x06 \x01(\tR\ftraceContext\"N\n" +
+	"\x16EndTransactionResponse\x124\n" +
+	"\x06status\x18\x01 \x01(\v2\x1c.rocketry.rocketmq.v2.StatusR\x06status\"4\n" +
 	"\x1cPrintThreadStackTraceCommand\x12\x14\n" +
 	"\x05nonce\x18\x01 \x01(\tR\x05nonce\"1\n" +
 	"\x19ReconnectEndpointsCommand\x12\x14\n" +
@@ -1968,181 +1973,181 @@ const file_apache_rocketmq_v2_service_proto_rawDesc = "" +
 	"\x10ThreadStackTrace\x12\x14\n" +
 	"\x05nonce\x18\x01 \x01(\tR\x05nonce\x121\n" +
 	"\x12thread_stack_trace\x18\x02 \x01(\tH\x00R\x10threadStackTrace\x88\x01\x01B\x15\n" +
-	"\x13_thread_stack_trace\"c\n" +
+	"\x13_thread_stack_trace\"e\n" +
 	"\x14VerifyMessageCommand\x12\x14\n" +
-	"\x05nonce\x18\x01 \x01(\tR\x05nonce\x125\n" +
-	"\amessage\x18\x02 \x01(\v2\x1b.apache.rocketmq.v2.MessageR\amessage\"+\n" +
+	"\x05nonce\x18\x01 \x01(\tR\x05nonce\x127\n" +
+	"\amessage\x18\x02 \x01(\v2\x1d.rocketry.rocketmq.v2.MessageR\amessage\"+\n" +
 	"\x13VerifyMessageResult\x12\x14\n" +
-	"\x05nonce\x18\x01 \x01(\tR\x05nonce\"\x81\x01\n" +
-	"!RecoverOrphanedTransactionCommand\x125\n" +
-	"\amessage\x18\x01 \x01(\v2\x1b.apache.rocketmq.v2.MessageR\amessage\x12%\n" +
+	"\x05nonce\x18\x01 \x01(\tR\x05nonce\"\x83\x01\n" +
+	"!RecoverOrphanedTransactionCommand\x127\n" +
+	"\amessage\x18\x01 \x01(\v2\x1d.rocketry.rocketmq.v2.MessageR\amessage\x12%\n" +
 	"\x0etransaction_id\x18\x02 \x01(\tR\rtransactionId\"=\n" +
 	"\x1cNotifyUnsubscribeLiteCommand\x12\x1d\n" +
 	"\n" +
-	"lite_topic\x18\x01 \x01(\tR\tliteTopic\"\xa7\a\n" +
-	"\x10TelemetryCommand\x127\n" +
-	"\x06status\x18\x01 \x01(\v2\x1a.apache.rocketmq.v2.StatusH\x01R\x06status\x88\x01\x01\x12:\n" +
-	"\bsettings\x18\x02 \x01(\v2\x1c.apache.rocketmq.v2.SettingsH\x00R\bsettings\x12T\n" +
-	"\x12thread_stack_trace\x18\x03 \x01(\v2$.apache.rocketmq.v2.ThreadStackTraceH\x00R\x10threadStackTrace\x12]\n" +
-	"\x15verify_message_result\x18\x04 \x01(\v2'.apache.rocketmq.v2.VerifyMessageResultH\x00R\x13verifyMessageResult\x12\x88\x01\n" +
-	"$recover_orphaned_transaction_command\x18\x05 \x01(\v25.apache.rocketmq.v2.RecoverOrphanedTransactionCommandH\x00R!recoverOrphanedTransactionCommand\x12z\n" +
-	" print_thread_stack_trace_command\x18\x06 \x01(\v20.apache.rocketmq.v2.PrintThreadStackTraceCommandH\x00R\x1cprintThreadStackTraceCommand\x12`\n" +
-	"\x16verify_message_command\x18\a \x01(\v2(.apache.rocketmq.v2.VerifyMessageCommandH\x00R\x14verifyMessageCommand\x12o\n" +
-	"\x1breconnect_endpoints_command\x18\b \x01(\v2-.apache.rocketmq.v2.ReconnectEndpointsCommandH\x00R\x19reconnectEndpointsCommand\x12y\n" +
-	"\x1fnotify_unsubscribe_lite_command\x18\t \x01(\v20.apache.rocketmq.v2.NotifyUnsubscribeLiteCommandH\x00R\x1cnotifyUnsubscribeLiteCommandB\t\n" +
+	"lite_topic\x18\x01 \x01(\tR\tliteTopic\"\xb9\a\n" +
+	"\x10TelemetryCommand\x129\n" +
+	"\x06status\x18\x01 \x01(\v2\x1c.rocketry.rocketmq.v2.StatusH\x01R\x06status\x88\x01\x01\x12<\n" +
+	"\bsettings\x18\x02 \x01(\v2\x1e.rocketry.rocketmq.v2.SettingsH\x00R\bsettings\x12V\n" +
+	"\x12thread_stack_trace\x18\x03 \x01(\v2&.rocketry.rocketmq.v2.ThreadStackTraceH\x00R\x10threadStackTrace\x12_\n" +
+	"\x15verify_message_result\x18\x04 \x01(\v2).rocketry.rocketmq.v2.VerifyMessageResultH\x00R\x13verifyMessageResult\x12\x8a\x01\n" +
+	"$recover_orphaned_transaction_command\x18\x05 \x01(\v27.rocketry.rocketmq.v2.RecoverOrphanedTransactionCommandH\x00R!recoverOrphanedTransactionCommand\x12|\n" +
+	" print_thread_stack_trace_command\x18\x06 \x01(\v22.rocketry.rocketmq.v2.PrintThreadStackTraceCommandH\x00R\x1cprintThreadStackTraceCommand\x12b\n" +
+	"\x16verify_message_command\x18\a \x01(\v2*.rocketry.rocketmq.v2.VerifyMessageCommandH\x00R\x14verifyMessageCommand\x12q\n" +
+	"\x1breconnect_endpoints_command\x18\b \x01(\v2/.rocketry.rocketmq.v2.ReconnectEndpointsCommandH\x00R\x19reconnectEndpointsCommand\x12{\n" +
+	"\x1fnotify_unsubscribe_lite_command\x18\t \x01(\v22.rocketry.rocketmq.v2.NotifyUnsubscribeLiteCommandH\x00R\x1cnotifyUnsubscribeLiteCommandB\t\n" +
 	"\acommandB\t\n" +
-	"\a_status\"c\n" +
-	"\x1eNotifyClientTerminationRequest\x127\n" +
-	"\x05group\x18\x01 \x01(\v2\x1c.apache.rocketmq.v2.ResourceH\x00R\x05group\x88\x01\x01B\b\n" +
-	"\x06_group\"U\n" +
-	"\x1fNotifyClientTerminationResponse\x122\n" +
-	"\x06status\x18\x01 \x01(\v2\x1a.apache.rocketmq.v2.StatusR\x06status\"o\n" +
-	"\x14RecallMessageRequest\x122\n" +
-	"\x05topic\x18\x01 \x01(\v2\x1c.apache.rocketmq.v2.ResourceR\x05topic\x12#\n" +
-	"\rrecall_handle\x18\x02 \x01(\tR\frecallHandle\"j\n" +
-	"\x15RecallMessageResponse\x122\n" +
-	"\x06status\x18\x01 \x01(\v2\x1a.apache.rocketmq.v2.StatusR\x06status\x12\x1d\n" +
+	"\a_status\"e\n" +
+	"\x1eNotifyClientTerminationRequest\x129\n" +
+	"\x05group\x18\x01 \x01(\v2\x1e.rocketry.rocketmq.v2.ResourceH\x00R\x05group\x88\x01\x01B\b\n" +
+	"\x06_group\"W\n" +
+	"\x1fNotifyClientTerminationResponse\x124\n" +
+	"\x06status\x18\x01 \x01(\v2\x1c.rocketry.rocketmq.v2.StatusR\x06status\"q\n" +
+	"\x14RecallMessageRequest\x124\n" +
+	"\x05topic\x18\x01 \x01(\v2\x1e.rocketry.rocketmq.v2.ResourceR\x05topic\x12#\n" +
+	"\rrecall_handle\x18\x02 \x01(\tR\frecallHandle\"l\n" +
+	"\x15RecallMessageResponse\x124\n" +
+	"\x06status\x18\x01 \x01(\v2\x1c.rocketry.rocketmq.v2.StatusR\x06status\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x02 \x01(\tR\tmessageId2\xbb\b\n" +
-	"\x10MessagingService\x12]\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId2\xe3\b\n" +
+	"\x10MessagingService\x12a\n" +
 	"\n" +
-	"QueryRoute\x12%.apache.rocketmq.v2.QueryRouteRequest\x1a&.apache.rocketmq.v2.QueryRouteResponse\"\x00\x12Z\n" +
-	"\tHeartbeat\x12$.apache.rocketmq.v2.HeartbeatRequest\x1a%.apache.rocketmq.v2.HeartbeatResponse\"\x00\x12`\n" +
-	"\vSendMessage\x12&.apache.rocketmq.v2.SendMessageRequest\x1a'.apache.rocketmq.v2.SendMessageResponse\"\x00\x12k\n" +
-	"\x0eReceiveMessage\x12).apache.rocketmq.v2.ReceiveMessageRequest\x1a*.apache.rocketmq.v2.ReceiveMessageResponse\"\x000\x01\x12]\n" +
+	"QueryRoute\x12'.rocketry.rocketmq.v2.QueryRouteRequest\x1a(.rocketry.rocketmq.v2.QueryRouteResponse\"\x00\x12^\n" +
+	"\tHeartbeat\x12&.rocketry.rocketmq.v2.HeartbeatRequest\x1a'.rocketry.rocketmq.v2.HeartbeatResponse\"\x00\x12d\n" +
+	"\vSendMessage\x12(.rocketry.rocketmq.v2.SendMessageRequest\x1a).rocketry.rocketmq.v2.SendMessageResponse\"\x00\x12o\n" +
+	"\x0eReceiveMessage\x12+.rocketry.rocketmq.v2.ReceiveMessageRequest\x1a,.rocketry.rocketmq.v2.ReceiveMessageResponse\"\x000\x01\x12a\n" +
 	"\n" +
-	"AckMessage\x12%.apache.rocketmq.v2.AckMessageRequest\x1a&.apache.rocketmq.v2.AckMessageResponse\"\x00\x12\x84\x01\n" +
-	"\x17ChangeInvisibleDuration\x122.apache.rocketmq.v2.ChangeInvisibleDurationRequest\x1a3.apache.rocketmq.v2.ChangeInvisibleDurationResponse\"\x00\x12i\n" +
-	"\x0eEndTransaction\x12).apache.rocketmq.v2.EndTransactionRequest\x1a*.apache.rocketmq.v2.EndTransactionResponse\"\x00\x12]\n" +
-	"\tTelemetry\x12$.apache.rocketmq.v2.TelemetryCommand\x1a$.apache.rocketmq.v2.TelemetryCommand\"\x00(\x010\x01\x12\x84\x01\n" +
-	"\x17NotifyClientTermination\x122.apache.rocketmq.v2.NotifyClientTerminationRequest\x1a3.apache.rocketmq.v2.NotifyClientTerminationResponse\"\x00\x12f\n" +
-	"\rRecallMessage\x12(.apache.rocketmq.v2.RecallMessageRequest\x1a).apache.rocketmq.v2.RecallMessageResponse\"\x00BCZAgithub.com/rocketry-go/rocketry/gen/apache/rocketmq/v2;rocketmqv2b\x06proto3"
+	"AckMessage\x12'.rocketry.rocketmq.v2.AckMessageRequest\x1a(.rocketry.rocketmq.v2.AckMessageResponse\"\x00\x12\x88\x01\n" +
+	"\x17ChangeInvisibleDuration\x124.rocketry.rocketmq.v2.ChangeInvisibleDurationRequest\x1a5.rocketry.rocketmq.v2.ChangeInvisibleDurationResponse\"\x00\x12m\n" +
+	"\x0eEndTransaction\x12+.rocketry.rocketmq.v2.EndTransactionRequest\x1a,.rocketry.rocketmq.v2.EndTransactionResponse\"\x00\x12a\n" +
+	"\tTelemetry\x12&.rocketry.rocketmq.v2.TelemetryCommand\x1a&.rocketry.rocketmq.v2.TelemetryCommand\"\x00(\x010\x01\x12\x88\x01\n" +
+	"\x17NotifyClientTermination\x124.rocketry.rocketmq.v2.NotifyClientTerminationRequest\x1a5.rocketry.rocketmq.v2.NotifyClientTerminationResponse\"\x00\x12j\n" +
+	"\rRecallMessage\x12*.rocketry.rocketmq.v2.RecallMessageRequest\x1a+.rocketry.rocketmq.v2.RecallMessageResponse\"\x00BEZCgithub.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2;rocketmqv2b\x06proto3"
 
 var (
-	file_apache_rocketmq_v2_service_proto_rawDescOnce sync.Once
-	file_apache_rocketmq_v2_service_proto_rawDescData []byte
+	file_rocketry_rocketmq_v2_service_proto_rawDescOnce sync.Once
+	file_rocketry_rocketmq_v2_service_proto_rawDescData []byte
 )
 
-func file_apache_rocketmq_v2_service_proto_rawDescGZIP() []byte {
-	file_apache_rocketmq_v2_service_proto_rawDescOnce.Do(func() {
-		file_apache_rocketmq_v2_service_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_apache_rocketmq_v2_service_proto_rawDesc), len(file_apache_rocketmq_v2_service_proto_rawDesc)))
+func file_rocketry_rocketmq_v2_service_proto_rawDescGZIP() []byte {
+	file_rocketry_rocketmq_v2_service_proto_rawDescOnce.Do(func() {
+		file_rocketry_rocketmq_v2_service_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_rocketry_rocketmq_v2_service_proto_rawDesc), len(file_rocketry_rocketmq_v2_service_proto_rawDesc)))
 	})
-	return file_apache_rocketmq_v2_service_proto_rawDescData
+	return file_rocketry_rocketmq_v2_service_proto_rawDescData
 }
 
-var file_apache_rocketmq_v2_service_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
-var file_apache_rocketmq_v2_service_proto_goTypes = []any{
-	(*QueryRouteRequest)(nil),                 // 0: apache.rocketmq.v2.QueryRouteRequest
-	(*QueryRouteResponse)(nil),                // 1: apache.rocketmq.v2.QueryRouteResponse
-	(*SendMessageRequest)(nil),                // 2: apache.rocketmq.v2.SendMessageRequest
-	(*SendResultEntry)(nil),                   // 3: apache.rocketmq.v2.SendResultEntry
-	(*SendMessageResponse)(nil),               // 4: apache.rocketmq.v2.SendMessageResponse
-	(*ReceiveMessageRequest)(nil),             // 5: apache.rocketmq.v2.ReceiveMessageRequest
-	(*ReceiveMessageResponse)(nil),            // 6: apache.rocketmq.v2.ReceiveMessageResponse
-	(*AckMessageEntry)(nil),                   // 7: apache.rocketmq.v2.AckMessageEntry
-	(*AckMessageRequest)(nil),                 // 8: apache.rocketmq.v2.AckMessageRequest
-	(*AckMessageResultEntry)(nil),             // 9: apache.rocketmq.v2.AckMessageResultEntry
-	(*AckMessageResponse)(nil),                // 10: apache.rocketmq.v2.AckMessageResponse
-	(*ChangeInvisibleDurationRequest)(nil),    // 11: apache.rocketmq.v2.ChangeInvisibleDurationRequest
-	(*ChangeInvisibleDurationResponse)(nil),   // 12: apache.rocketmq.v2.ChangeInvisibleDurationResponse
-	(*HeartbeatRequest)(nil),                  // 13: apache.rocketmq.v2.HeartbeatRequest
-	(*HeartbeatResponse)(nil),                 // 14: apache.rocketmq.v2.HeartbeatResponse
-	(*EndTransactionRequest)(nil),             // 15: apache.rocketmq.v2.EndTransactionRequest
-	(*EndTransactionResponse)(nil),            // 16: apache.rocketmq.v2.EndTransactionResponse
-	(*PrintThreadStackTraceCommand)(nil),      // 17: apache.rocketmq.v2.PrintThreadStackTraceCommand
-	(*ReconnectEndpointsCommand)(nil),         // 18: apache.rocketmq.v2.ReconnectEndpointsCommand
-	(*ThreadStackTrace)(nil),                  // 19: apache.rocketmq.v2.ThreadStackTrace
-	(*VerifyMessageCommand)(nil),              // 20: apache.rocketmq.v2.VerifyMessageCommand
-	(*VerifyMessageResult)(nil),               // 21: apache.rocketmq.v2.VerifyMessageResult
-	(*RecoverOrphanedTransactionCommand)(nil), // 22: apache.rocketmq.v2.RecoverOrphanedTransactionCommand
-	(*NotifyUnsubscribeLiteCommand)(nil),      // 23: apache.rocketmq.v2.NotifyUnsubscribeLiteCommand
-	(*TelemetryCommand)(nil),                  // 24: apache.rocketmq.v2.TelemetryCommand
-	(*NotifyClientTerminationRequest)(nil),    // 25: apache.rocketmq.v2.NotifyClientTerminationRequest
-	(*NotifyClientTerminationResponse)(nil),   // 26: apache.rocketmq.v2.NotifyClientTerminationResponse
-	(*RecallMessageRequest)(nil),              // 27: apache.rocketmq.v2.RecallMessageRequest
-	(*RecallMessageResponse)(nil),             // 28: apache.rocketmq.v2.RecallMessageResponse
-	(*Resource)(nil),                          // 29: apache.rocketmq.v2.Resource
-	(*Endpoints)(nil),                         // 30: apache.rocketmq.v2.Endpoints
-	(*Status)(nil),                            // 31: apache.rocketmq.v2.Status
-	(*MessageQueue)(nil),                      // 32: apache.rocketmq.v2.MessageQueue
-	(*Message)(nil),                           // 33: apache.rocketmq.v2.Message
-	(*FilterExpression)(nil),                  // 34: apache.rocketmq.v2.FilterExpression
+var file_rocketry_rocketmq_v2_service_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_rocketry_rocketmq_v2_service_proto_goTypes = []any{
+	(*QueryRouteRequest)(nil),                 // 0: rocketry.rocketmq.v2.QueryRouteRequest
+	(*QueryRouteResponse)(nil),                // 1: rocketry.rocketmq.v2.QueryRouteResponse
+	(*SendMessageRequest)(nil),                // 2: rocketry.rocketmq.v2.SendMessageRequest
+	(*SendResultEntry)(nil),                   // 3: rocketry.rocketmq.v2.SendResultEntry
+	(*SendMessageResponse)(nil),               // 4: rocketry.rocketmq.v2.SendMessageResponse
+	(*ReceiveMessageRequest)(nil),             // 5: rocketry.rocketmq.v2.ReceiveMessageRequest
+	(*ReceiveMessageResponse)(nil),            // 6: rocketry.rocketmq.v2.ReceiveMessageResponse
+	(*AckMessageEntry)(nil),                   // 7: rocketry.rocketmq.v2.AckMessageEntry
+	(*AckMessageRequest)(nil),                 // 8: rocketry.rocketmq.v2.AckMessageRequest
+	(*AckMessageResultEntry)(nil),             // 9: rocketry.rocketmq.v2.AckMessageResultEntry
+	(*AckMessageResponse)(nil),                // 10: rocketry.rocketmq.v2.AckMessageResponse
+	(*ChangeInvisibleDurationRequest)(nil),    // 11: rocketry.rocketmq.v2.ChangeInvisibleDurationRequest
+	(*ChangeInvisibleDurationResponse)(nil),   // 12: rocketry.rocketmq.v2.ChangeInvisibleDurationResponse
+	(*HeartbeatRequest)(nil),                  // 13: rocketry.rocketmq.v2.HeartbeatRequest
+	(*HeartbeatResponse)(nil),                 // 14: rocketry.rocketmq.v2.HeartbeatResponse
+	(*EndTransactionRequest)(nil),             // 15: rocketry.rocketmq.v2.EndTransactionRequest
+	(*EndTransactionResponse)(nil),            // 16: rocketry.rocketmq.v2.EndTransactionResponse
+	(*PrintThreadStackTraceCommand)(nil),      // 17: rocketry.rocketmq.v2.PrintThreadStackTraceCommand
+	(*ReconnectEndpointsCommand)(nil),         // 18: rocketry.rocketmq.v2.ReconnectEndpointsCommand
+	(*ThreadStackTrace)(nil),                  // 19: rocketry.rocketmq.v2.ThreadStackTrace
+	(*VerifyMessageCommand)(nil),              // 20: rocketry.rocketmq.v2.VerifyMessageCommand
+	(*VerifyMessageResult)(nil),               // 21: rocketry.rocketmq.v2.VerifyMessageResult
+	(*RecoverOrphanedTransactionCommand)(nil), // 22: rocketry.rocketmq.v2.RecoverOrphanedTransactionCommand
+	(*NotifyUnsubscribeLiteCommand)(nil),      // 23: rocketry.rocketmq.v2.NotifyUnsubscribeLiteCommand
+	(*TelemetryCommand)(nil),                  // 24: rocketry.rocketmq.v2.TelemetryCommand
+	(*NotifyClientTerminationRequest)(nil),    // 25: rocketry.rocketmq.v2.NotifyClientTerminationRequest
+	(*NotifyClientTerminationResponse)(nil),   // 26: rocketry.rocketmq.v2.NotifyClientTerminationResponse
+	(*RecallMessageRequest)(nil),              // 27: rocketry.rocketmq.v2.RecallMessageRequest
+	(*RecallMessageResponse)(nil),             // 28: rocketry.rocketmq.v2.RecallMessageResponse
+	(*Resource)(nil),                          // 29: rocketry.rocketmq.v2.Resource
+	(*Endpoints)(nil),                         // 30: rocketry.rocketmq.v2.Endpoints
+	(*Status)(nil),                            // 31: rocketry.rocketmq.v2.Status
+	(*MessageQueue)(nil),                      // 32: rocketry.rocketmq.v2.MessageQueue
+	(*Message)(nil),                           // 33: rocketry.rocketmq.v2.Message
+	(*FilterExpression)(nil),                  // 34: rocketry.rocketmq.v2.FilterExpression
 	(*durationpb.Duration)(nil),               // 35: google.protobuf.Duration
 	(*timestamppb.Timestamp)(nil),             // 36: google.protobuf.Timestamp
-	(ClientType)(0),                           // 37: apache.rocketmq.v2.ClientType
-	(TransactionResolution)(0),                // 38: apache.rocketmq.v2.TransactionResolution
-	(TransactionSource)(0),                    // 39: apache.rocketmq.v2.TransactionSource
-	(*Settings)(nil),                          // 40: apache.rocketmq.v2.Settings
+	(ClientType)(0),                           // 37: rocketry.rocketmq.v2.ClientType
+	(TransactionResolution)(0),                // 38: rocketry.rocketmq.v2.TransactionResolution
+	(TransactionSource)(0),                    // 39: rocketry.rocketmq.v2.TransactionSource
+	(*Settings)(nil),                          // 40: rocketry.rocketmq.v2.Settings
 }
-var file_apache_rocketmq_v2_service_proto_depIdxs = []int32{
-	29, // 0: apache.rocketmq.v2.QueryRouteRequest.topic:type_name -> apache.rocketmq.v2.Resource
-	30, // 1: apache.rocketmq.v2.QueryRouteRequest.endpoints:type_name -> apache.rocketmq.v2.Endpoints
-	31, // 2: apache.rocketmq.v2.QueryRouteResponse.status:type_name -> apache.rocketmq.v2.Status
-	32, // 3: apache.rocketmq.v2.QueryRouteResponse.message_queues:type_name -> apache.rocketmq.v2.MessageQueue
-	33, // 4: apache.rocketmq.v2.SendMessageRequest.messages:type_name -> apache.rocketmq.v2.Message
-	31, // 5: apache.rocketmq.v2.SendResultEntry.status:type_name -> apache.rocketmq.v2.Status
-	31, // 6: apache.rocketmq.v2.SendMessageResponse.status:type_name -> apache.rocketmq.v2.Status
-	3,  // 7: apache.rocketmq.v2.SendMessageResponse.entries:type_name -> apache.rocketmq.v2.SendResultEntry
-	29, // 8: apache.rocketmq.v2.ReceiveMessageRequest.group:type_name -> apache.rocketmq.v2.Resource
-	32, // 9: apache.rocketmq.v2.ReceiveMessageRequest.message_queue:type_name -> apache.rocketmq.v2.MessageQueue
-	34, // 10: apache.rocketmq.v2.ReceiveMessageRequest.filter_expression:type_name -> apache.rocketmq.v2.FilterExpression
-	35, // 11: apache.rocketmq.v2.ReceiveMessageRequest.invisible_duration:type_name -> google.protobuf.Duration
-	35, // 12: apache.rocketmq.v2.ReceiveMessageRequest.long_polling_timeout:type_name -> google.protobuf.Duration
-	31, // 13: apache.rocketmq.v2.ReceiveMessageResponse.status:type_name -> apache.rocketmq.v2.Status
-	33, // 14: apache.rocketmq.v2.ReceiveMessageResponse.message:type_name -> apache.rocketmq.v2.Message
-	36, // 15: apache.rocketmq.v2.ReceiveMessageResponse.delivery_timestamp:type_name -> google.protobuf.Timestamp
-	29, // 16: apache.rocketmq.v2.AckMessageRequest.group:type_name -> apache.rocketmq.v2.Resource
-	29, // 17: apache.rocketmq.v2.AckMessageRequest.topic:type_name -> apache.rocketmq.v2.Resource
-	7,  // 18: apache.rocketmq.v2.AckMessageRequest.entries:type_name -> apache.rocketmq.v2.AckMessageEntry
-	31, // 19: apache.rocketmq.v2.AckMessageResultEntry.status:type_name -> apache.rocketmq.v2.Status
-	31, // 20: apache.rocketmq.v2.AckMessageResponse.status:type_name -> apache.rocketmq.v2.Status
-	9,  // 21: apache.rocketmq.v2.AckMessageResponse.entries:type_name -> apache.rocketmq.v2.AckMessageResultEntry
-	29, // 22: apache.rocketmq.v2.ChangeInvisibleDurationRequest.group:type_name -> apache.rocketmq.v2.Resource
-	29, // 23: apache.rocketmq.v2.ChangeInvisibleDurationRequest.topic:type_name -> apache.rocketmq.v2.Resource
-	35, // 24: apache.rocketmq.v2.ChangeInvisibleDurationRequest.invisible_duration:type_name -> google.protobuf.Duration
-	31, // 25: apache.rocketmq.v2.ChangeInvisibleDurationResponse.status:type_name -> apache.rocketmq.v2.Status
-	29, // 26: apache.rocketmq.v2.HeartbeatRequest.group:type_name -> apache.rocketmq.v2.Resource
-	37, // 27: apache.rocketmq.v2.HeartbeatRequest.client_type:type_name -> apache.rocketmq.v2.ClientType
-	31, // 28: apache.rocketmq.v2.HeartbeatResponse.status:type_name -> apache.rocketmq.v2.Status
-	29, // 29: apache.rocketmq.v2.EndTransactionRequest.topic:type_name -> apache.rocketmq.v2.Resource
-	38, // 30: apache.rocketmq.v2.EndTransactionRequest.resolution:type_name -> apache.rocketmq.v2.TransactionResolution
-	39, // 31: apache.rocketmq.v2.EndTransactionRequest.source:type_name -> apache.rocketmq.v2.TransactionSource
-	31, // 32: apache.rocketmq.v2.EndTransactionResponse.status:type_name -> apache.rocketmq.v2.Status
-	33, // 33: apache.rocketmq.v2.VerifyMessageCommand.message:type_name -> apache.rocketmq.v2.Message
-	33, // 34: apache.rocketmq.v2.RecoverOrphanedTransactionCommand.message:type_name -> apache.rocketmq.v2.Message
-	31, // 35: apache.rocketmq.v2.TelemetryCommand.status:type_name -> apache.rocketmq.v2.Status
-	40, // 36: apache.rocketmq.v2.TelemetryCommand.settings:type_name -> apache.rocketmq.v2.Settings
-	19, // 37: apache.rocketmq.v2.TelemetryCommand.thread_stack_trace:type_name -> apache.rocketmq.v2.ThreadStackTrace
-	21, // 38: apache.rocketmq.v2.TelemetryCommand.verify_message_result:type_name -> apache.rocketmq.v2.VerifyMessageResult
-	22, // 39: apache.rocketmq.v2.TelemetryCommand.recover_orphaned_transaction_command:type_name -> apache.rocketmq.v2.RecoverOrphanedTransactionCommand
-	17, // 40: apache.rocketmq.v2.TelemetryCommand.print_thread_stack_trace_command:type_name -> apache.rocketmq.v2.PrintThreadStackTraceCommand
-	20, // 41: apache.rocketmq.v2.TelemetryCommand.verify_message_command:type_name -> apache.rocketmq.v2.VerifyMessageCommand
-	18, // 42: apache.rocketmq.v2.TelemetryCommand.reconnect_endpoints_command:type_name -> apache.rocketmq.v2.ReconnectEndpointsCommand
-	23, // 43: apache.rocketmq.v2.TelemetryCommand.notify_unsubscribe_lite_command:type_name -> apache.rocketmq.v2.NotifyUnsubscribeLiteCommand
-	29, // 44: apache.rocketmq.v2.NotifyClientTerminationRequest.group:type_name -> apache.rocketmq.v2.Resource
-	31, // 45: apache.rocketmq.v2.NotifyClientTerminationResponse.status:type_name -> apache.rocketmq.v2.Status
-	29, // 46: apache.rocketmq.v2.RecallMessageRequest.topic:type_name -> apache.rocketmq.v2.Resource
-	31, // 47: apache.rocketmq.v2.RecallMessageResponse.status:type_name -> apache.rocketmq.v2.Status
-	0,  // 48: apache.rocketmq.v2.MessagingService.QueryRoute:input_type -> apache.rocketmq.v2.QueryRouteRequest
-	13, // 49: apache.rocketmq.v2.MessagingService.Heartbeat:input_type -> apache.rocketmq.v2.HeartbeatRequest
-	2,  // 50: apache.rocketmq.v2.MessagingService.SendMessage:input_type -> apache.rocketmq.v2.SendMessageRequest
-	5,  // 51: apache.rocketmq.v2.MessagingService.ReceiveMessage:input_type -> apache.rocketmq.v2.ReceiveMessageRequest
-	8,  // 52: apache.rocketmq.v2.MessagingService.AckMessage:input_type -> apache.rocketmq.v2.AckMessageRequest
-	11, // 53: apache.rocketmq.v2.MessagingService.ChangeInvisibleDuration:input_type -> apache.rocketmq.v2.ChangeInvisibleDurationRequest
-	15, // 54: apache.rocketmq.v2.MessagingService.EndTransaction:input_type -> apache.rocketmq.v2.EndTransactionRequest
-	24, // 55: apache.rocketmq.v2.MessagingService.Telemetry:input_type -> apache.rocketmq.v2.TelemetryCommand
-	25, // 56: apache.rocketmq.v2.MessagingService.NotifyClientTermination:input_type -> apache.rocketmq.v2.NotifyClientTerminationRequest
-	27, // 57: apache.rocketmq.v2.MessagingService.RecallMessage:input_type -> apache.rocketmq.v2.RecallMessageRequest
-	1,  // 58: apache.rocketmq.v2.MessagingService.QueryRoute:output_type -> apache.rocketmq.v2.QueryRouteResponse
-	14, // 59: apache.rocketmq.v2.MessagingService.Heartbeat:output_type -> apache.rocketmq.v2.HeartbeatResponse
-	4,  // 60: apache.rocketmq.v2.MessagingService.SendMessage:output_type -> apache.rocketmq.v2.SendMessageResponse
-	6,  // 61: apache.rocketmq.v2.MessagingService.ReceiveMessage:output_type -> apache.rocketmq.v2.ReceiveMessageResponse
-	10, // 62: apache.rocketmq.v2.MessagingService.AckMessage:output_type -> apache.rocketmq.v2.AckMessageResponse
-	12, // 63: apache.rocketmq.v2.MessagingService.ChangeInvisibleDuration:output_type -> apache.rocketmq.v2.ChangeInvisibleDurationResponse
-	16, // 64: apache.rocketmq.v2.MessagingService.EndTransaction:output_type -> apache.rocketmq.v2.EndTransactionResponse
-	24, // 65: apache.rocketmq.v2.MessagingService.Telemetry:output_type -> apache.rocketmq.v2.TelemetryCommand
-	26, // 66: apache.rocketmq.v2.MessagingService.NotifyClientTermination:output_type -> apache.rocketmq.v2.NotifyClientTerminationResponse
-	28, // 67: apache.rocketmq.v2.MessagingService.RecallMessage:output_type -> apache.rocketmq.v2.RecallMessageResponse
+var file_rocketry_rocketmq_v2_service_proto_depIdxs = []int32{
+	29, // 0: rocketry.rocketmq.v2.QueryRouteRequest.topic:type_name -> rocketry.rocketmq.v2.Resource
+	30, // 1: rocketry.rocketmq.v2.QueryRouteRequest.endpoints:type_name -> rocketry.rocketmq.v2.Endpoints
+	31, // 2: rocketry.rocketmq.v2.QueryRouteResponse.status:type_name -> rocketry.rocketmq.v2.Status
+	32, // 3: rocketry.rocketmq.v2.QueryRouteResponse.message_queues:type_name -> rocketry.rocketmq.v2.MessageQueue
+	33, // 4: rocketry.rocketmq.v2.SendMessageRequest.messages:type_name -> rocketry.rocketmq.v2.Message
+	31, // 5: rocketry.rocketmq.v2.SendResultEntry.status:type_name -> rocketry.rocketmq.v2.Status
+	31, // 6: rocketry.rocketmq.v2.SendMessageResponse.status:type_name -> rocketry.rocketmq.v2.Status
+	3,  // 7: rocketry.rocketmq.v2.SendMessageResponse.entries:type_name -> rocketry.rocketmq.v2.SendResultEntry
+	29, // 8: rocketry.rocketmq.v2.ReceiveMessageRequest.group:type_name -> rocketry.rocketmq.v2.Resource
+	32, // 9: rocketry.rocketmq.v2.ReceiveMessageRequest.message_queue:type_name -> rocketry.rocketmq.v2.MessageQueue
+	34, // 10: rocketry.rocketmq.v2.ReceiveMessageRequest.filter_expression:type_name -> rocketry.rocketmq.v2.FilterExpression
+	35, // 11: rocketry.rocketmq.v2.ReceiveMessageRequest.invisible_duration:type_name -> google.protobuf.Duration
+	35, // 12: rocketry.rocketmq.v2.ReceiveMessageRequest.long_polling_timeout:type_name -> google.protobuf.Duration
+	31, // 13: rocketry.rocketmq.v2.ReceiveMessageResponse.status:type_name -> rocketry.rocketmq.v2.Status
+	33, // 14: rocketry.rocketmq.v2.ReceiveMessageResponse.message:type_name -> rocketry.rocketmq.v2.Message
+	36, // 15: rocketry.rocketmq.v2.ReceiveMessageResponse.delivery_timestamp:type_name -> google.protobuf.Timestamp
+	29, // 16: rocketry.rocketmq.v2.AckMessageRequest.group:type_name -> rocketry.rocketmq.v2.Resource
+	29, // 17: rocketry.rocketmq.v2.AckMessageRequest.topic:type_name -> rocketry.rocketmq.v2.Resource
+	7,  // 18: rocketry.rocketmq.v2.AckMessageRequest.entries:type_name -> rocketry.rocketmq.v2.AckMessageEntry
+	31, // 19: rocketry.rocketmq.v2.AckMessageResultEntry.status:type_name -> rocketry.rocketmq.v2.Status
+	31, // 20: rocketry.rocketmq.v2.AckMessageResponse.status:type_name -> rocketry.rocketmq.v2.Status
+	9,  // 21: rocketry.rocketmq.v2.AckMessageResponse.entries:type_name -> rocketry.rocketmq.v2.AckMessageResultEntry
+	29, // 22: rocketry.rocketmq.v2.ChangeInvisibleDurationRequest.group:type_name -> rocketry.rocketmq.v2.Resource
+	29, // 23: rocketry.rocketmq.v2.ChangeInvisibleDurationRequest.topic:type_name -> rocketry.rocketmq.v2.Resource
+	35, // 24: rocketry.rocketmq.v2.ChangeInvisibleDurationRequest.invisible_duration:type_name -> google.protobuf.Duration
+	31, // 25: rocketry.rocketmq.v2.ChangeInvisibleDurationResponse.status:type_name -> rocketry.rocketmq.v2.Status
+	29, // 26: rocketry.rocketmq.v2.HeartbeatRequest.group:type_name -> rocketry.rocketmq.v2.Resource
+	37, // 27: rocketry.rocketmq.v2.HeartbeatRequest.client_type:type_name -> rocketry.rocketmq.v2.ClientType
+	31, // 28: rocketry.rocketmq.v2.HeartbeatResponse.status:type_name -> rocketry.rocketmq.v2.Status
+	29, // 29: rocketry.rocketmq.v2.EndTransactionRequest.topic:type_name -> rocketry.rocketmq.v2.Resource
+	38, // 30: rocketry.rocketmq.v2.EndTransactionRequest.resolution:type_name -> rocketry.rocketmq.v2.TransactionResolution
+	39, // 31: rocketry.rocketmq.v2.EndTransactionRequest.source:type_name -> rocketry.rocketmq.v2.TransactionSource
+	31, // 32: rocketry.rocketmq.v2.EndTransactionResponse.status:type_name -> rocketry.rocketmq.v2.Status
+	33, // 33: rocketry.rocketmq.v2.VerifyMessageCommand.message:type_name -> rocketry.rocketmq.v2.Message
+	33, // 34: rocketry.rocketmq.v2.RecoverOrphanedTransactionCommand.message:type_name -> rocketry.rocketmq.v2.Message
+	31, // 35: rocketry.rocketmq.v2.TelemetryCommand.status:type_name -> rocketry.rocketmq.v2.Status
+	40, // 36: rocketry.rocketmq.v2.TelemetryCommand.settings:type_name -> rocketry.rocketmq.v2.Settings
+	19, // 37: rocketry.rocketmq.v2.TelemetryCommand.thread_stack_trace:type_name -> rocketry.rocketmq.v2.ThreadStackTrace
+	21, // 38: rocketry.rocketmq.v2.TelemetryCommand.verify_message_result:type_name -> rocketry.rocketmq.v2.VerifyMessageResult
+	22, // 39: rocketry.rocketmq.v2.TelemetryCommand.recover_orphaned_transaction_command:type_name -> rocketry.rocketmq.v2.RecoverOrphanedTransactionCommand
+	17, // 40: rocketry.rocketmq.v2.TelemetryCommand.print_thread_stack_trace_command:type_name -> rocketry.rocketmq.v2.PrintThreadStackTraceCommand
+	20, // 41: rocketry.rocketmq.v2.TelemetryCommand.verify_message_command:type_name -> rocketry.rocketmq.v2.VerifyMessageCommand
+	18, // 42: rocketry.rocketmq.v2.TelemetryCommand.reconnect_endpoints_command:type_name -> rocketry.rocketmq.v2.ReconnectEndpointsCommand
+	23, // 43: rocketry.rocketmq.v2.TelemetryCommand.notify_unsubscribe_lite_command:type_name -> rocketry.rocketmq.v2.NotifyUnsubscribeLiteCommand
+	29, // 44: rocketry.rocketmq.v2.NotifyClientTerminationRequest.group:type_name -> rocketry.rocketmq.v2.Resource
+	31, // 45: rocketry.rocketmq.v2.NotifyClientTerminationResponse.status:type_name -> rocketry.rocketmq.v2.Status
+	29, // 46: rocketry.rocketmq.v2.RecallMessageRequest.topic:type_name -> rocketry.rocketmq.v2.Resource
+	31, // 47: rocketry.rocketmq.v2.RecallMessageResponse.status:type_name -> rocketry.rocketmq.v2.Status
+	0,  // 48: rocketry.rocketmq.v2.MessagingService.QueryRoute:input_type -> rocketry.rocketmq.v2.QueryRouteRequest
+	13, // 49: rocketry.rocketmq.v2.MessagingService.Heartbeat:input_type -> rocketry.rocketmq.v2.HeartbeatRequest
+	2,  // 50: rocketry.rocketmq.v2.MessagingService.SendMessage:input_type -> rocketry.rocketmq.v2.SendMessageRequest
+	5,  // 51: rocketry.rocketmq.v2.MessagingService.ReceiveMessage:input_type -> rocketry.rocketmq.v2.ReceiveMessageRequest
+	8,  // 52: rocketry.rocketmq.v2.MessagingService.AckMessage:input_type -> rocketry.rocketmq.v2.AckMessageRequest
+	11, // 53: rocketry.rocketmq.v2.MessagingService.ChangeInvisibleDuration:input_type -> rocketry.rocketmq.v2.ChangeInvisibleDurationRequest
+	15, // 54: rocketry.rocketmq.v2.MessagingService.EndTransaction:input_type -> rocketry.rocketmq.v2.EndTransactionRequest
+	24, // 55: rocketry.rocketmq.v2.MessagingService.Telemetry:input_type -> rocketry.rocketmq.v2.TelemetryCommand
+	25, // 56: rocketry.rocketmq.v2.MessagingService.NotifyClientTermination:input_type -> rocketry.rocketmq.v2.NotifyClientTerminationRequest
+	27, // 57: rocketry.rocketmq.v2.MessagingService.RecallMessage:input_type -> rocketry.rocketmq.v2.RecallMessageRequest
+	1,  // 58: rocketry.rocketmq.v2.MessagingService.QueryRoute:output_type -> rocketry.rocketmq.v2.QueryRouteResponse
+	14, // 59: rocketry.rocketmq.v2.MessagingService.Heartbeat:output_type -> rocketry.rocketmq.v2.HeartbeatResponse
+	4,  // 60: rocketry.rocketmq.v2.MessagingService.SendMessage:output_type -> rocketry.rocketmq.v2.SendMessageResponse
+	6,  // 61: rocketry.rocketmq.v2.MessagingService.ReceiveMessage:output_type -> rocketry.rocketmq.v2.ReceiveMessageResponse
+	10, // 62: rocketry.rocketmq.v2.MessagingService.AckMessage:output_type -> rocketry.rocketmq.v2.AckMessageResponse
+	12, // 63: rocketry.rocketmq.v2.MessagingService.ChangeInvisibleDuration:output_type -> rocketry.rocketmq.v2.ChangeInvisibleDurationResponse
+	16, // 64: rocketry.rocketmq.v2.MessagingService.EndTransaction:output_type -> rocketry.rocketmq.v2.EndTransactionResponse
+	24, // 65: rocketry.rocketmq.v2.MessagingService.Telemetry:output_type -> rocketry.rocketmq.v2.TelemetryCommand
+	26, // 66: rocketry.rocketmq.v2.MessagingService.NotifyClientTermination:output_type -> rocketry.rocketmq.v2.NotifyClientTerminationResponse
+	28, // 67: rocketry.rocketmq.v2.MessagingService.RecallMessage:output_type -> rocketry.rocketmq.v2.RecallMessageResponse
 	58, // [58:68] is the sub-list for method output_type
 	48, // [48:58] is the sub-list for method input_type
 	48, // [48:48] is the sub-list for extension type_name
@@ -2150,23 +2155,23 @@ var file_apache_rocketmq_v2_service_proto_depIdxs = []int32{
 	0,  // [0:48] is the sub-list for field type_name
 }
 
-func init() { file_apache_rocketmq_v2_service_proto_init() }
-func file_apache_rocketmq_v2_service_proto_init() {
-	if File_apache_rocketmq_v2_service_proto != nil {
+func init() { file_rocketry_rocketmq_v2_service_proto_init() }
+func file_rocketry_rocketmq_v2_service_proto_init() {
+	if File_rocketry_rocketmq_v2_service_proto != nil {
 		return
 	}
-	file_apache_rocketmq_v2_definition_proto_init()
-	file_apache_rocketmq_v2_service_proto_msgTypes[5].OneofWrappers = []any{}
-	file_apache_rocketmq_v2_service_proto_msgTypes[6].OneofWrappers = []any{
+	file_rocketry_rocketmq_v2_definition_proto_init()
+	file_rocketry_rocketmq_v2_service_proto_msgTypes[5].OneofWrappers = []any{}
+	file_rocketry_rocketmq_v2_service_proto_msgTypes[6].OneofWrappers = []any{
 		(*ReceiveMessageResponse_Status)(nil),
 		(*ReceiveMessageResponse_Message)(nil),
 		(*ReceiveMessageResponse_DeliveryTimestamp)(nil),
 	}
-	file_apache_rocketmq_v2_service_proto_msgTypes[7].OneofWrappers = []any{}
-	file_apache_rocketmq_v2_service_proto_msgTypes[11].OneofWrappers = []any{}
-	file_apache_rocketmq_v2_service_proto_msgTypes[13].OneofWrappers = []any{}
-	file_apache_rocketmq_v2_service_proto_msgTypes[19].OneofWrappers = []any{}
-	file_apache_rocketmq_v2_service_proto_msgTypes[24].OneofWrappers = []any{
+	file_rocketry_rocketmq_v2_service_proto_msgTypes[7].OneofWrappers = []any{}
+	file_rocketry_rocketmq_v2_service_proto_msgTypes[11].OneofWrappers = []any{}
+	file_rocketry_rocketmq_v2_service_proto_msgTypes[13].OneofWrappers = []any{}
+	file_rocketry_rocketmq_v2_service_proto_msgTypes[19].OneofWrappers = []any{}
+	file_rocketry_rocketmq_v2_service_proto_msgTypes[24].OneofWrappers = []any{
 		(*TelemetryCommand_Settings)(nil),
 		(*TelemetryCommand_ThreadStackTrace)(nil),
 		(*TelemetryCommand_VerifyMessageResult)(nil),
@@ -2176,22 +2181,22 @@ func file_apache_rocketmq_v2_service_proto_init() {
 		(*TelemetryCommand_ReconnectEndpointsCommand)(nil),
 		(*TelemetryCommand_NotifyUnsubscribeLiteCommand)(nil),
 	}
-	file_apache_rocketmq_v2_service_proto_msgTypes[25].OneofWrappers = []any{}
+	file_rocketry_rocketmq_v2_service_proto_msgTypes[25].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_apache_rocketmq_v2_service_proto_rawDesc), len(file_apache_rocketmq_v2_service_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rocketry_rocketmq_v2_service_proto_rawDesc), len(file_rocketry_rocketmq_v2_service_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_apache_rocketmq_v2_service_proto_goTypes,
-		DependencyIndexes: file_apache_rocketmq_v2_service_proto_depIdxs,
-		MessageInfos:      file_apache_rocketmq_v2_service_proto_msgTypes,
+		GoTypes:           file_rocketry_rocketmq_v2_service_proto_goTypes,
+		DependencyIndexes: file_rocketry_rocketmq_v2_service_proto_depIdxs,
+		MessageInfos:      file_rocketry_rocketmq_v2_service_proto_msgTypes,
 	}.Build()
-	File_apache_rocketmq_v2_service_proto = out.File
-	file_apache_rocketmq_v2_service_proto_goTypes = nil
-	file_apache_rocketmq_v2_service_proto_depIdxs = nil
+	File_rocketry_rocketmq_v2_service_proto = out.File
+	file_rocketry_rocketmq_v2_service_proto_goTypes = nil
+	file_rocketry_rocketmq_v2_service_proto_depIdxs = nil
 }

@@ -1,12 +1,19 @@
 // The shared types of the RocketMQ 5 gRPC protocol (package
 // apache.rocketmq.v2), as rocketry uses them.
 //
-// This is rocketry's own subset, written for this repository. The package,
-// message and enum names, field numbers and enum values are the wire contract
-// of apache/rocketmq-apis and must stay exactly as upstream: a RocketMQ proxy
-// and the official clients (Java, Go, Node.js ...) read these bytes. Names that
-// break our usual lint rules (enum values without a type prefix, IPv4 ...) are
-// kept on purpose for the same reason; see buf.yaml.
+// This is rocketry's own subset, written for this repository. The message and
+// enum names, field numbers and enum values are the wire contract of
+// apache/rocketmq-apis and stay exactly as upstream: a RocketMQ proxy and the
+// official clients (Java, Go, Node.js ...) read these bytes. Names that break
+// our usual lint rules (enum values without a type prefix, IPv4 ...) are kept
+// on purpose for the same reason; see buf.yaml.
+//
+// The proto package is ours, rocketry.rocketmq.v2, not upstream's
+// apache.rocketmq.v2: the protobuf wire format carries field numbers, never
+// a message's name, so the bytes are the same, and a Go program can link
+// this package beside the official Go client's (which registers
+// apache.rocketmq.v2) without a registration conflict. The one place a name
+// is on the wire, the gRPC method path, is upstream's: see service.proto.
 //
 // Only what a producer sends or reads, plus what a client must be able to
 // parse on the telemetry stream, is here. Fields we leave out of a message
@@ -16,7 +23,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: apache/rocketmq/v2/definition.proto
+// source: rocketry/rocketmq/v2/definition.proto
 
 package rocketmqv2
 
@@ -71,11 +78,11 @@ func (x TransactionResolution) String() string {
 }
 
 func (TransactionResolution) Descriptor() protoreflect.EnumDescriptor {
-	return file_apache_rocketmq_v2_definition_proto_enumTypes[0].Descriptor()
+	return file_rocketry_rocketmq_v2_definition_proto_enumTypes[0].Descriptor()
 }
 
 func (TransactionResolution) Type() protoreflect.EnumType {
-	return &file_apache_rocketmq_v2_definition_proto_enumTypes[0]
+	return &file_rocketry_rocketmq_v2_definition_proto_enumTypes[0]
 }
 
 func (x TransactionResolution) Number() protoreflect.EnumNumber {
@@ -84,7 +91,7 @@ func (x TransactionResolution) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TransactionResolution.Descriptor instead.
 func (TransactionResolution) EnumDescriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{0}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{0}
 }
 
 // TransactionSource says who asked for the resolution: the producer on its
@@ -122,11 +129,11 @@ func (x TransactionSource) String() string {
 }
 
 func (TransactionSource) Descriptor() protoreflect.EnumDescriptor {
-	return file_apache_rocketmq_v2_definition_proto_enumTypes[1].Descriptor()
+	return file_rocketry_rocketmq_v2_definition_proto_enumTypes[1].Descriptor()
 }
 
 func (TransactionSource) Type() protoreflect.EnumType {
-	return &file_apache_rocketmq_v2_definition_proto_enumTypes[1]
+	return &file_rocketry_rocketmq_v2_definition_proto_enumTypes[1]
 }
 
 func (x TransactionSource) Number() protoreflect.EnumNumber {
@@ -135,7 +142,7 @@ func (x TransactionSource) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TransactionSource.Descriptor instead.
 func (TransactionSource) EnumDescriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{1}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{1}
 }
 
 // Permission of a message queue; a producer only uses WRITE and READ_WRITE
@@ -179,11 +186,11 @@ func (x Permission) String() string {
 }
 
 func (Permission) Descriptor() protoreflect.EnumDescriptor {
-	return file_apache_rocketmq_v2_definition_proto_enumTypes[2].Descriptor()
+	return file_rocketry_rocketmq_v2_definition_proto_enumTypes[2].Descriptor()
 }
 
 func (Permission) Type() protoreflect.EnumType {
-	return &file_apache_rocketmq_v2_definition_proto_enumTypes[2]
+	return &file_rocketry_rocketmq_v2_definition_proto_enumTypes[2]
 }
 
 func (x Permission) Number() protoreflect.EnumNumber {
@@ -192,7 +199,7 @@ func (x Permission) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Permission.Descriptor instead.
 func (Permission) EnumDescriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{2}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{2}
 }
 
 // FilterType is the language of a subscription's filter expression.
@@ -229,11 +236,11 @@ func (x FilterType) String() string {
 }
 
 func (FilterType) Descriptor() protoreflect.EnumDescriptor {
-	return file_apache_rocketmq_v2_definition_proto_enumTypes[3].Descriptor()
+	return file_rocketry_rocketmq_v2_definition_proto_enumTypes[3].Descriptor()
 }
 
 func (FilterType) Type() protoreflect.EnumType {
-	return &file_apache_rocketmq_v2_definition_proto_enumTypes[3]
+	return &file_rocketry_rocketmq_v2_definition_proto_enumTypes[3]
 }
 
 func (x FilterType) Number() protoreflect.EnumNumber {
@@ -242,7 +249,7 @@ func (x FilterType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FilterType.Descriptor instead.
 func (FilterType) EnumDescriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{3}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{3}
 }
 
 // AddressScheme says how to read the hosts of an Endpoints.
@@ -282,11 +289,11 @@ func (x AddressScheme) String() string {
 }
 
 func (AddressScheme) Descriptor() protoreflect.EnumDescriptor {
-	return file_apache_rocketmq_v2_definition_proto_enumTypes[4].Descriptor()
+	return file_rocketry_rocketmq_v2_definition_proto_enumTypes[4].Descriptor()
 }
 
 func (AddressScheme) Type() protoreflect.EnumType {
-	return &file_apache_rocketmq_v2_definition_proto_enumTypes[4]
+	return &file_rocketry_rocketmq_v2_definition_proto_enumTypes[4]
 }
 
 func (x AddressScheme) Number() protoreflect.EnumNumber {
@@ -295,7 +302,7 @@ func (x AddressScheme) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AddressScheme.Descriptor instead.
 func (AddressScheme) EnumDescriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{4}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{4}
 }
 
 // MessageType is the kind of a message; it must match the topic's type.
@@ -344,11 +351,11 @@ func (x MessageType) String() string {
 }
 
 func (MessageType) Descriptor() protoreflect.EnumDescriptor {
-	return file_apache_rocketmq_v2_definition_proto_enumTypes[5].Descriptor()
+	return file_rocketry_rocketmq_v2_definition_proto_enumTypes[5].Descriptor()
 }
 
 func (MessageType) Type() protoreflect.EnumType {
-	return &file_apache_rocketmq_v2_definition_proto_enumTypes[5]
+	return &file_rocketry_rocketmq_v2_definition_proto_enumTypes[5]
 }
 
 func (x MessageType) Number() protoreflect.EnumNumber {
@@ -357,7 +364,7 @@ func (x MessageType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MessageType.Descriptor instead.
 func (MessageType) EnumDescriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{5}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{5}
 }
 
 // DigestType is the checksum algorithm of a message body.
@@ -397,11 +404,11 @@ func (x DigestType) String() string {
 }
 
 func (DigestType) Descriptor() protoreflect.EnumDescriptor {
-	return file_apache_rocketmq_v2_definition_proto_enumTypes[6].Descriptor()
+	return file_rocketry_rocketmq_v2_definition_proto_enumTypes[6].Descriptor()
 }
 
 func (DigestType) Type() protoreflect.EnumType {
-	return &file_apache_rocketmq_v2_definition_proto_enumTypes[6]
+	return &file_rocketry_rocketmq_v2_definition_proto_enumTypes[6]
 }
 
 func (x DigestType) Number() protoreflect.EnumNumber {
@@ -410,7 +417,7 @@ func (x DigestType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DigestType.Descriptor instead.
 func (DigestType) EnumDescriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{6}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{6}
 }
 
 // ClientType is the role a client declares in heartbeats and settings.
@@ -459,11 +466,11 @@ func (x ClientType) String() string {
 }
 
 func (ClientType) Descriptor() protoreflect.EnumDescriptor {
-	return file_apache_rocketmq_v2_definition_proto_enumTypes[7].Descriptor()
+	return file_rocketry_rocketmq_v2_definition_proto_enumTypes[7].Descriptor()
 }
 
 func (ClientType) Type() protoreflect.EnumType {
-	return &file_apache_rocketmq_v2_definition_proto_enumTypes[7]
+	return &file_rocketry_rocketmq_v2_definition_proto_enumTypes[7]
 }
 
 func (x ClientType) Number() protoreflect.EnumNumber {
@@ -472,7 +479,7 @@ func (x ClientType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ClientType.Descriptor instead.
 func (ClientType) EnumDescriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{7}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{7}
 }
 
 // Encoding of a message body.
@@ -509,11 +516,11 @@ func (x Encoding) String() string {
 }
 
 func (Encoding) Descriptor() protoreflect.EnumDescriptor {
-	return file_apache_rocketmq_v2_definition_proto_enumTypes[8].Descriptor()
+	return file_rocketry_rocketmq_v2_definition_proto_enumTypes[8].Descriptor()
 }
 
 func (Encoding) Type() protoreflect.EnumType {
-	return &file_apache_rocketmq_v2_definition_proto_enumTypes[8]
+	return &file_rocketry_rocketmq_v2_definition_proto_enumTypes[8]
 }
 
 func (x Encoding) Number() protoreflect.EnumNumber {
@@ -522,7 +529,7 @@ func (x Encoding) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Encoding.Descriptor instead.
 func (Encoding) EnumDescriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{8}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{8}
 }
 
 // Code is the status code of a RocketMQ answer. The thousands follow HTTP:
@@ -716,11 +723,11 @@ func (x Code) String() string {
 }
 
 func (Code) Descriptor() protoreflect.EnumDescriptor {
-	return file_apache_rocketmq_v2_definition_proto_enumTypes[9].Descriptor()
+	return file_rocketry_rocketmq_v2_definition_proto_enumTypes[9].Descriptor()
 }
 
 func (Code) Type() protoreflect.EnumType {
-	return &file_apache_rocketmq_v2_definition_proto_enumTypes[9]
+	return &file_rocketry_rocketmq_v2_definition_proto_enumTypes[9]
 }
 
 func (x Code) Number() protoreflect.EnumNumber {
@@ -729,7 +736,7 @@ func (x Code) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Code.Descriptor instead.
 func (Code) EnumDescriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{9}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{9}
 }
 
 // Language of a client SDK.
@@ -796,11 +803,11 @@ func (x Language) String() string {
 }
 
 func (Language) Descriptor() protoreflect.EnumDescriptor {
-	return file_apache_rocketmq_v2_definition_proto_enumTypes[10].Descriptor()
+	return file_rocketry_rocketmq_v2_definition_proto_enumTypes[10].Descriptor()
 }
 
 func (Language) Type() protoreflect.EnumType {
-	return &file_apache_rocketmq_v2_definition_proto_enumTypes[10]
+	return &file_rocketry_rocketmq_v2_definition_proto_enumTypes[10]
 }
 
 func (x Language) Number() protoreflect.EnumNumber {
@@ -809,13 +816,13 @@ func (x Language) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Language.Descriptor instead.
 func (Language) EnumDescriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{10}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{10}
 }
 
 // FilterExpression selects the messages of a subscription.
 type FilterExpression struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Type          FilterType             `protobuf:"varint,1,opt,name=type,proto3,enum=apache.rocketmq.v2.FilterType" json:"type,omitempty"`
+	Type          FilterType             `protobuf:"varint,1,opt,name=type,proto3,enum=rocketry.rocketmq.v2.FilterType" json:"type,omitempty"`
 	Expression    string                 `protobuf:"bytes,2,opt,name=expression,proto3" json:"expression,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -823,7 +830,7 @@ type FilterExpression struct {
 
 func (x *FilterExpression) Reset() {
 	*x = FilterExpression{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[0]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +842,7 @@ func (x *FilterExpression) String() string {
 func (*FilterExpression) ProtoMessage() {}
 
 func (x *FilterExpression) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[0]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +855,7 @@ func (x *FilterExpression) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterExpression.ProtoReflect.Descriptor instead.
 func (*FilterExpression) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{0}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *FilterExpression) GetType() FilterType {
@@ -883,7 +890,7 @@ type RetryPolicy struct {
 
 func (x *RetryPolicy) Reset() {
 	*x = RetryPolicy{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[1]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +902,7 @@ func (x *RetryPolicy) String() string {
 func (*RetryPolicy) ProtoMessage() {}
 
 func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[1]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +915,7 @@ func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
 func (*RetryPolicy) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{1}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *RetryPolicy) GetMaxAttempts() int32 {
@@ -972,7 +979,7 @@ type ExponentialBackoff struct {
 
 func (x *ExponentialBackoff) Reset() {
 	*x = ExponentialBackoff{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[2]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +991,7 @@ func (x *ExponentialBackoff) String() string {
 func (*ExponentialBackoff) ProtoMessage() {}
 
 func (x *ExponentialBackoff) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[2]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1004,7 @@ func (x *ExponentialBackoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExponentialBackoff.ProtoReflect.Descriptor instead.
 func (*ExponentialBackoff) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{2}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ExponentialBackoff) GetInitial() *durationpb.Duration {
@@ -1031,7 +1038,7 @@ type CustomizedBackoff struct {
 
 func (x *CustomizedBackoff) Reset() {
 	*x = CustomizedBackoff{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[3]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1050,7 @@ func (x *CustomizedBackoff) String() string {
 func (*CustomizedBackoff) ProtoMessage() {}
 
 func (x *CustomizedBackoff) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[3]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1063,7 @@ func (x *CustomizedBackoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CustomizedBackoff.ProtoReflect.Descriptor instead.
 func (*CustomizedBackoff) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{3}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CustomizedBackoff) GetNext() []*durationpb.Duration {
@@ -1078,7 +1085,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[4]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1090,7 +1097,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[4]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1103,7 +1110,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{4}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Resource) GetResourceNamespace() string {
@@ -1131,7 +1138,7 @@ type SubscriptionEntry struct {
 
 func (x *SubscriptionEntry) Reset() {
 	*x = SubscriptionEntry{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[5]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1143,7 +1150,7 @@ func (x *SubscriptionEntry) String() string {
 func (*SubscriptionEntry) ProtoMessage() {}
 
 func (x *SubscriptionEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[5]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1156,7 +1163,7 @@ func (x *SubscriptionEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscriptionEntry.ProtoReflect.Descriptor instead.
 func (*SubscriptionEntry) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{5}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SubscriptionEntry) GetTopic() *Resource {
@@ -1184,7 +1191,7 @@ type Address struct {
 
 func (x *Address) Reset() {
 	*x = Address{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[6]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1203,7 @@ func (x *Address) String() string {
 func (*Address) ProtoMessage() {}
 
 func (x *Address) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[6]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1216,7 @@ func (x *Address) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Address.ProtoReflect.Descriptor instead.
 func (*Address) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{6}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Address) GetHost() string {
@@ -1230,7 +1237,7 @@ func (x *Address) GetPort() int32 {
 // broker).
 type Endpoints struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Scheme        AddressScheme          `protobuf:"varint,1,opt,name=scheme,proto3,enum=apache.rocketmq.v2.AddressScheme" json:"scheme,omitempty"`
+	Scheme        AddressScheme          `protobuf:"varint,1,opt,name=scheme,proto3,enum=rocketry.rocketmq.v2.AddressScheme" json:"scheme,omitempty"`
 	Addresses     []*Address             `protobuf:"bytes,2,rep,name=addresses,proto3" json:"addresses,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1238,7 +1245,7 @@ type Endpoints struct {
 
 func (x *Endpoints) Reset() {
 	*x = Endpoints{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[7]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1250,7 +1257,7 @@ func (x *Endpoints) String() string {
 func (*Endpoints) ProtoMessage() {}
 
 func (x *Endpoints) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[7]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1263,7 +1270,7 @@ func (x *Endpoints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoints.ProtoReflect.Descriptor instead.
 func (*Endpoints) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{7}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Endpoints) GetScheme() AddressScheme {
@@ -1294,7 +1301,7 @@ type Broker struct {
 
 func (x *Broker) Reset() {
 	*x = Broker{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[8]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1313,7 @@ func (x *Broker) String() string {
 func (*Broker) ProtoMessage() {}
 
 func (x *Broker) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[8]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1326,7 @@ func (x *Broker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Broker.ProtoReflect.Descriptor instead.
 func (*Broker) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{8}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Broker) GetName() string {
@@ -1348,18 +1355,18 @@ type MessageQueue struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Topic      *Resource              `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	Id         int32                  `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
-	Permission Permission             `protobuf:"varint,3,opt,name=permission,proto3,enum=apache.rocketmq.v2.Permission" json:"permission,omitempty"`
+	Permission Permission             `protobuf:"varint,3,opt,name=permission,proto3,enum=rocketry.rocketmq.v2.Permission" json:"permission,omitempty"`
 	Broker     *Broker                `protobuf:"bytes,4,opt,name=broker,proto3" json:"broker,omitempty"`
 	// accept_message_types lists the message types the queue takes; a producer
 	// that validates types checks its message against it.
-	AcceptMessageTypes []MessageType `protobuf:"varint,5,rep,packed,name=accept_message_types,json=acceptMessageTypes,proto3,enum=apache.rocketmq.v2.MessageType" json:"accept_message_types,omitempty"`
+	AcceptMessageTypes []MessageType `protobuf:"varint,5,rep,packed,name=accept_message_types,json=acceptMessageTypes,proto3,enum=rocketry.rocketmq.v2.MessageType" json:"accept_message_types,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
 
 func (x *MessageQueue) Reset() {
 	*x = MessageQueue{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[9]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1378,7 @@ func (x *MessageQueue) String() string {
 func (*MessageQueue) ProtoMessage() {}
 
 func (x *MessageQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[9]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1391,7 @@ func (x *MessageQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageQueue.ProtoReflect.Descriptor instead.
 func (*MessageQueue) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{9}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MessageQueue) GetTopic() *Resource {
@@ -1426,7 +1433,7 @@ func (x *MessageQueue) GetAcceptMessageTypes() []MessageType {
 // refuses the message.
 type Digest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Type  DigestType             `protobuf:"varint,1,opt,name=type,proto3,enum=apache.rocketmq.v2.DigestType" json:"type,omitempty"`
+	Type  DigestType             `protobuf:"varint,1,opt,name=type,proto3,enum=rocketry.rocketmq.v2.DigestType" json:"type,omitempty"`
 	// checksum is the digest in upper-case hex; for CRC32 the IEEE CRC
 	// without leading zeros, as the Java client writes it.
 	Checksum      string `protobuf:"bytes,2,opt,name=checksum,proto3" json:"checksum,omitempty"`
@@ -1436,7 +1443,7 @@ type Digest struct {
 
 func (x *Digest) Reset() {
 	*x = Digest{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[10]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1448,7 +1455,7 @@ func (x *Digest) String() string {
 func (*Digest) ProtoMessage() {}
 
 func (x *Digest) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[10]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1461,7 +1468,7 @@ func (x *Digest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Digest.ProtoReflect.Descriptor instead.
 func (*Digest) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{10}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Digest) GetType() DigestType {
@@ -1490,8 +1497,8 @@ type SystemProperties struct {
 	// refused.
 	MessageId     string                 `protobuf:"bytes,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	BodyDigest    *Digest                `protobuf:"bytes,4,opt,name=body_digest,json=bodyDigest,proto3" json:"body_digest,omitempty"`
-	BodyEncoding  Encoding               `protobuf:"varint,5,opt,name=body_encoding,json=bodyEncoding,proto3,enum=apache.rocketmq.v2.Encoding" json:"body_encoding,omitempty"`
-	MessageType   MessageType            `protobuf:"varint,6,opt,name=message_type,json=messageType,proto3,enum=apache.rocketmq.v2.MessageType" json:"message_type,omitempty"`
+	BodyEncoding  Encoding               `protobuf:"varint,5,opt,name=body_encoding,json=bodyEncoding,proto3,enum=rocketry.rocketmq.v2.Encoding" json:"body_encoding,omitempty"`
+	MessageType   MessageType            `protobuf:"varint,6,opt,name=message_type,json=messageType,proto3,enum=rocketry.rocketmq.v2.MessageType" json:"message_type,omitempty"`
 	BornTimestamp *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=born_timestamp,json=bornTimestamp,proto3" json:"born_timestamp,omitempty"`
 	// born_host is the producer's address or host name.
 	BornHost       string                 `protobuf:"bytes,8,opt,name=born_host,json=bornHost,proto3" json:"born_host,omitempty"`
@@ -1520,7 +1527,7 @@ type SystemProperties struct {
 
 func (x *SystemProperties) Reset() {
 	*x = SystemProperties{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[11]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1539,7 @@ func (x *SystemProperties) String() string {
 func (*SystemProperties) ProtoMessage() {}
 
 func (x *SystemProperties) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[11]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1552,7 @@ func (x *SystemProperties) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SystemProperties.ProtoReflect.Descriptor instead.
 func (*SystemProperties) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{11}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SystemProperties) GetTag() string {
@@ -1713,7 +1720,7 @@ type DeadLetterQueue struct {
 
 func (x *DeadLetterQueue) Reset() {
 	*x = DeadLetterQueue{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[12]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1725,7 +1732,7 @@ func (x *DeadLetterQueue) String() string {
 func (*DeadLetterQueue) ProtoMessage() {}
 
 func (x *DeadLetterQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[12]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1738,7 +1745,7 @@ func (x *DeadLetterQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterQueue.ProtoReflect.Descriptor instead.
 func (*DeadLetterQueue) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{12}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeadLetterQueue) GetTopic() string {
@@ -1769,7 +1776,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[13]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +1788,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[13]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +1801,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{13}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Message) GetTopic() *Resource {
@@ -1835,7 +1842,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[14]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1847,7 +1854,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[14]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1860,7 +1867,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{14}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Assignment) GetMessageQueue() *MessageQueue {
@@ -1873,7 +1880,7 @@ func (x *Assignment) GetMessageQueue() *MessageQueue {
 // Status is the outcome of a request, or of one entry of it.
 type Status struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Code          Code                   `protobuf:"varint,1,opt,name=code,proto3,enum=apache.rocketmq.v2.Code" json:"code,omitempty"`
+	Code          Code                   `protobuf:"varint,1,opt,name=code,proto3,enum=rocketry.rocketmq.v2.Code" json:"code,omitempty"`
 	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1881,7 +1888,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[15]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1893,7 +1900,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[15]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1906,7 +1913,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{15}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Status) GetCode() Code {
@@ -1926,7 +1933,7 @@ func (x *Status) GetMessage() string {
 // UA describes the client to the server.
 type UA struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
-	Language Language               `protobuf:"varint,1,opt,name=language,proto3,enum=apache.rocketmq.v2.Language" json:"language,omitempty"`
+	Language Language               `protobuf:"varint,1,opt,name=language,proto3,enum=rocketry.rocketmq.v2.Language" json:"language,omitempty"`
 	Version  string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	// platform is the OS and architecture.
 	Platform      string `protobuf:"bytes,3,opt,name=platform,proto3" json:"platform,omitempty"`
@@ -1937,7 +1944,7 @@ type UA struct {
 
 func (x *UA) Reset() {
 	*x = UA{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[16]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1949,7 +1956,7 @@ func (x *UA) String() string {
 func (*UA) ProtoMessage() {}
 
 func (x *UA) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[16]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1962,7 +1969,7 @@ func (x *UA) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UA.ProtoReflect.Descriptor instead.
 func (*UA) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{16}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UA) GetLanguage() Language {
@@ -1998,7 +2005,7 @@ func (x *UA) GetHostname() string {
 // the largest body it accepts).
 type Settings struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
-	ClientType  *ClientType            `protobuf:"varint,1,opt,name=client_type,json=clientType,proto3,enum=apache.rocketmq.v2.ClientType,oneof" json:"client_type,omitempty"`
+	ClientType  *ClientType            `protobuf:"varint,1,opt,name=client_type,json=clientType,proto3,enum=rocketry.rocketmq.v2.ClientType,oneof" json:"client_type,omitempty"`
 	AccessPoint *Endpoints             `protobuf:"bytes,2,opt,name=access_point,json=accessPoint,proto3,oneof" json:"access_point,omitempty"`
 	// backoff_policy is how a producer should retry after throttling or a
 	// server error.
@@ -2018,7 +2025,7 @@ type Settings struct {
 
 func (x *Settings) Reset() {
 	*x = Settings{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[17]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2030,7 +2037,7 @@ func (x *Settings) String() string {
 func (*Settings) ProtoMessage() {}
 
 func (x *Settings) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[17]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2043,7 +2050,7 @@ func (x *Settings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settings.ProtoReflect.Descriptor instead.
 func (*Settings) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{17}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Settings) GetClientType() ClientType {
@@ -2145,7 +2152,7 @@ type Publishing struct {
 
 func (x *Publishing) Reset() {
 	*x = Publishing{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[18]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2157,7 +2164,7 @@ func (x *Publishing) String() string {
 func (*Publishing) ProtoMessage() {}
 
 func (x *Publishing) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[18]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2170,7 +2177,7 @@ func (x *Publishing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Publishing.ProtoReflect.Descriptor instead.
 func (*Publishing) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{18}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Publishing) GetTopics() []*Resource {
@@ -2210,7 +2217,7 @@ type Subscription struct {
 
 func (x *Subscription) Reset() {
 	*x = Subscription{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[19]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2222,7 +2229,7 @@ func (x *Subscription) String() string {
 func (*Subscription) ProtoMessage() {}
 
 func (x *Subscription) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[19]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2235,7 +2242,7 @@ func (x *Subscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscription.ProtoReflect.Descriptor instead.
 func (*Subscription) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{19}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Subscription) GetGroup() *Resource {
@@ -2298,7 +2305,7 @@ type Metric struct {
 
 func (x *Metric) Reset() {
 	*x = Metric{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[20]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2310,7 +2317,7 @@ func (x *Metric) String() string {
 func (*Metric) ProtoMessage() {}
 
 func (x *Metric) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[20]
+	mi := &file_rocketry_rocketmq_v2_definition_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2323,7 +2330,7 @@ func (x *Metric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Metric.ProtoReflect.Descriptor instead.
 func (*Metric) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{20}
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Metric) GetOn() bool {
@@ -2340,20 +2347,20 @@ func (x *Metric) GetEndpoints() *Endpoints {
 	return nil
 }
 
-var File_apache_rocketmq_v2_definition_proto protoreflect.FileDescriptor
+var File_rocketry_rocketmq_v2_definition_proto protoreflect.FileDescriptor
 
-const file_apache_rocketmq_v2_definition_proto_rawDesc = "" +
+const file_rocketry_rocketmq_v2_definition_proto_rawDesc = "" +
 	"\n" +
-	"#apache/rocketmq/v2/definition.proto\x12\x12apache.rocketmq.v2\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"f\n" +
-	"\x10FilterExpression\x122\n" +
-	"\x04type\x18\x01 \x01(\x0e2\x1e.apache.rocketmq.v2.FilterTypeR\x04type\x12\x1e\n" +
+	"%rocketry/rocketmq/v2/definition.proto\x12\x14rocketry.rocketmq.v2\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"h\n" +
+	"\x10FilterExpression\x124\n" +
+	"\x04type\x18\x01 \x01(\x0e2 .rocketry.rocketmq.v2.FilterTypeR\x04type\x12\x1e\n" +
 	"\n" +
 	"expression\x18\x02 \x01(\tR\n" +
-	"expression\"\xef\x01\n" +
+	"expression\"\xf3\x01\n" +
 	"\vRetryPolicy\x12!\n" +
-	"\fmax_attempts\x18\x01 \x01(\x05R\vmaxAttempts\x12Y\n" +
-	"\x13exponential_backoff\x18\x02 \x01(\v2&.apache.rocketmq.v2.ExponentialBackoffH\x00R\x12exponentialBackoff\x12V\n" +
-	"\x12customized_backoff\x18\x03 \x01(\v2%.apache.rocketmq.v2.CustomizedBackoffH\x00R\x11customizedBackoffB\n" +
+	"\fmax_attempts\x18\x01 \x01(\x05R\vmaxAttempts\x12[\n" +
+	"\x13exponential_backoff\x18\x02 \x01(\v2(.rocketry.rocketmq.v2.ExponentialBackoffH\x00R\x12exponentialBackoff\x12X\n" +
+	"\x12customized_backoff\x18\x03 \x01(\v2'.rocketry.rocketmq.v2.CustomizedBackoffH\x00R\x11customizedBackoffB\n" +
 	"\n" +
 	"\bstrategy\"\x96\x01\n" +
 	"\x12ExponentialBackoff\x123\n" +
@@ -2366,42 +2373,42 @@ const file_apache_rocketmq_v2_definition_proto_rawDesc = "" +
 	"\x04next\x18\x01 \x03(\v2\x19.google.protobuf.DurationR\x04next\"M\n" +
 	"\bResource\x12-\n" +
 	"\x12resource_namespace\x18\x01 \x01(\tR\x11resourceNamespace\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\x8d\x01\n" +
-	"\x11SubscriptionEntry\x122\n" +
-	"\x05topic\x18\x01 \x01(\v2\x1c.apache.rocketmq.v2.ResourceR\x05topic\x12D\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\x91\x01\n" +
+	"\x11SubscriptionEntry\x124\n" +
+	"\x05topic\x18\x01 \x01(\v2\x1e.rocketry.rocketmq.v2.ResourceR\x05topic\x12F\n" +
 	"\n" +
-	"expression\x18\x02 \x01(\v2$.apache.rocketmq.v2.FilterExpressionR\n" +
+	"expression\x18\x02 \x01(\v2&.rocketry.rocketmq.v2.FilterExpressionR\n" +
 	"expression\"1\n" +
 	"\aAddress\x12\x12\n" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x12\n" +
-	"\x04port\x18\x02 \x01(\x05R\x04port\"\x81\x01\n" +
-	"\tEndpoints\x129\n" +
-	"\x06scheme\x18\x01 \x01(\x0e2!.apache.rocketmq.v2.AddressSchemeR\x06scheme\x129\n" +
-	"\taddresses\x18\x02 \x03(\v2\x1b.apache.rocketmq.v2.AddressR\taddresses\"i\n" +
+	"\x04port\x18\x02 \x01(\x05R\x04port\"\x85\x01\n" +
+	"\tEndpoints\x12;\n" +
+	"\x06scheme\x18\x01 \x01(\x0e2#.rocketry.rocketmq.v2.AddressSchemeR\x06scheme\x12;\n" +
+	"\taddresses\x18\x02 \x03(\v2\x1d.rocketry.rocketmq.v2.AddressR\taddresses\"k\n" +
 	"\x06Broker\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\x05R\x02id\x12;\n" +
-	"\tendpoints\x18\x03 \x01(\v2\x1d.apache.rocketmq.v2.EndpointsR\tendpoints\"\x99\x02\n" +
-	"\fMessageQueue\x122\n" +
-	"\x05topic\x18\x01 \x01(\v2\x1c.apache.rocketmq.v2.ResourceR\x05topic\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\x05R\x02id\x12>\n" +
+	"\x02id\x18\x02 \x01(\x05R\x02id\x12=\n" +
+	"\tendpoints\x18\x03 \x01(\v2\x1f.rocketry.rocketmq.v2.EndpointsR\tendpoints\"\xa1\x02\n" +
+	"\fMessageQueue\x124\n" +
+	"\x05topic\x18\x01 \x01(\v2\x1e.rocketry.rocketmq.v2.ResourceR\x05topic\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x05R\x02id\x12@\n" +
 	"\n" +
-	"permission\x18\x03 \x01(\x0e2\x1e.apache.rocketmq.v2.PermissionR\n" +
-	"permission\x122\n" +
-	"\x06broker\x18\x04 \x01(\v2\x1a.apache.rocketmq.v2.BrokerR\x06broker\x12Q\n" +
-	"\x14accept_message_types\x18\x05 \x03(\x0e2\x1f.apache.rocketmq.v2.MessageTypeR\x12acceptMessageTypes\"X\n" +
-	"\x06Digest\x122\n" +
-	"\x04type\x18\x01 \x01(\x0e2\x1e.apache.rocketmq.v2.DigestTypeR\x04type\x12\x1a\n" +
-	"\bchecksum\x18\x02 \x01(\tR\bchecksum\"\x8f\v\n" +
+	"permission\x18\x03 \x01(\x0e2 .rocketry.rocketmq.v2.PermissionR\n" +
+	"permission\x124\n" +
+	"\x06broker\x18\x04 \x01(\v2\x1c.rocketry.rocketmq.v2.BrokerR\x06broker\x12S\n" +
+	"\x14accept_message_types\x18\x05 \x03(\x0e2!.rocketry.rocketmq.v2.MessageTypeR\x12acceptMessageTypes\"Z\n" +
+	"\x06Digest\x124\n" +
+	"\x04type\x18\x01 \x01(\x0e2 .rocketry.rocketmq.v2.DigestTypeR\x04type\x12\x1a\n" +
+	"\bchecksum\x18\x02 \x01(\tR\bchecksum\"\x97\v\n" +
 	"\x10SystemProperties\x12\x15\n" +
 	"\x03tag\x18\x01 \x01(\tH\x00R\x03tag\x88\x01\x01\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\tR\x04keys\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x03 \x01(\tR\tmessageId\x12;\n" +
-	"\vbody_digest\x18\x04 \x01(\v2\x1a.apache.rocketmq.v2.DigestR\n" +
-	"bodyDigest\x12A\n" +
-	"\rbody_encoding\x18\x05 \x01(\x0e2\x1c.apache.rocketmq.v2.EncodingR\fbodyEncoding\x12B\n" +
-	"\fmessage_type\x18\x06 \x01(\x0e2\x1f.apache.rocketmq.v2.MessageTypeR\vmessageType\x12A\n" +
+	"message_id\x18\x03 \x01(\tR\tmessageId\x12=\n" +
+	"\vbody_digest\x18\x04 \x01(\v2\x1c.rocketry.rocketmq.v2.DigestR\n" +
+	"bodyDigest\x12C\n" +
+	"\rbody_encoding\x18\x05 \x01(\x0e2\x1e.rocketry.rocketmq.v2.EncodingR\fbodyEncoding\x12D\n" +
+	"\fmessage_type\x18\x06 \x01(\x0e2!.rocketry.rocketmq.v2.MessageTypeR\vmessageType\x12A\n" +
 	"\x0eborn_timestamp\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\rbornTimestamp\x12\x1b\n" +
 	"\tborn_host\x18\b \x01(\tR\bbornHost\x12H\n" +
 	"\x0fstore_timestamp\x18\t \x01(\v2\x1a.google.protobuf.TimestampH\x01R\x0estoreTimestamp\x88\x01\x01\x12\x1d\n" +
@@ -2416,8 +2423,8 @@ const file_apache_rocketmq_v2_definition_proto_rawDesc = "" +
 	"\x10delivery_attempt\x18\x10 \x01(\x05H\x06R\x0fdeliveryAttempt\x88\x01\x01\x12(\n" +
 	"\rmessage_group\x18\x11 \x01(\tH\aR\fmessageGroup\x88\x01\x01\x12(\n" +
 	"\rtrace_context\x18\x12 \x01(\tH\bR\ftraceContext\x88\x01\x01\x12s\n" +
-	"&orphaned_transaction_recovery_duration\x18\x13 \x01(\v2\x19.google.protobuf.DurationH\tR#orphanedTransactionRecoveryDuration\x88\x01\x01\x12T\n" +
-	"\x11dead_letter_queue\x18\x14 \x01(\v2#.apache.rocketmq.v2.DeadLetterQueueH\n" +
+	"&orphaned_transaction_recovery_duration\x18\x13 \x01(\v2\x19.google.protobuf.DurationH\tR#orphanedTransactionRecoveryDuration\x88\x01\x01\x12V\n" +
+	"\x11dead_letter_queue\x18\x14 \x01(\v2%.rocketry.rocketmq.v2.DeadLetterQueueH\n" +
 	"R\x0fdeadLetterQueue\x88\x01\x01\x12\"\n" +
 	"\n" +
 	"lite_topic\x18\x15 \x01(\tH\vR\tliteTopic\x88\x01\x01\x12\x1f\n" +
@@ -2438,52 +2445,52 @@ const file_apache_rocketmq_v2_definition_proto_rawDesc = "" +
 	"\x0fDeadLetterQueue\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x02 \x01(\tR\tmessageId\"\xc1\x02\n" +
-	"\aMessage\x122\n" +
-	"\x05topic\x18\x01 \x01(\v2\x1c.apache.rocketmq.v2.ResourceR\x05topic\x12X\n" +
-	"\x0fuser_properties\x18\x02 \x03(\v2/.apache.rocketmq.v2.Message.UserPropertiesEntryR\x0euserProperties\x12Q\n" +
-	"\x11system_properties\x18\x03 \x01(\v2$.apache.rocketmq.v2.SystemPropertiesR\x10systemProperties\x12\x12\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\"\xc7\x02\n" +
+	"\aMessage\x124\n" +
+	"\x05topic\x18\x01 \x01(\v2\x1e.rocketry.rocketmq.v2.ResourceR\x05topic\x12Z\n" +
+	"\x0fuser_properties\x18\x02 \x03(\v21.rocketry.rocketmq.v2.Message.UserPropertiesEntryR\x0euserProperties\x12S\n" +
+	"\x11system_properties\x18\x03 \x01(\v2&.rocketry.rocketmq.v2.SystemPropertiesR\x10systemProperties\x12\x12\n" +
 	"\x04body\x18\x04 \x01(\fR\x04body\x1aA\n" +
 	"\x13UserPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"S\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"U\n" +
 	"\n" +
-	"Assignment\x12E\n" +
-	"\rmessage_queue\x18\x01 \x01(\v2 .apache.rocketmq.v2.MessageQueueR\fmessageQueue\"P\n" +
-	"\x06Status\x12,\n" +
-	"\x04code\x18\x01 \x01(\x0e2\x18.apache.rocketmq.v2.CodeR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x90\x01\n" +
-	"\x02UA\x128\n" +
-	"\blanguage\x18\x01 \x01(\x0e2\x1c.apache.rocketmq.v2.LanguageR\blanguage\x12\x18\n" +
+	"Assignment\x12G\n" +
+	"\rmessage_queue\x18\x01 \x01(\v2\".rocketry.rocketmq.v2.MessageQueueR\fmessageQueue\"R\n" +
+	"\x06Status\x12.\n" +
+	"\x04code\x18\x01 \x01(\x0e2\x1a.rocketry.rocketmq.v2.CodeR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x92\x01\n" +
+	"\x02UA\x12:\n" +
+	"\blanguage\x18\x01 \x01(\x0e2\x1e.rocketry.rocketmq.v2.LanguageR\blanguage\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
 	"\bplatform\x18\x03 \x01(\tR\bplatform\x12\x1a\n" +
-	"\bhostname\x18\x04 \x01(\tR\bhostname\"\xf5\x04\n" +
-	"\bSettings\x12D\n" +
-	"\vclient_type\x18\x01 \x01(\x0e2\x1e.apache.rocketmq.v2.ClientTypeH\x01R\n" +
-	"clientType\x88\x01\x01\x12E\n" +
-	"\faccess_point\x18\x02 \x01(\v2\x1d.apache.rocketmq.v2.EndpointsH\x02R\vaccessPoint\x88\x01\x01\x12K\n" +
-	"\x0ebackoff_policy\x18\x03 \x01(\v2\x1f.apache.rocketmq.v2.RetryPolicyH\x03R\rbackoffPolicy\x88\x01\x01\x12G\n" +
-	"\x0frequest_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationH\x04R\x0erequestTimeout\x88\x01\x01\x12@\n" +
+	"\bhostname\x18\x04 \x01(\tR\bhostname\"\x83\x05\n" +
+	"\bSettings\x12F\n" +
+	"\vclient_type\x18\x01 \x01(\x0e2 .rocketry.rocketmq.v2.ClientTypeH\x01R\n" +
+	"clientType\x88\x01\x01\x12G\n" +
+	"\faccess_point\x18\x02 \x01(\v2\x1f.rocketry.rocketmq.v2.EndpointsH\x02R\vaccessPoint\x88\x01\x01\x12M\n" +
+	"\x0ebackoff_policy\x18\x03 \x01(\v2!.rocketry.rocketmq.v2.RetryPolicyH\x03R\rbackoffPolicy\x88\x01\x01\x12G\n" +
+	"\x0frequest_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationH\x04R\x0erequestTimeout\x88\x01\x01\x12B\n" +
 	"\n" +
-	"publishing\x18\x05 \x01(\v2\x1e.apache.rocketmq.v2.PublishingH\x00R\n" +
-	"publishing\x12F\n" +
-	"\fsubscription\x18\x06 \x01(\v2 .apache.rocketmq.v2.SubscriptionH\x00R\fsubscription\x125\n" +
+	"publishing\x18\x05 \x01(\v2 .rocketry.rocketmq.v2.PublishingH\x00R\n" +
+	"publishing\x12H\n" +
+	"\fsubscription\x18\x06 \x01(\v2\".rocketry.rocketmq.v2.SubscriptionH\x00R\fsubscription\x127\n" +
 	"\n" +
-	"user_agent\x18\a \x01(\v2\x16.apache.rocketmq.v2.UAR\tuserAgent\x122\n" +
-	"\x06metric\x18\b \x01(\v2\x1a.apache.rocketmq.v2.MetricR\x06metricB\t\n" +
+	"user_agent\x18\a \x01(\v2\x18.rocketry.rocketmq.v2.UAR\tuserAgent\x124\n" +
+	"\x06metric\x18\b \x01(\v2\x1c.rocketry.rocketmq.v2.MetricR\x06metricB\t\n" +
 	"\apub_subB\x0e\n" +
 	"\f_client_typeB\x0f\n" +
 	"\r_access_pointB\x11\n" +
 	"\x0f_backoff_policyB\x12\n" +
-	"\x10_request_timeout\"\x9a\x01\n" +
+	"\x10_request_timeout\"\x9c\x01\n" +
 	"\n" +
-	"Publishing\x124\n" +
-	"\x06topics\x18\x01 \x03(\v2\x1c.apache.rocketmq.v2.ResourceR\x06topics\x12\"\n" +
+	"Publishing\x126\n" +
+	"\x06topics\x18\x01 \x03(\v2\x1e.rocketry.rocketmq.v2.ResourceR\x06topics\x12\"\n" +
 	"\rmax_body_size\x18\x02 \x01(\x05R\vmaxBodySize\x122\n" +
-	"\x15validate_message_type\x18\x03 \x01(\bR\x13validateMessageType\"\x9a\x04\n" +
-	"\fSubscription\x127\n" +
-	"\x05group\x18\x01 \x01(\v2\x1c.apache.rocketmq.v2.ResourceH\x00R\x05group\x88\x01\x01\x12K\n" +
-	"\rsubscriptions\x18\x02 \x03(\v2%.apache.rocketmq.v2.SubscriptionEntryR\rsubscriptions\x12\x17\n" +
+	"\x15validate_message_type\x18\x03 \x01(\bR\x13validateMessageType\"\x9e\x04\n" +
+	"\fSubscription\x129\n" +
+	"\x05group\x18\x01 \x01(\v2\x1e.rocketry.rocketmq.v2.ResourceH\x00R\x05group\x88\x01\x01\x12M\n" +
+	"\rsubscriptions\x18\x02 \x03(\v2'.rocketry.rocketmq.v2.SubscriptionEntryR\rsubscriptions\x12\x17\n" +
 	"\x04fifo\x18\x03 \x01(\bH\x01R\x04fifo\x88\x01\x01\x121\n" +
 	"\x12receive_batch_size\x18\x04 \x01(\x05H\x02R\x10receiveBatchSize\x88\x01\x01\x12P\n" +
 	"\x14long_polling_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationH\x03R\x12longPollingTimeout\x88\x01\x01\x12;\n" +
@@ -2494,10 +2501,10 @@ const file_apache_rocketmq_v2_definition_proto_rawDesc = "" +
 	"\x13_receive_batch_sizeB\x17\n" +
 	"\x15_long_polling_timeoutB\x1a\n" +
 	"\x18_lite_subscription_quotaB\x16\n" +
-	"\x14_max_lite_topic_size\"h\n" +
+	"\x14_max_lite_topic_size\"j\n" +
 	"\x06Metric\x12\x0e\n" +
-	"\x02on\x18\x01 \x01(\bR\x02on\x12@\n" +
-	"\tendpoints\x18\x02 \x01(\v2\x1d.apache.rocketmq.v2.EndpointsH\x00R\tendpoints\x88\x01\x01B\f\n" +
+	"\x02on\x18\x01 \x01(\bR\x02on\x12B\n" +
+	"\tendpoints\x18\x02 \x01(\v2\x1f.rocketry.rocketmq.v2.EndpointsH\x00R\tendpoints\x88\x01\x01B\f\n" +
 	"\n" +
 	"_endpoints*Y\n" +
 	"\x15TransactionResolution\x12&\n" +
@@ -2626,104 +2633,104 @@ const file_apache_rocketmq_v2_definition_proto_rawDesc = "" +
 	"\x12\b\n" +
 	"\x04DART\x10\v\x12\n" +
 	"\n" +
-	"\x06KOTLIN\x10\fBCZAgithub.com/rocketry-go/rocketry/gen/apache/rocketmq/v2;rocketmqv2b\x06proto3"
+	"\x06KOTLIN\x10\fBEZCgithub.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2;rocketmqv2b\x06proto3"
 
 var (
-	file_apache_rocketmq_v2_definition_proto_rawDescOnce sync.Once
-	file_apache_rocketmq_v2_definition_proto_rawDescData []byte
+	file_rocketry_rocketmq_v2_definition_proto_rawDescOnce sync.Once
+	file_rocketry_rocketmq_v2_definition_proto_rawDescData []byte
 )
 
-func file_apache_rocketmq_v2_definition_proto_rawDescGZIP() []byte {
-	file_apache_rocketmq_v2_definition_proto_rawDescOnce.Do(func() {
-		file_apache_rocketmq_v2_definition_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_apache_rocketmq_v2_definition_proto_rawDesc), len(file_apache_rocketmq_v2_definition_proto_rawDesc)))
+func file_rocketry_rocketmq_v2_definition_proto_rawDescGZIP() []byte {
+	file_rocketry_rocketmq_v2_definition_proto_rawDescOnce.Do(func() {
+		file_rocketry_rocketmq_v2_definition_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_rocketry_rocketmq_v2_definition_proto_rawDesc), len(file_rocketry_rocketmq_v2_definition_proto_rawDesc)))
 	})
-	return file_apache_rocketmq_v2_definition_proto_rawDescData
+	return file_rocketry_rocketmq_v2_definition_proto_rawDescData
 }
 
-var file_apache_rocketmq_v2_definition_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
-var file_apache_rocketmq_v2_definition_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
-var file_apache_rocketmq_v2_definition_proto_goTypes = []any{
-	(TransactionResolution)(0),    // 0: apache.rocketmq.v2.TransactionResolution
-	(TransactionSource)(0),        // 1: apache.rocketmq.v2.TransactionSource
-	(Permission)(0),               // 2: apache.rocketmq.v2.Permission
-	(FilterType)(0),               // 3: apache.rocketmq.v2.FilterType
-	(AddressScheme)(0),            // 4: apache.rocketmq.v2.AddressScheme
-	(MessageType)(0),              // 5: apache.rocketmq.v2.MessageType
-	(DigestType)(0),               // 6: apache.rocketmq.v2.DigestType
-	(ClientType)(0),               // 7: apache.rocketmq.v2.ClientType
-	(Encoding)(0),                 // 8: apache.rocketmq.v2.Encoding
-	(Code)(0),                     // 9: apache.rocketmq.v2.Code
-	(Language)(0),                 // 10: apache.rocketmq.v2.Language
-	(*FilterExpression)(nil),      // 11: apache.rocketmq.v2.FilterExpression
-	(*RetryPolicy)(nil),           // 12: apache.rocketmq.v2.RetryPolicy
-	(*ExponentialBackoff)(nil),    // 13: apache.rocketmq.v2.ExponentialBackoff
-	(*CustomizedBackoff)(nil),     // 14: apache.rocketmq.v2.CustomizedBackoff
-	(*Resource)(nil),              // 15: apache.rocketmq.v2.Resource
-	(*SubscriptionEntry)(nil),     // 16: apache.rocketmq.v2.SubscriptionEntry
-	(*Address)(nil),               // 17: apache.rocketmq.v2.Address
-	(*Endpoints)(nil),             // 18: apache.rocketmq.v2.Endpoints
-	(*Broker)(nil),                // 19: apache.rocketmq.v2.Broker
-	(*MessageQueue)(nil),          // 20: apache.rocketmq.v2.MessageQueue
-	(*Digest)(nil),                // 21: apache.rocketmq.v2.Digest
-	(*SystemProperties)(nil),      // 22: apache.rocketmq.v2.SystemProperties
-	(*DeadLetterQueue)(nil),       // 23: apache.rocketmq.v2.DeadLetterQueue
-	(*Message)(nil),               // 24: apache.rocketmq.v2.Message
-	(*Assignment)(nil),            // 25: apache.rocketmq.v2.Assignment
-	(*Status)(nil),                // 26: apache.rocketmq.v2.Status
-	(*UA)(nil),                    // 27: apache.rocketmq.v2.UA
-	(*Settings)(nil),              // 28: apache.rocketmq.v2.Settings
-	(*Publishing)(nil),            // 29: apache.rocketmq.v2.Publishing
-	(*Subscription)(nil),          // 30: apache.rocketmq.v2.Subscription
-	(*Metric)(nil),                // 31: apache.rocketmq.v2.Metric
-	nil,                           // 32: apache.rocketmq.v2.Message.UserPropertiesEntry
+var file_rocketry_rocketmq_v2_definition_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
+var file_rocketry_rocketmq_v2_definition_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_rocketry_rocketmq_v2_definition_proto_goTypes = []any{
+	(TransactionResolution)(0),    // 0: rocketry.rocketmq.v2.TransactionResolution
+	(TransactionSource)(0),        // 1: rocketry.rocketmq.v2.TransactionSource
+	(Permission)(0),               // 2: rocketry.rocketmq.v2.Permission
+	(FilterType)(0),               // 3: rocketry.rocketmq.v2.FilterType
+	(AddressScheme)(0),            // 4: rocketry.rocketmq.v2.AddressScheme
+	(MessageType)(0),              // 5: rocketry.rocketmq.v2.MessageType
+	(DigestType)(0),               // 6: rocketry.rocketmq.v2.DigestType
+	(ClientType)(0),               // 7: rocketry.rocketmq.v2.ClientType
+	(Encoding)(0),                 // 8: rocketry.rocketmq.v2.Encoding
+	(Code)(0),                     // 9: rocketry.rocketmq.v2.Code
+	(Language)(0),                 // 10: rocketry.rocketmq.v2.Language
+	(*FilterExpression)(nil),      // 11: rocketry.rocketmq.v2.FilterExpression
+	(*RetryPolicy)(nil),           // 12: rocketry.rocketmq.v2.RetryPolicy
+	(*ExponentialBackoff)(nil),    // 13: rocketry.rocketmq.v2.ExponentialBackoff
+	(*CustomizedBackoff)(nil),     // 14: rocketry.rocketmq.v2.CustomizedBackoff
+	(*Resource)(nil),              // 15: rocketry.rocketmq.v2.Resource
+	(*SubscriptionEntry)(nil),     // 16: rocketry.rocketmq.v2.SubscriptionEntry
+	(*Address)(nil),               // 17: rocketry.rocketmq.v2.Address
+	(*Endpoints)(nil),             // 18: rocketry.rocketmq.v2.Endpoints
+	(*Broker)(nil),                // 19: rocketry.rocketmq.v2.Broker
+	(*MessageQueue)(nil),          // 20: rocketry.rocketmq.v2.MessageQueue
+	(*Digest)(nil),                // 21: rocketry.rocketmq.v2.Digest
+	(*SystemProperties)(nil),      // 22: rocketry.rocketmq.v2.SystemProperties
+	(*DeadLetterQueue)(nil),       // 23: rocketry.rocketmq.v2.DeadLetterQueue
+	(*Message)(nil),               // 24: rocketry.rocketmq.v2.Message
+	(*Assignment)(nil),            // 25: rocketry.rocketmq.v2.Assignment
+	(*Status)(nil),                // 26: rocketry.rocketmq.v2.Status
+	(*UA)(nil),                    // 27: rocketry.rocketmq.v2.UA
+	(*Settings)(nil),              // 28: rocketry.rocketmq.v2.Settings
+	(*Publishing)(nil),            // 29: rocketry.rocketmq.v2.Publishing
+	(*Subscription)(nil),          // 30: rocketry.rocketmq.v2.Subscription
+	(*Metric)(nil),                // 31: rocketry.rocketmq.v2.Metric
+	nil,                           // 32: rocketry.rocketmq.v2.Message.UserPropertiesEntry
 	(*durationpb.Duration)(nil),   // 33: google.protobuf.Duration
 	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
 }
-var file_apache_rocketmq_v2_definition_proto_depIdxs = []int32{
-	3,  // 0: apache.rocketmq.v2.FilterExpression.type:type_name -> apache.rocketmq.v2.FilterType
-	13, // 1: apache.rocketmq.v2.RetryPolicy.exponential_backoff:type_name -> apache.rocketmq.v2.ExponentialBackoff
-	14, // 2: apache.rocketmq.v2.RetryPolicy.customized_backoff:type_name -> apache.rocketmq.v2.CustomizedBackoff
-	33, // 3: apache.rocketmq.v2.ExponentialBackoff.initial:type_name -> google.protobuf.Duration
-	33, // 4: apache.rocketmq.v2.ExponentialBackoff.max:type_name -> google.protobuf.Duration
-	33, // 5: apache.rocketmq.v2.CustomizedBackoff.next:type_name -> google.protobuf.Duration
-	15, // 6: apache.rocketmq.v2.SubscriptionEntry.topic:type_name -> apache.rocketmq.v2.Resource
-	11, // 7: apache.rocketmq.v2.SubscriptionEntry.expression:type_name -> apache.rocketmq.v2.FilterExpression
-	4,  // 8: apache.rocketmq.v2.Endpoints.scheme:type_name -> apache.rocketmq.v2.AddressScheme
-	17, // 9: apache.rocketmq.v2.Endpoints.addresses:type_name -> apache.rocketmq.v2.Address
-	18, // 10: apache.rocketmq.v2.Broker.endpoints:type_name -> apache.rocketmq.v2.Endpoints
-	15, // 11: apache.rocketmq.v2.MessageQueue.topic:type_name -> apache.rocketmq.v2.Resource
-	2,  // 12: apache.rocketmq.v2.MessageQueue.permission:type_name -> apache.rocketmq.v2.Permission
-	19, // 13: apache.rocketmq.v2.MessageQueue.broker:type_name -> apache.rocketmq.v2.Broker
-	5,  // 14: apache.rocketmq.v2.MessageQueue.accept_message_types:type_name -> apache.rocketmq.v2.MessageType
-	6,  // 15: apache.rocketmq.v2.Digest.type:type_name -> apache.rocketmq.v2.DigestType
-	21, // 16: apache.rocketmq.v2.SystemProperties.body_digest:type_name -> apache.rocketmq.v2.Digest
-	8,  // 17: apache.rocketmq.v2.SystemProperties.body_encoding:type_name -> apache.rocketmq.v2.Encoding
-	5,  // 18: apache.rocketmq.v2.SystemProperties.message_type:type_name -> apache.rocketmq.v2.MessageType
-	34, // 19: apache.rocketmq.v2.SystemProperties.born_timestamp:type_name -> google.protobuf.Timestamp
-	34, // 20: apache.rocketmq.v2.SystemProperties.store_timestamp:type_name -> google.protobuf.Timestamp
-	34, // 21: apache.rocketmq.v2.SystemProperties.delivery_timestamp:type_name -> google.protobuf.Timestamp
-	33, // 22: apache.rocketmq.v2.SystemProperties.invisible_duration:type_name -> google.protobuf.Duration
-	33, // 23: apache.rocketmq.v2.SystemProperties.orphaned_transaction_recovery_duration:type_name -> google.protobuf.Duration
-	23, // 24: apache.rocketmq.v2.SystemProperties.dead_letter_queue:type_name -> apache.rocketmq.v2.DeadLetterQueue
-	15, // 25: apache.rocketmq.v2.Message.topic:type_name -> apache.rocketmq.v2.Resource
-	32, // 26: apache.rocketmq.v2.Message.user_properties:type_name -> apache.rocketmq.v2.Message.UserPropertiesEntry
-	22, // 27: apache.rocketmq.v2.Message.system_properties:type_name -> apache.rocketmq.v2.SystemProperties
-	20, // 28: apache.rocketmq.v2.Assignment.message_queue:type_name -> apache.rocketmq.v2.MessageQueue
-	9,  // 29: apache.rocketmq.v2.Status.code:type_name -> apache.rocketmq.v2.Code
-	10, // 30: apache.rocketmq.v2.UA.language:type_name -> apache.rocketmq.v2.Language
-	7,  // 31: apache.rocketmq.v2.Settings.client_type:type_name -> apache.rocketmq.v2.ClientType
-	18, // 32: apache.rocketmq.v2.Settings.access_point:type_name -> apache.rocketmq.v2.Endpoints
-	12, // 33: apache.rocketmq.v2.Settings.backoff_policy:type_name -> apache.rocketmq.v2.RetryPolicy
-	33, // 34: apache.rocketmq.v2.Settings.request_timeout:type_name -> google.protobuf.Duration
-	29, // 35: apache.rocketmq.v2.Settings.publishing:type_name -> apache.rocketmq.v2.Publishing
-	30, // 36: apache.rocketmq.v2.Settings.subscription:type_name -> apache.rocketmq.v2.Subscription
-	27, // 37: apache.rocketmq.v2.Settings.user_agent:type_name -> apache.rocketmq.v2.UA
-	31, // 38: apache.rocketmq.v2.Settings.metric:type_name -> apache.rocketmq.v2.Metric
-	15, // 39: apache.rocketmq.v2.Publishing.topics:type_name -> apache.rocketmq.v2.Resource
-	15, // 40: apache.rocketmq.v2.Subscription.group:type_name -> apache.rocketmq.v2.Resource
-	16, // 41: apache.rocketmq.v2.Subscription.subscriptions:type_name -> apache.rocketmq.v2.SubscriptionEntry
-	33, // 42: apache.rocketmq.v2.Subscription.long_polling_timeout:type_name -> google.protobuf.Duration
-	18, // 43: apache.rocketmq.v2.Metric.endpoints:type_name -> apache.rocketmq.v2.Endpoints
+var file_rocketry_rocketmq_v2_definition_proto_depIdxs = []int32{
+	3,  // 0: rocketry.rocketmq.v2.FilterExpression.type:type_name -> rocketry.rocketmq.v2.FilterType
+	13, // 1: rocketry.rocketmq.v2.RetryPolicy.exponential_backoff:type_name -> rocketry.rocketmq.v2.ExponentialBackoff
+	14, // 2: rocketry.rocketmq.v2.RetryPolicy.customized_backoff:type_name -> rocketry.rocketmq.v2.CustomizedBackoff
+	33, // 3: rocketry.rocketmq.v2.ExponentialBackoff.initial:type_name -> google.protobuf.Duration
+	33, // 4: rocketry.rocketmq.v2.ExponentialBackoff.max:type_name -> google.protobuf.Duration
+	33, // 5: rocketry.rocketmq.v2.CustomizedBackoff.next:type_name -> google.protobuf.Duration
+	15, // 6: rocketry.rocketmq.v2.SubscriptionEntry.topic:type_name -> rocketry.rocketmq.v2.Resource
+	11, // 7: rocketry.rocketmq.v2.SubscriptionEntry.expression:type_name -> rocketry.rocketmq.v2.FilterExpression
+	4,  // 8: rocketry.rocketmq.v2.Endpoints.scheme:type_name -> rocketry.rocketmq.v2.AddressScheme
+	17, // 9: rocketry.rocketmq.v2.Endpoints.addresses:type_name -> rocketry.rocketmq.v2.Address
+	18, // 10: rocketry.rocketmq.v2.Broker.endpoints:type_name -> rocketry.rocketmq.v2.Endpoints
+	15, // 11: rocketry.rocketmq.v2.MessageQueue.topic:type_name -> rocketry.rocketmq.v2.Resource
+	2,  // 12: rocketry.rocketmq.v2.MessageQueue.permission:type_name -> rocketry.rocketmq.v2.Permission
+	19, // 13: rocketry.rocketmq.v2.MessageQueue.broker:type_name -> rocketry.rocketmq.v2.Broker
+	5,  // 14: rocketry.rocketmq.v2.MessageQueue.accept_message_types:type_name -> rocketry.rocketmq.v2.MessageType
+	6,  // 15: rocketry.rocketmq.v2.Digest.type:type_name -> rocketry.rocketmq.v2.DigestType
+	21, // 16: rocketry.rocketmq.v2.SystemProperties.body_digest:type_name -> rocketry.rocketmq.v2.Digest
+	8,  // 17: rocketry.rocketmq.v2.SystemProperties.body_encoding:type_name -> rocketry.rocketmq.v2.Encoding
+	5,  // 18: rocketry.rocketmq.v2.SystemProperties.message_type:type_name -> rocketry.rocketmq.v2.MessageType
+	34, // 19: rocketry.rocketmq.v2.SystemProperties.born_timestamp:type_name -> google.protobuf.Timestamp
+	34, // 20: rocketry.rocketmq.v2.SystemProperties.store_timestamp:type_name -> google.protobuf.Timestamp
+	34, // 21: rocketry.rocketmq.v2.SystemProperties.delivery_timestamp:type_name -> google.protobuf.Timestamp
+	33, // 22: rocketry.rocketmq.v2.SystemProperties.invisible_duration:type_name -> google.protobuf.Duration
+	33, // 23: rocketry.rocketmq.v2.SystemProperties.orphaned_transaction_recovery_duration:type_name -> google.protobuf.Duration
+	23, // 24: rocketry.rocketmq.v2.SystemProperties.dead_letter_queue:type_name -> rocketry.rocketmq.v2.DeadLetterQueue
+	15, // 25: rocketry.rocketmq.v2.Message.topic:type_name -> rocketry.rocketmq.v2.Resource
+	32, // 26: rocketry.rocketmq.v2.Message.user_properties:type_name -> rocketry.rocketmq.v2.Message.UserPropertiesEntry
+	22, // 27: rocketry.rocketmq.v2.Message.system_properties:type_name -> rocketry.rocketmq.v2.SystemProperties
+	20, // 28: rocketry.rocketmq.v2.Assignment.message_queue:type_name -> rocketry.rocketmq.v2.MessageQueue
+	9,  // 29: rocketry.rocketmq.v2.Status.code:type_name -> rocketry.rocketmq.v2.Code
+	10, // 30: rocketry.rocketmq.v2.UA.language:type_name -> rocketry.rocketmq.v2.Language
+	7,  // 31: rocketry.rocketmq.v2.Settings.client_type:type_name -> rocketry.rocketmq.v2.ClientType
+	18, // 32: rocketry.rocketmq.v2.Settings.access_point:type_name -> rocketry.rocketmq.v2.Endpoints
+	12, // 33: rocketry.rocketmq.v2.Settings.backoff_policy:type_name -> rocketry.rocketmq.v2.RetryPolicy
+	33, // 34: rocketry.rocketmq.v2.Settings.request_timeout:type_name -> google.protobuf.Duration
+	29, // 35: rocketry.rocketmq.v2.Settings.publishing:type_name -> rocketry.rocketmq.v2.Publishing
+	30, // 36: rocketry.rocketmq.v2.Settings.subscription:type_name -> rocketry.rocketmq.v2.Subscription
+	27, // 37: rocketry.rocketmq.v2.Settings.user_agent:type_name -> rocketry.rocketmq.v2.UA
+	31, // 38: rocketry.rocketmq.v2.Settings.metric:type_name -> rocketry.rocketmq.v2.Metric
+	15, // 39: rocketry.rocketmq.v2.Publishing.topics:type_name -> rocketry.rocketmq.v2.Resource
+	15, // 40: rocketry.rocketmq.v2.Subscription.group:type_name -> rocketry.rocketmq.v2.Resource
+	16, // 41: rocketry.rocketmq.v2.Subscription.subscriptions:type_name -> rocketry.rocketmq.v2.SubscriptionEntry
+	33, // 42: rocketry.rocketmq.v2.Subscription.long_polling_timeout:type_name -> google.protobuf.Duration
+	18, // 43: rocketry.rocketmq.v2.Metric.endpoints:type_name -> rocketry.rocketmq.v2.Endpoints
 	44, // [44:44] is the sub-list for method output_type
 	44, // [44:44] is the sub-list for method input_type
 	44, // [44:44] is the sub-list for extension type_name
@@ -2731,38 +2738,38 @@ var file_apache_rocketmq_v2_definition_proto_depIdxs = []int32{
 	0,  // [0:44] is the sub-list for field type_name
 }
 
-func init() { file_apache_rocketmq_v2_definition_proto_init() }
-func file_apache_rocketmq_v2_definition_proto_init() {
-	if File_apache_rocketmq_v2_definition_proto != nil {
+func init() { file_rocketry_rocketmq_v2_definition_proto_init() }
+func file_rocketry_rocketmq_v2_definition_proto_init() {
+	if File_rocketry_rocketmq_v2_definition_proto != nil {
 		return
 	}
-	file_apache_rocketmq_v2_definition_proto_msgTypes[1].OneofWrappers = []any{
+	file_rocketry_rocketmq_v2_definition_proto_msgTypes[1].OneofWrappers = []any{
 		(*RetryPolicy_ExponentialBackoff)(nil),
 		(*RetryPolicy_CustomizedBackoff)(nil),
 	}
-	file_apache_rocketmq_v2_definition_proto_msgTypes[11].OneofWrappers = []any{}
-	file_apache_rocketmq_v2_definition_proto_msgTypes[17].OneofWrappers = []any{
+	file_rocketry_rocketmq_v2_definition_proto_msgTypes[11].OneofWrappers = []any{}
+	file_rocketry_rocketmq_v2_definition_proto_msgTypes[17].OneofWrappers = []any{
 		(*Settings_Publishing)(nil),
 		(*Settings_Subscription)(nil),
 	}
-	file_apache_rocketmq_v2_definition_proto_msgTypes[19].OneofWrappers = []any{}
-	file_apache_rocketmq_v2_definition_proto_msgTypes[20].OneofWrappers = []any{}
+	file_rocketry_rocketmq_v2_definition_proto_msgTypes[19].OneofWrappers = []any{}
+	file_rocketry_rocketmq_v2_definition_proto_msgTypes[20].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_apache_rocketmq_v2_definition_proto_rawDesc), len(file_apache_rocketmq_v2_definition_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rocketry_rocketmq_v2_definition_proto_rawDesc), len(file_rocketry_rocketmq_v2_definition_proto_rawDesc)),
 			NumEnums:      11,
 			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_apache_rocketmq_v2_definition_proto_goTypes,
-		DependencyIndexes: file_apache_rocketmq_v2_definition_proto_depIdxs,
-		EnumInfos:         file_apache_rocketmq_v2_definition_proto_enumTypes,
-		MessageInfos:      file_apache_rocketmq_v2_definition_proto_msgTypes,
+		GoTypes:           file_rocketry_rocketmq_v2_definition_proto_goTypes,
+		DependencyIndexes: file_rocketry_rocketmq_v2_definition_proto_depIdxs,
+		EnumInfos:         file_rocketry_rocketmq_v2_definition_proto_enumTypes,
+		MessageInfos:      file_rocketry_rocketmq_v2_definition_proto_msgTypes,
 	}.Build()
-	File_apache_rocketmq_v2_definition_proto = out.File
-	file_apache_rocketmq_v2_definition_proto_goTypes = nil
-	file_apache_rocketmq_v2_definition_proto_depIdxs = nil
+	File_rocketry_rocketmq_v2_definition_proto = out.File
+	file_rocketry_rocketmq_v2_definition_proto_goTypes = nil
+	file_rocketry_rocketmq_v2_definition_proto_depIdxs = nil
 }
