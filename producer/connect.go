@@ -103,6 +103,9 @@ func (e *ConnectError) GRPCStatus() *status.Status {
 // errors.As finds the public error, with the same text; any other error
 // is returned as it is.
 func publicError(err error) error {
+	if pe := wrongProtocol(err); pe != nil {
+		return pe
+	}
 	switch e := err.(type) {
 	case nil:
 		return nil

@@ -2,8 +2,13 @@ package producer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	wirermq "github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq"
@@ -130,4 +135,65 @@ func (c *config) rmqConfig() wirermq.Config {
 		}
 	}
 	return rc
+}
+
+// ErrWrongProtocol is wrapped by the error of New or of a send when the
+// server answered UNIMPLEMENTED for the service of the producer's protocol:
+// it speaks the other one (a RocketMQ 5 proxy serves only
+// apache.rocketmq.v2). The error's text names the option to use, and
+// status.Code still reads UNIMPLEMENTED. It is never retried.
+var ErrWrongProtocol = errors.New("producer: the server does not serve the producer's protocol")
+
+// The gRPC services of the two protocols, as a server that lacks one names
+// it in its UNIMPLEMENTED answer (grpc-go: "unknown service <name>").
+const (
+	serviceV1  = "rocketry.v1.MessagingService"
+	serviceRMQ = "apache.rocketmq.v2.MessagingService"
+)
+
+// wrongProtocolError is ErrWrongProtocol with the server's answer.
+type wrongProtocolError struct {
+	msg string
+	err error // the UNIMPLEMENTED status error
+}
+
+func (e *wrongProtocolError) Error() string   { return e.msg }
+func (e *wrongProtocolError) Unwrap() []error { return []error{ErrWrongProtocol, e.err} }
+
+// GRPCStatus is the server's UNIMPLEMENTED, for status.Code and
+// status.FromError.
+func (e *wrongProtocolError) GRPCStatus() *status.Status {
+	s, _ := status.FromError(e.err)
+	return s
+}
+
+// wrongProtocol reads err as an UNIMPLEMENTED answer for one protocol's
+// service and returns the error that names the option to use; nil for any
+// other error (an UNIMPLEMENTED for another service, through the
+// interceptor, is not ours to explain).
+func wrongProtocol(err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *wrongProtocolError
+	if errors.As(err, &pe) {
+		return nil // explained already
+	}
+	s, ok := status.FromError(err)
+	if !ok || s.Code() != codes.Unimplemented {
+		return nil
+	}
+	var spoke, use string
+	switch msg := s.Message(); {
+	case strings.Contains(msg, "unknown service "+serviceV1):
+		spoke, use = RocketryV1.String(), "WithProtocol(RocketMQ5) for a RocketMQ 5 proxy (rocketry produce: --protocol rocketmq)"
+	case strings.Contains(msg, "unknown service "+serviceRMQ):
+		spoke, use = RocketMQ5.String(), "WithProtocol(RocketryV1) for a server of rocketry.v1 (rocketry produce: --protocol rocketry)"
+	default:
+		return nil
+	}
+	return &wrongProtocolError{
+		msg: "producer: the server does not serve " + spoke + " (" + s.Code().String() + ": " + s.Message() + "): use " + use,
+		err: err,
+	}
 }
