@@ -3,7 +3,9 @@ package broker
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -391,6 +393,20 @@ func (b *Broker) checkTransactions() {
 			m.SystemProperties.ReceiptHandle = nil
 			m.SystemProperties.DeliveryAttempt = nil
 			m.SystemProperties.MessageType = rocketmqv2.MessageType_TRANSACTION
+			// As Apache's broker does, the check's half message carries the
+			// transaction's ID and the number of this check among its
+			// properties, which the proxy hands back as user properties
+			// (MessageConst.STRING_HASH_SET lacks both:
+			// broker/.../transaction/queue/TransactionalMessageServiceImpl.java
+			// needDiscard; proxy/.../grpc/v2/common/GrpcConverter.java
+			// buildUserAttributes).
+			props := maps.Clone(m.UserProperties)
+			if props == nil {
+				props = map[string]string{}
+			}
+			props["__transactionId__"] = id
+			props["TRANSACTION_CHECK_TIMES"] = strconv.Itoa(h.checks)
+			m.UserProperties = props
 			checks = append(checks, txCheck{client: h.client, topic: t.name, cmd: &rocketmqv2.TelemetryCommand{
 				Status: v2OK(),
 				Command: &rocketmqv2.TelemetryCommand_RecoverOrphanedTransactionCommand{

@@ -120,9 +120,10 @@ func (c *config) rmqConfig() wirermq.Config {
 		Pacing: c.pacing,
 	}
 	if check := c.rmq.txChecker; check != nil {
-		rc.Checker = func(ctx context.Context, wm wire.Message) wirermq.Resolution {
+		rc.Checker = func(ctx context.Context, wm wire.Message, info wirermq.CheckInfo) wirermq.Resolution {
 			m := Message(wm)
-			return wirermq.Resolution(check(ctx, &m))
+			tc := &TransactionCheck{TransactionID: info.TransactionID, SystemProperties: info.System}
+			return wirermq.Resolution(check(context.WithValue(ctx, transactionCheckKey{}, tc), &m))
 		}
 	}
 	if c.watched() {

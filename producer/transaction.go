@@ -54,9 +54,34 @@ func (r TransactionResolution) String() string {
 // set) is to be committed or rolled back, typically from the state of the
 // local transaction it stood for. The broker calls it, through the
 // producer, for a transaction left open past its check interval. ctx ends
-// when the producer is closed. It may be called concurrently, and more
-// than once for the same transaction.
+// when the producer is closed; TransactionCheckFrom(ctx) says what the
+// broker said of the transaction apart from the message (its ID, the
+// properties it added). It may be called concurrently, and more than once
+// for the same transaction.
 type TransactionChecker func(ctx context.Context, m *Message) TransactionResolution
+
+// TransactionCheck is what the broker said of a transaction it asks a
+// TransactionChecker about, apart from the message as sent.
+type TransactionCheck struct {
+	// TransactionID is the broker's ID of the transaction (a
+	// SendReceipt's TransactionID).
+	TransactionID string
+	// SystemProperties are the properties the broker added to the half
+	// message, such as __transactionId__ and TRANSACTION_CHECK_TIMES (how
+	// many times it has asked), which a proxy hands back among the user
+	// properties: they are taken out of the message's Properties, which
+	// are as sent. nil when there are none.
+	SystemProperties map[string]string
+}
+
+type transactionCheckKey struct{}
+
+// TransactionCheckFrom returns the check that the context of a
+// TransactionChecker's call is for; false for any other context.
+func TransactionCheckFrom(ctx context.Context) (*TransactionCheck, bool) {
+	tc, ok := ctx.Value(transactionCheckKey{}).(*TransactionCheck)
+	return tc, ok
+}
 
 // WithTransactionChecker sets the checker of orphaned transactions: when a
 // RocketMQ 5 server asks about a transaction left open

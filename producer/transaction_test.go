@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -89,6 +90,14 @@ func TestTransactionChecker(t *testing.T) {
 		asked[m.Keys[0]]++
 		assert.True(t, m.Transactional)
 		assert.Equal(t, "orders", m.Topic)
+		// The properties as sent; the broker's own apart.
+		assert.Equal(t, map[string]string{"p": "v"}, m.Properties)
+		tc, ok := TransactionCheckFrom(ctx)
+		if assert.True(t, ok, "TransactionCheckFrom(the checker's ctx)") {
+			assert.NotEmpty(t, tc.TransactionID)
+			assert.Equal(t, tc.TransactionID, tc.SystemProperties["__transactionId__"])
+			assert.Equal(t, strconv.Itoa(asked[m.Keys[0]]), tc.SystemProperties["TRANSACTION_CHECK_TIMES"], "the broker's count of its checks")
+		}
 		switch m.Keys[0] {
 		case "commit":
 			return TransactionCommit
@@ -108,7 +117,7 @@ func TestTransactionChecker(t *testing.T) {
 	for _, key := range []string{"commit", "rollback", "unknown"} {
 		tx, err := p.BeginTransaction(ctx)
 		require.NoError(t, err)
-		m := &Message{Topic: "orders", Keys: []string{key}, Body: []byte(key)}
+		m := &Message{Topic: "orders", Keys: []string{key}, Properties: map[string]string{"p": "v"}, Body: []byte(key)}
 		_, err = tx.Send(ctx, m)
 		require.NoError(t, err)
 		ids[key] = m.ID
