@@ -53,7 +53,7 @@ func adapters(b *testing.B) map[string][]producer.Option {
 }
 
 func benchProducer(b *testing.B, addr string, opts []producer.Option) *producer.Producer {
-	p, err := producer.New(addr, opts...)
+	p, err := producer.New(addr, append([]producer.Option{producer.WithProtocol(producer.RocketryV1)}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func newRig(t *testing.T, addr string, opts ...producer.Option) *rig {
 		t.Fatal(err)
 	}
 	r.tel = tel
-	r.p, err = producer.New(addr, append([]producer.Option{tel.Option(), producer.WithBatching(0, 0, 0)}, opts...)...)
+	r.p, err = producer.New(addr, append([]producer.Option{producer.WithProtocol(producer.RocketryV1), tel.Option(), producer.WithBatching(0, 0, 0)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 // TestCloseWaitsForInFlight: Close lets the sends in flight finish.
 func TestCloseWaitsForInFlight(t *testing.T) {
 	b := brokertest.Start(t, broker.WithFaults(broker.Faults{Latency: 20 * time.Millisecond}))
-	p, err := New(b.Addr())
+	p, err := New(b.Addr(), WithProtocol(RocketryV1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestCloseWaitsForInFlight(t *testing.T) {
 func TestCloseCancelsWhatRemains(t *testing.T) {
 	b := brokertest.Start(t, broker.WithFaults(broker.Faults{BlackholeRate: 1}))
 	var fellBack atomic.Int32
-	p, err := New(b.Addr(), WithFallback(func(*Message, error) { fellBack.Add(1) }))
+	p, err := New(b.Addr(), WithProtocol(RocketryV1), WithFallback(func(*Message, error) { fellBack.Add(1) }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,7 @@ func TestBadTargets(t *testing.T) {
 		{"host:port:extra", "New("},
 	} {
 		err := noPanic(func() error {
-			p, err := producer.New(tt.target)
+			p, err := producer.New(tt.target, producer.WithProtocol(producer.RocketryV1))
 			if err == nil {
 				p.Close(context.Background())
 			}
@@ -97,7 +97,7 @@ func TestBadMessages(t *testing.T) {
 	cc := &countingConn{}
 	var fellBack atomic.Int32
 	opts := []producer.Option{producer.WithMaxBodyBytes(16), producer.WithFallback(func(*producer.Message, error) { fellBack.Add(1) })}
-	viaBroker, err := producer.New(b.Addr(), opts...)
+	viaBroker, err := producer.New(b.Addr(), append([]producer.Option{producer.WithProtocol(producer.RocketryV1)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestInvalidUTF8TagNotRetriedNorLostWithSpool(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	p, err := producer.New(b.Addr(), producer.WithDeadLetterSink(store))
+	p, err := producer.New(b.Addr(), producer.WithProtocol(producer.RocketryV1), producer.WithDeadLetterSink(store))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -414,7 +414,7 @@ func TestWithBatchingValidation(t *testing.T) {
 		{time.Millisecond, 0, 10, "maxMessages"},
 		{time.Millisecond, 10, 0, "maxBytes"},
 	} {
-		_, err := New("127.0.0.1:1", WithBatching(tc.linger, tc.maxMessages, tc.maxBytes))
+		_, err := New("127.0.0.1:1", WithProtocol(RocketryV1), WithBatching(tc.linger, tc.maxMessages, tc.maxBytes))
 		var oe *OptionError
 		require.ErrorAs(t, err, &oe, "WithBatching(%v, %d, %d)", tc.linger, tc.maxMessages, tc.maxBytes)
 		assert.Equal(t, "WithBatching", oe.Option)
@@ -425,7 +425,7 @@ func TestWithBatchingValidation(t *testing.T) {
 	require.ErrorAs(t, err, &oe, "the interceptor has no async sends")
 	assert.Equal(t, "WithBatching", oe.Option)
 	for _, ok := range []Option{WithBatching(0, 0, 0), WithBatching(time.Second, 1, 1)} {
-		p, err := New("127.0.0.1:1", ok)
+		p, err := New("127.0.0.1:1", WithProtocol(RocketryV1), ok)
 		require.NoError(t, err)
 		require.NoError(t, p.Close(context.Background()))
 	}

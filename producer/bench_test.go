@@ -100,7 +100,7 @@ func BenchmarkRawClient(b *testing.B) {
 // attempt).
 func BenchmarkSend(b *testing.B) {
 	br := brokertest.Start(b)
-	p, err := New(br.Addr())
+	p, err := New(br.Addr(), WithProtocol(RocketryV1))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func BenchmarkInterceptor(b *testing.B) {
 // default MaxInFlight.
 func BenchmarkSendAsync(b *testing.B) {
 	br := brokertest.Start(b)
-	p, err := New(br.Addr())
+	p, err := New(br.Addr(), WithProtocol(RocketryV1))
 	if err != nil {
 		b.Fatal(err)
 	}

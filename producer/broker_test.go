@@ -269,7 +269,7 @@ func TestExhaustionIntoFallbackAndSink(t *testing.T) {
 	})
 	t.Run("sink", func(t *testing.T) {
 		sink := newMemSink()
-		p, err := New(b.Addr(), WithDeadLetterSink(sink))
+		p, err := New(b.Addr(), WithProtocol(RocketryV1), WithDeadLetterSink(sink))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -304,7 +304,7 @@ func TestAsyncUnderFaults(t *testing.T) {
 	}
 	b := brokertest.Start(t, broker.WithFaults(broker.Faults{InternalRate: 0.2}), broker.WithSeed(1))
 	sink := newMemSink()
-	p, err := New(b.Addr(), WithDeadLetterSink(sink), WithMaxInFlight(256), WithFailureSchedule(backoff.Constant(time.Millisecond)))
+	p, err := New(b.Addr(), WithProtocol(RocketryV1), WithDeadLetterSink(sink), WithMaxInFlight(256), WithFailureSchedule(backoff.Constant(time.Millisecond)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +395,7 @@ const slowLatency = 20 * time.Millisecond
 
 func slowSends(t *testing.T, addr string, n, inflight int) {
 	runtime.GC()
-	p, err := New(addr, WithMaxInFlight(inflight))
+	p, err := New(addr, WithProtocol(RocketryV1), WithMaxInFlight(inflight))
 	if err != nil {
 		t.Fatal(err)
 	}

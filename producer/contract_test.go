@@ -151,7 +151,7 @@ func TestCancelledContextAgrees(t *testing.T) {
 func TestCloseFromCallbackReturns(t *testing.T) {
 	s := &stub{}
 	addr := startStub(t, s)
-	p, err := New(addr)
+	p, err := New(addr, WithProtocol(RocketryV1))
 	require.NoError(t, err)
 	closed := make(chan error, 1)
 	require.NoError(t, p.SendAsync(context.Background(), msg("t"), func(*SendReceipt, error) {
@@ -179,7 +179,7 @@ func TestFallbackClose(t *testing.T) {
 	addr := startStub(t, s)
 	var p *Producer
 	closed := make(chan error, 1)
-	p, err := New(addr, WithFallback(func(*Message, error) {
+	p, err := New(addr, WithProtocol(RocketryV1), WithFallback(func(*Message, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
 		closed <- p.Close(ctx)

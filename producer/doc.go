@@ -1,13 +1,16 @@
 // Package producer sends messages to a broker over gRPC and keeps them safe
 // through the broker's bad days: crashes, restarts, slow answers and
 // throttling. It speaks RocketMQ 5 (apache.rocketmq.v2, to a RocketMQ 5
-// proxy or a cloud RocketMQ service: [WithProtocol]([RocketMQ5])) and
-// rocketry.v1, the bundled test broker's own protocol (the default).
+// proxy or a cloud RocketMQ service: [New]'s default) and rocketry.v1, the
+// bundled test broker's own protocol ([WithProtocol]([RocketryV1]), and
+// [NewFromConn]).
 //
 // # Sending
 //
-// [New] dials one endpoint, several ("h1:p1,h2:p2"), or a gRPC resolver
-// target ("dns:///brokers:7777", [WithResolvers]), which it resolves into
+// [New] starts a RocketMQ 5 client on the proxy's access points
+// ("proxy-a:8081;proxy-b:8081"); over rocketry.v1 it dials one endpoint,
+// several ("h1:p1,h2:p2"), or a gRPC resolver target ("dns:///brokers:7777",
+// [WithResolvers]), which it resolves into
 // one connection per address, so that each broker behind the name keeps
 // the rules below; [NewFromConn] uses a rocketry.v1 connection you own.
 // [Producer.Send] blocks until the message is stored or the send fails for

@@ -54,9 +54,9 @@ func TestPublicErrorMapsTheWire(t *testing.T) {
 		assert.Equal(t, in.Error(), out.Error())
 		assert.ErrorIs(t, publicError(tt.wire), tt.public, "bare")
 	}
-	bad := publicError(wire.BadTarget("producer: New(%q): no resolver", "x://y"))
+	bad := publicError(wire.BadTarget("producer: New(%q, WithProtocol(RocketryV1)): no resolver", "x://y"))
 	assert.ErrorIs(t, bad, ErrInvalidTarget)
-	assert.Equal(t, `producer: New("x://y"): no resolver`, bad.Error())
+	assert.Equal(t, `producer: New("x://y", WithProtocol(RocketryV1)): no resolver`, bad.Error())
 
 	// RocketMQ 5's status: bare, a *RocketMQStatusError; in a chain (with
 	// a sentinel, as a recall's), errors.As finds it and errOutcome reads

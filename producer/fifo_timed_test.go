@@ -120,7 +120,7 @@ func TestFifoCloseCancelsTheWaiting(t *testing.T) {
 	}}
 	addr := startFifoStub(t, s)
 	sink := newMemSink()
-	p, err := New(addr, WithDeadLetterSink(sink))
+	p, err := New(addr, WithProtocol(RocketryV1), WithDeadLetterSink(sink))
 	require.NoError(t, err)
 	results := make(chan error, 8)
 	for i := range 5 {

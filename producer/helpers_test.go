@@ -123,9 +123,9 @@ func startStub(t testing.TB, s *stub) string {
 // newProducer makes a producer that is closed when the test ends.
 func newTestProducer(t testing.TB, target string, opts ...Option) *Producer {
 	t.Helper()
-	p, err := New(target, opts...)
+	p, err := New(target, append([]Option{WithProtocol(RocketryV1)}, opts...)...)
 	if err != nil {
-		t.Fatalf("New(%q) = %v", target, err)
+		t.Fatalf("New(%q, WithProtocol(RocketryV1)) = %v", target, err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -132,7 +132,7 @@ func TestSendInfoCarrier(t *testing.T) {
 }
 
 func TestWithHookNil(t *testing.T) {
-	_, err := New("127.0.0.1:1", WithHook(nil))
+	_, err := New("127.0.0.1:1", WithProtocol(RocketryV1), WithHook(nil))
 	var oe *OptionError
 	require.True(t, errors.As(err, &oe), "%v", err)
 	assert.Equal(t, "WithHook", oe.Option)

@@ -128,6 +128,9 @@ var defaultThrottle backoff.Schedule = func() backoff.Schedule {
 // build applies opts allowed in sc to the defaults and finishes the config.
 func build(sc scope, where string, opts []Option) (config, error) {
 	c := defaultConfig()
+	if sc == scopeNew {
+		c.protocol = RocketMQ5 // what our users' brokers speak; NewFromConn speaks rocketry.v1
+	}
 	if err := c.applyAll(sc, where, opts); err != nil {
 		return config{}, err
 	}

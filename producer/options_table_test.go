@@ -145,7 +145,9 @@ func optionPlaces(t *testing.T) ([]optionPlace, func() int) {
 		return err
 	}
 	places := []optionPlace{
-		{"New", func(opts []producer.Option) error { return closed(producer.New(b.Addr(), opts...)) }},
+		{"New", func(opts []producer.Option) error {
+			return closed(producer.New(b.Addr(), append([]producer.Option{producer.WithProtocol(producer.RocketryV1)}, opts...)...))
+		}},
 		{"NewFromConn", func(opts []producer.Option) error { return closed(producer.NewFromConn(cc, opts...)) }},
 		{"UnaryClientInterceptor", func(opts []producer.Option) error {
 			ic, err := producer.NewUnaryClientInterceptor(opts...)

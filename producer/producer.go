@@ -37,7 +37,15 @@ type Producer struct {
 	fifo  sequencer // the order of each message group's sends (fifo.go)
 }
 
-// New returns a Producer for target, which is either
+// New returns a Producer for target. It speaks RocketMQ 5 unless
+// WithProtocol says otherwise: target lists the proxy's access points,
+// "host:port", or several separated by "," or by ";" as the official
+// clients write them; New starts the client (TLS with WithTLS, signed
+// calls with WithCredentials) and returns once a server has answered with
+// its Settings, within the attempt timeout. A server that serves rocketry.v1
+// only fails it with ErrWrongProtocol.
+//
+// With WithProtocol(RocketryV1), target is either
 //   - one endpoint "host:port",
 //   - a comma-separated list of them, "h1:p1,h2:p2,h3:p3": one connection per
 //     endpoint; first attempts go round robin over them, and a retry after a
@@ -49,14 +57,13 @@ type Producer struct {
 //     rules above hold for each broker behind the name. A send keeps the
 //     addresses it started with for all its attempts; a connection to an
 //     address the resolver dropped is closed once no send holds it.
-//     RocketMQ5 takes host:port access points only, separated by "," or
-//     by ";" as the official clients write them.
 //
-// Connections are insecure unless WithDialOptions says otherwise; they are
-// made lazily, so New does not wait for a broker (nor for the resolver: a
-// send waits for its first answer within its attempt). Every option is
-// validated here; an error names the option that is wrong, and a bad
-// target wraps ErrInvalidTarget.
+// and connections are insecure unless WithDialOptions says otherwise; they
+// are made lazily, so New does not wait for a broker (nor for the
+// resolver: a send waits for its first answer within its attempt).
+//
+// Every option is validated here; an error names the option that is
+// wrong, and a bad target wraps ErrInvalidTarget.
 func New(target string, opts ...Option) (*Producer, error) {
 	cfg, err := build(scopeNew, "New", opts)
 	if err != nil {
@@ -64,7 +71,7 @@ func New(target string, opts ...Option) (*Producer, error) {
 	}
 	if t := strings.TrimSpace(target); wirev1.HasScheme(t) {
 		if cfg.protocol == RocketMQ5 {
-			return nil, badTarget("producer: New(%q): %v takes the proxy's access points as host:port[,host:port] (or ;), not a target with a scheme (the brokers come from the proxy's routes)", target, RocketMQ5)
+			return nil, badTarget("producer: New(%q): %v (the default protocol) takes the proxy's access points as host:port[,host:port] (or ;), not a target with a scheme (the brokers come from the proxy's routes); a target with a scheme takes WithProtocol(RocketryV1)", target, RocketMQ5)
 		}
 		return newResolved(t, cfg)
 	}

@@ -19,11 +19,12 @@ type Protocol uint8
 
 const (
 	// RocketryV1 is rocketry's own protocol, rocketry.v1.MessagingService:
-	// the bundled test broker's contract, and the default.
+	// the bundled test broker's contract, what NewFromConn and New's
+	// targets with a scheme speak.
 	RocketryV1 Protocol = iota
 	// RocketMQ5 is apache.rocketmq.v2.MessagingService, spoken by the
 	// proxies of Apache RocketMQ 5 and cloud RocketMQ services, and by the
-	// bundled broker. New's target lists the proxy's access points; the
+	// bundled broker: New's default. New's target lists the proxy's access points; the
 	// producer reads each topic's route from them (QueryRoute), keeps a
 	// Telemetry session (New waits for the server's Settings, within the
 	// attempt timeout), sends heartbeats, and tells the server on Close
@@ -42,8 +43,9 @@ func (p Protocol) String() string {
 	return "Protocol(" + strconv.Itoa(int(p)) + ")"
 }
 
-// WithProtocol sets the wire protocol, overriding the default of
-// RocketryV1. With RocketMQ5, WithCredentials, WithTLS, WithNamespace,
+// WithProtocol sets the wire protocol, overriding New's default of
+// RocketMQ5 (what RocketMQ 5 proxies speak; a target with a scheme, such
+// as dns:///, takes RocketryV1). With RocketMQ5, WithCredentials, WithTLS, WithNamespace,
 // WithServerRetryPolicy and WithTransactionChecker apply, a transactional
 // message is sent in a transaction (Producer.BeginTransaction), and a timed
 // message can be recalled (Producer.Recall). Applies to New only.

@@ -110,7 +110,7 @@ func TestResendStaysOnThePinOfASchemeTarget(t *testing.T) {
 // (it waited forever, and Close with it).
 func TestResendWaitsForTheResolverAsAnAttempt(t *testing.T) {
 	r := manual.NewBuilderWithScheme("rocketrytest")
-	p, err := New("rocketrytest:///never", WithResolvers(r), WithAttemptTimeout(50*time.Millisecond))
+	p, err := New("rocketrytest:///never", WithProtocol(RocketryV1), WithResolvers(r), WithAttemptTimeout(50*time.Millisecond))
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() {

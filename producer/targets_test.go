@@ -308,7 +308,8 @@ func TestSchemeTargetRefused(t *testing.T) {
 		opts   []Option
 		want   string
 	}{
-		{"nosuchscheme:///x:1", nil, `no resolver for scheme "nosuchscheme"`},
+		{"nosuchscheme:///x:1", []Option{WithProtocol(RocketryV1)}, `no resolver for scheme "nosuchscheme"`},
+		{"dns:///localhost:8081", nil, "a target with a scheme takes WithProtocol(RocketryV1)"},
 		{"dns:///localhost:8081", []Option{WithProtocol(RocketMQ5)}, "takes the proxy's access points as host:port"},
 		{"", nil, "target is empty"},
 		{"a:1,b", nil, `endpoint "b" is not host:port`},
@@ -318,8 +319,8 @@ func TestSchemeTargetRefused(t *testing.T) {
 		if p != nil {
 			_ = p.Close(context.Background())
 		}
-		require.Error(t, err, "New(%q)", tt.target)
-		assert.True(t, errors.Is(err, ErrInvalidTarget), "New(%q) = %v; want ErrInvalidTarget", tt.target, err)
+		require.Error(t, err, "New(%q, WithProtocol(RocketryV1))", tt.target)
+		assert.True(t, errors.Is(err, ErrInvalidTarget), "New(%q, WithProtocol(RocketryV1)) = %v; want ErrInvalidTarget", tt.target, err)
 		assert.Contains(t, err.Error(), tt.want)
 	}
 }

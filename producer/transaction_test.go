@@ -261,7 +261,7 @@ func TestTransactionsNeedRocketMQ5(t *testing.T) {
 	assert.ErrorContains(t, err, "Transactional")
 	_, err = p.Recall(context.Background(), "t", "h")
 	assert.ErrorIs(t, err, ErrNotRocketMQ5)
-	_, err = New(b.Addr(), WithTransactionChecker(func(context.Context, *Message) TransactionResolution { return TransactionCommit }))
+	_, err = New(b.Addr(), WithProtocol(RocketryV1), WithTransactionChecker(func(context.Context, *Message) TransactionResolution { return TransactionCommit }))
 	var oe *OptionError
 	require.ErrorAs(t, err, &oe)
 	assert.Equal(t, "WithTransactionChecker", oe.Option)

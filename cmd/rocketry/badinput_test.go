@@ -76,7 +76,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"produce", "--addr", dead, "--topic", "t", "--count", "1", "--bogus"}, "-bogus"},
 		{[]string{"produce", "--addr", dead, "--topic", "t", "--count", "1", "extra"}, `"extra"`},
 		{[]string{"produce", "--addr", dead, "--topic", "t", "--count", "1", "--protocol", "amqp"}, "--protocol"},
-		{[]string{"produce", "--addr", dead, "--topic", "t", "--count", "1", "--namespace", "ns"}, "--namespace"},
+		{[]string{"produce", "--addr", dead, "--topic", "t", "--count", "1", "--protocol", "rocketry", "--namespace", "ns"}, "--namespace"},
 		{[]string{"produce", "--addr", dead, "--topic", "t", "--count", "1", "--protocol", "rocketmq", "--namespace", "n s"}, "--namespace"},
 		{[]string{"produce", "--addr", dead, "--topic", "t", "--count", "1", "--protocol", "rocketmq", "--access-key", ""}, "--access-key"},
 

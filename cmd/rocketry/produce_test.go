@@ -59,16 +59,16 @@ func TestProduce(t *testing.T) {
 		count  int
 		stderr string // the one line a delivery policy prints
 	}{
-		{"sync", []string{"--count", "50", "--size", "16"}, 50, ""},
-		{"async", []string{"--count", "300", "--async", "--in-flight", "8"}, 300, ""},
-		{"rate", []string{"--count", "5", "--rate", "2000", "--size", "0"}, 5, ""},
-		{"preset", []string{"--count", "10", "--throttle-policy", "customer-managed", "--async"}, 10,
+		{"sync", []string{"--protocol", "rocketry", "--count", "50", "--size", "16"}, 50, ""},
+		{"async", []string{"--protocol", "rocketry", "--count", "300", "--async", "--in-flight", "8"}, 300, ""},
+		{"rate", []string{"--protocol", "rocketry", "--count", "5", "--rate", "2000", "--size", "0"}, 5, ""},
+		{"preset", []string{"--protocol", "rocketry", "--count", "10", "--throttle-policy", "customer-managed", "--async"}, 10,
 			"rocketry produce: throttle schedule customer-managed: 50 retries, so up to 51 attempts per message (set --max-attempts to cap it)\n"},
-		{"policy file", []string{"--count", "10", "--throttle-policy", policy}, 10,
+		{"policy file", []string{"--protocol", "rocketry", "--count", "10", "--throttle-policy", policy}, 10,
 			"rocketry produce: throttle schedule " + policy + ": 3 retries, so up to 4 attempts per message (set --max-attempts to cap it); " +
 				"attempts limited to 10000 per second (its maxReceivesPerSecond)\n"},
-		{"rocketmq", []string{"--count", "40", "--protocol", "rocketmq"}, 40, ""},
-		{"rocketmq async", []string{"--count", "40", "--protocol", "rocketmq", "--async"}, 40, ""},
+		{"rocketmq (the default)", []string{"--count", "40"}, 40, ""},
+		{"rocketmq async", []string{"--count", "40", "--async"}, 40, ""},
 		{"rocketmq signed", []string{"--count", "5", "--protocol", "rocketmq", "--access-key", "ak", "--namespace", "ns-1"}, 5, ""},
 	}
 	for _, tt := range tests {
@@ -119,14 +119,14 @@ func TestProduceSpoolThenReplay(t *testing.T) {
 	b := brokertest.Start(t, broker.WithFaults(broker.Faults{Unavailable: true}))
 	spool := filepath.Join(t.TempDir(), "dead.spool")
 	for _, mode := range []string{"--async=false", "--async"} {
-		sum, code, stderr := produceJSON(t, "--addr", b.Addr(), "--topic", "t", "--count", "20", mode,
+		sum, code, stderr := produceJSON(t, "--protocol", "rocketry", "--addr", b.Addr(), "--topic", "t", "--count", "20", mode,
 			"--max-attempts", "2", "--spool", spool)
 		if code != 1 || sum.Sent != 20 || sum.Failed != 20 || sum.Spooled != 20 || sum.Attempts != 40 || !strings.Contains(stderr, "rocketry produce:") {
 			t.Fatalf("produce %s to an unavailable broker = %d, %+v, stderr %q; want 1, 20 failed and spooled, 40 attempts", mode, code, sum, stderr)
 		}
 	}
 	b.SetFaults(broker.Faults{})
-	sum, code, stderr := replayJSON(t, "--spool", spool, "--addr", b.Addr())
+	sum, code, stderr := replayJSON(t, "--protocol", "rocketry", "--spool", spool, "--addr", b.Addr())
 	if code != 0 || sum.Read != 40 || sum.Stored != 40 {
 		t.Fatalf("replay = %d, %+v, %q; want 0, 40 stored", code, sum, stderr)
 	}
@@ -290,9 +290,9 @@ func TestProduceBadFlags(t *testing.T) {
 		{"spool in a missing dir", with("--spool", filepath.Join(dir, "no", "such", "spool")), false, "--spool"},
 		{"bad addr", []string{"--addr", ",", "--topic", "t", "--count", "1"}, false, "--addr"},
 		{"protocol unknown", with("--protocol", "kafka"), false, `--protocol "kafka"`},
-		{"access key on rocketry", with("--access-key", "ak"), false, "--access-key: only with --protocol rocketmq"},
+		{"access key on rocketry", with("--protocol", "rocketry", "--access-key", "ak"), false, "--access-key: only with --protocol rocketmq"},
 		{"ca unreadable", with("--ca", "/no/such/ca.pem"), false, "--ca /no/such/ca.pem"},
-		{"namespace on rocketry", with("--namespace", "ns"), false, "--namespace: only with --protocol rocketmq"},
+		{"namespace on rocketry", with("--protocol", "rocketry", "--namespace", "ns"), false, "--namespace: only with --protocol rocketmq"},
 		{"access key without secret", with("--protocol", "rocketmq", "--access-key", "ak"), false, "ROCKETRY_SECRET_KEY"},
 		{"secret without access key", with("--protocol", "rocketmq", "--secret-key", "s"), false, "--secret-key: only with --access-key"},
 		{"bad namespace", with("--protocol", "rocketmq", "--namespace", "no spaces"), false, `--namespace "no spaces": must be`},

@@ -53,12 +53,13 @@ type protocolFlags struct {
 	secretFromEnv bool // secretKey came from secretKeyEnv
 }
 
-// bind adds the flags to fs; the protocol's default is rocketry, since
-// "rocketry broker" serves both.
+// bind adds the flags to fs; the protocol's default is rocketmq, as
+// producer.New's: what RocketMQ 5 proxies speak ("rocketry broker" serves
+// both).
 func (p *protocolFlags) bind(fs *flag.FlagSet) {
-	fs.StringVar(&p.protocol, "protocol", protoRocketry,
-		`wire protocol: "rocketry" (rocketry.v1) or "rocketmq" (apache.rocketmq.v2, what RocketMQ 5 proxies speak); `+
-			"rocketry broker serves both on one port, so the default is rocketry; give rocketmq for a RocketMQ 5 proxy")
+	fs.StringVar(&p.protocol, "protocol", protoRocketMQ,
+		`wire protocol: "rocketmq" (apache.rocketmq.v2, what RocketMQ 5 proxies speak) or "rocketry" (rocketry.v1, rocketry's own); `+
+			"rocketry broker serves both on one port")
 	fs.StringVar(&p.accessKey, "access-key", "", "RocketMQ 5 access key: sign every call (with --protocol rocketmq; needs the secret key)")
 	fs.StringVar(&p.secretKey, "secret-key", "",
 		"RocketMQ 5 secret key (with --access-key); default: $"+secretKeyEnv+", which keeps it out of shell history")

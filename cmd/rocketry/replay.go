@@ -110,7 +110,22 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	if c.failover {
 		opts = append(opts, producer.WithFailoverOnUnknownOutcome())
 	}
-	p, err := producer.New(c.addr, opts...)
+	// A replay never creates a store; one it cannot open is the summary's
+	// error, found before any connection is made.
+	var store *deadletter.Store
+	total := -1
+	_, rerr := os.Stat(c.spool)
+	if rerr == nil {
+		store, rerr = deadletter.Open(c.spool)
+	}
+	if rerr == nil {
+		defer store.Close()
+		total, rerr = store.Len()
+	}
+	var p *producer.Producer
+	if rerr == nil {
+		p, err = producer.New(c.addr, opts...)
+	}
 	if err != nil {
 		flags := map[string]string{
 			"WithMaxAttempts":    fmt.Sprintf("--max-attempts %d", c.maxAttempts),
@@ -121,18 +136,6 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		msg, code := newProducerError(err, flags, c.addr, proto)
 		fmt.Fprintf(stderr, "rocketry replay: %s\n", msg)
 		return code
-	}
-	// A replay never creates a store; one it cannot open is the summary's
-	// error.
-	var store *deadletter.Store
-	total := -1
-	_, rerr := os.Stat(c.spool)
-	if rerr == nil {
-		store, rerr = deadletter.Open(c.spool)
-	}
-	if rerr == nil {
-		defer store.Close()
-		total, rerr = store.Len()
 	}
 	stop, disp := c.watch(k, int64(total), stderr)
 	defer stop.stop()
@@ -161,8 +164,10 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 
 	closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := p.Close(closeCtx); err != nil && rerr == nil {
-		rerr = err
+	if p != nil {
+		if err := p.Close(closeCtx); err != nil && rerr == nil {
+			rerr = err
+		}
 	}
 
 	sum.Read, sum.Stored, sum.Duplicates, sum.Failed = res.Stored+res.Failed+res.Corrupt+res.AlreadyDelivered, res.Stored, res.Duplicates, res.Failed

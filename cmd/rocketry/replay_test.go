@@ -95,17 +95,17 @@ func TestReplay(t *testing.T) {
 	b := brokertest.Start(t)
 	// The broker already holds m-0, as after a lost answer.
 	pre := writeSpool(t, 1)
-	if sum, code, stderr := replayJSON(t, "--spool", pre, "--addr", b.Addr()); code != 0 || sum.Stored != 1 {
+	if sum, code, stderr := replayJSON(t, "--protocol", "rocketry", "--spool", pre, "--addr", b.Addr()); code != 0 || sum.Stored != 1 {
 		t.Fatalf("replay(one message) = %d, %+v, %q; want 0, 1 stored", code, sum, stderr)
 	}
 
-	sum, code, stderr := replayJSON(t, "--spool", path, "--addr", b.Addr())
+	sum, code, stderr := replayJSON(t, "--protocol", "rocketry", "--spool", path, "--addr", b.Addr())
 	want := replaySummary{Spool: path, Read: n, Stored: n, Duplicates: 1}
 	if code != 0 || sum != want || stderr != "" {
 		t.Fatalf("replay = %d, %+v, stderr %q; want 0, %+v, nothing", code, sum, stderr, want)
 	}
 	// Replaying again finds nothing to send.
-	sum, code, _ = replayJSON(t, "--spool", path, "--addr", b.Addr())
+	sum, code, _ = replayJSON(t, "--protocol", "rocketry", "--spool", path, "--addr", b.Addr())
 	if want := (replaySummary{Spool: path}); code != 0 || sum != want {
 		t.Fatalf("second replay = %d, %+v; want 0, %+v", code, sum, want)
 	}
@@ -118,7 +118,7 @@ func TestReplay(t *testing.T) {
 
 	// The text summary.
 	var out, errb bytes.Buffer
-	if code := run([]string{"replay", "--spool", path, "--addr", b.Addr()}, &out, &errb); code != 0 ||
+	if code := run([]string{"replay", "--protocol", "rocketry", "--spool", path, "--addr", b.Addr()}, &out, &errb); code != 0 ||
 		!strings.Contains(out.String(), "read 0, stored 0 (0 already stored), failed 0") {
 		t.Errorf("replay (text) = %d, %q; want 0 and a summary line", code, out.String())
 	}
@@ -200,6 +200,16 @@ func TestReplayFailures(t *testing.T) {
 }
 
 func TestReplayBadFlags(t *testing.T) {
+	// The store is opened before the producer is made (and a RocketMQ 5
+	// producer dials): the options New refuses need one that opens.
+	store := filepath.Join(t.TempDir(), "dead.db")
+	s, err := deadletter.Open(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
@@ -218,7 +228,7 @@ func TestReplayBadFlags(t *testing.T) {
 		{"bad addr", []string{"--spool", "x", "--addr", ",,"}, "--addr"},
 		{"protocol unknown", []string{"--spool", "x", "--addr", "a:1", "--protocol", "v3"}, `--protocol "v3"`},
 		{"ca unreadable", []string{"--spool", "x", "--addr", "a:1", "--ca", "/no/such/ca.pem"}, "--ca /no/such/ca.pem"},
-		{"bad namespace", []string{"--spool", "x", "--addr", "a:1", "--protocol", "rocketmq", "--namespace", "a/b"}, `--namespace "a/b"`},
+		{"bad namespace", []string{"--spool", store, "--addr", "a:1", "--protocol", "rocketmq", "--namespace", "a/b"}, `--namespace "a/b"`},
 		{"secret without access key", []string{"--spool", "x", "--addr", "a:1", "--protocol", "rocketmq", "--secret-key", "s"}, "--secret-key"},
 	}
 	for _, tt := range tests {
@@ -249,11 +259,11 @@ func TestReplayToSeveralBrokersStaysWhereStored(t *testing.T) {
 	a, b := brokertest.Start(t), brokertest.Start(t)
 	// a stored the messages, but their senders never heard: they were
 	// dead-lettered with a as the endpoint of the unknown outcome.
-	_, code, stderr := replayJSON(t, "--spool", writeSpool(t, n), "--addr", a.Addr())
+	_, code, stderr := replayJSON(t, "--protocol", "rocketry", "--spool", writeSpool(t, n), "--addr", a.Addr())
 	require.Equal(t, 0, code, "stderr %q", stderr)
 
 	path := writeSpool(t, n, a.Addr())
-	sum, code, stderr := replayJSON(t, "--spool", path, "--addr", a.Addr()+","+b.Addr())
+	sum, code, stderr := replayJSON(t, "--protocol", "rocketry", "--spool", path, "--addr", a.Addr()+","+b.Addr())
 	require.Equal(t, 0, code, "stderr %q", stderr)
 	assert.Equal(t, replaySummary{Spool: path, Read: n, Stored: n, Duplicates: n}, sum)
 	onA, onB := storedIDs(a, "orders"), storedIDs(b, "orders")

@@ -200,7 +200,7 @@ func BenchmarkAsync(b *testing.B) {
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
 		})
 		b.Run("contender=rocketry/conc="+strconv.Itoa(conc), func(b *testing.B) {
-			p, err := producer.New(br.Addr(), producer.WithMaxInFlight(conc))
+			p, err := producer.New(br.Addr(), producer.WithProtocol(producer.RocketryV1), producer.WithMaxInFlight(conc))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -251,7 +251,7 @@ func BenchmarkAsyncPaired(b *testing.B) {
 	defer raw.Close()
 	for _, conc := range asyncConcurrencies {
 		b.Run("conc="+strconv.Itoa(conc), func(b *testing.B) {
-			p, err := producer.New(br.Addr(), producer.WithMaxInFlight(conc))
+			p, err := producer.New(br.Addr(), producer.WithProtocol(producer.RocketryV1), producer.WithMaxInFlight(conc))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -136,7 +136,7 @@ func New(name, addr string, s Settings) (Sender, error) {
 		if s.Observer != nil {
 			opts = append(opts, producer.WithObserver(s.Observer))
 		}
-		p, err := producer.New(addr, opts...)
+		p, err := producer.New(addr, append([]producer.Option{producer.WithProtocol(producer.RocketryV1)}, opts...)...)
 		if err != nil {
 			return nil, err
 		}

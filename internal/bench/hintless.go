@@ -115,7 +115,7 @@ func (h Hintless) Validate() error {
 // each allowed attempts attempts (the first counted) on its own default
 // schedule, unscaled:
 //
-//   - rocketry: producer.New(addr, producer.WithMaxAttempts(attempts)),
+//   - rocketry: producer.New(addr, producer.WithProtocol(producer.RocketryV1), producer.WithMaxAttempts(attempts)),
 //     nothing else (so its throttle schedule is the gRPC connection
 //     backoff: 1 s, x1.6, +/-20% from the second wait on);
 //   - middleware: go-grpc-middleware's retry on RESOURCE_EXHAUSTED and
@@ -129,7 +129,7 @@ func NewHintlessSender(name, addr string, attempts int) (Sender, error) {
 	switch name {
 	case Raw:
 	case Rocketry, RocketryNoPacing:
-		p, err := producer.New(addr, producer.WithMaxAttempts(attempts), producer.WithPacing(name == Rocketry))
+		p, err := producer.New(addr, producer.WithProtocol(producer.RocketryV1), producer.WithMaxAttempts(attempts), producer.WithPacing(name == Rocketry))
 		if err != nil {
 			return nil, err
 		}

@@ -259,7 +259,7 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 		target, res, churn = schemeTarget(sc, addrs)
 		opts = append(opts, res...)
 	}
-	p, err := producer.New(target, opts...)
+	p, err := producer.New(target, append([]producer.Option{producer.WithProtocol(producer.RocketryV1)}, opts...)...)
 	if err != nil {
 		t.Fatalf("producer.New() = %v", err)
 	}

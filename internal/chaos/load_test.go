@@ -53,7 +53,7 @@ func TestLoad(t *testing.T) {
 	}
 	defer store.Close()
 	const inFlight = 512
-	p, err := producer.New(addr, producer.WithMaxInFlight(inFlight), producer.WithMaxAttempts(30),
+	p, err := producer.New(addr, producer.WithProtocol(producer.RocketryV1), producer.WithMaxInFlight(inFlight), producer.WithMaxAttempts(30),
 		producer.WithThrottleSchedule(throttle), producer.WithAttemptTimeout(2*time.Second), producer.WithDeadLetterSink(store))
 	if err != nil {
 		t.Fatal(err)

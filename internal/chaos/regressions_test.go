@@ -31,7 +31,7 @@ func TestChaos_RestartTwiceInARow(t *testing.T) {
 			t.Fatalf("Restart() #%d right after another = %v; want nil", 2*i+2, err)
 		}
 	}
-	p, err := producer.New(b.Addr(), producer.WithMaxAttempts(5), producer.WithAttemptTimeout(2*time.Second))
+	p, err := producer.New(b.Addr(), producer.WithProtocol(producer.RocketryV1), producer.WithMaxAttempts(5), producer.WithAttemptTimeout(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func twoBrokersBehindProxy(t *testing.T, log *attemptLog) (a, b *broker.Broker, 
 	a = brokertest.Start(t)
 	b = brokertest.Start(t)
 	px = startHoldProxy(t, a.Addr())
-	p, err := producer.New(px.Addr()+","+b.Addr(),
+	p, err := producer.New(px.Addr()+","+b.Addr(), producer.WithProtocol(producer.RocketryV1),
 		producer.WithAttemptTimeout(time.Second), producer.WithMaxAttempts(4),
 		producer.WithObserver(log.observe), producer.WithFallback(func(*producer.Message, error) {}))
 	if err != nil {
@@ -209,7 +209,7 @@ func TestChaos_TimeoutRetryOnOneBrokerIsDeduplicated(t *testing.T) {
 	a := brokertest.Start(t)
 	px := startHoldProxy(t, a.Addr())
 	log := &attemptLog{onRetry: func(producer.Event) { px.held.Store(false) }}
-	p, err := producer.New(px.Addr(), producer.WithAttemptTimeout(time.Second), producer.WithMaxAttempts(4), producer.WithObserver(log.observe))
+	p, err := producer.New(px.Addr(), producer.WithProtocol(producer.RocketryV1), producer.WithAttemptTimeout(time.Second), producer.WithMaxAttempts(4), producer.WithObserver(log.observe))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func storeProcess() int {
 		return 1
 	}
 	defer s.Close()
-	p, err := producer.New(addr, producer.WithDeadLetterSink(s), producer.WithMaxAttempts(2), producer.WithAttemptTimeout(time.Second))
+	p, err := producer.New(addr, producer.WithProtocol(producer.RocketryV1), producer.WithDeadLetterSink(s), producer.WithMaxAttempts(2), producer.WithAttemptTimeout(time.Second))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -123,7 +123,7 @@ func TestChaosTwoProcessesOneStore(t *testing.T) {
 	require.NoError(t, child.Start())
 	lines := bufio.NewScanner(stdout)
 
-	p, err := producer.New(b.Addr(), producer.WithDeadLetterSink(store), producer.WithMaxAttempts(2), producer.WithAttemptTimeout(time.Second))
+	p, err := producer.New(b.Addr(), producer.WithProtocol(producer.RocketryV1), producer.WithDeadLetterSink(store), producer.WithMaxAttempts(2), producer.WithAttemptTimeout(time.Second))
 	require.NoError(t, err)
 	spooled := 0
 	var mu sync.Mutex
@@ -174,7 +174,7 @@ func TestChaosTwoProcessesOneStore(t *testing.T) {
 	assert.Equal(t, spooled+two.Spooled, count, "records: every failure of both processes, once")
 
 	require.NoError(t, b.SetFaults(broker.Faults{}))
-	rp, err := producer.New(b.Addr())
+	rp, err := producer.New(b.Addr(), producer.WithProtocol(producer.RocketryV1))
 	require.NoError(t, err)
 	defer rp.Close(context.Background())
 	res, err := store.Replay(context.Background(), rp, deadletter.ReplayOptions{})
@@ -222,7 +222,7 @@ func replay(t *testing.T, sc scenario, lbs []*liveBroker, store *deadletter.Stor
 	for _, lb := range lbs {
 		live = append(live, lb.addr)
 	}
-	p, err := producer.New(strings.Join(live, ","), producer.WithMaxAttempts(5), producer.WithAttemptTimeout(2*time.Second))
+	p, err := producer.New(strings.Join(live, ","), producer.WithProtocol(producer.RocketryV1), producer.WithMaxAttempts(5), producer.WithAttemptTimeout(2*time.Second))
 	if err != nil {
 		t.Fatalf("producer.New() = %v", err)
 	}

@@ -22,7 +22,7 @@ import (
 
 func newProducer(t *testing.T, target string, opts ...producer.Option) *producer.Producer {
 	t.Helper()
-	p, err := producer.New(target, opts...)
+	p, err := producer.New(target, append([]producer.Option{producer.WithProtocol(producer.RocketryV1)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestBodyOverOldCapIsKept(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, d.Message.Body, size)
 
-	_, err = producer.New("127.0.0.1:9", producer.WithDeadLetterSink(store), producer.WithMaxBodyBytes(deadletter.MaxBodyBytes+1))
+	_, err = producer.New("127.0.0.1:9", producer.WithProtocol(producer.RocketryV1), producer.WithDeadLetterSink(store), producer.WithMaxBodyBytes(deadletter.MaxBodyBytes+1))
 	var oe *producer.OptionError
 	require.ErrorAs(t, err, &oe)
 	assert.Equal(t, "WithMaxBodyBytes", oe.Option)
