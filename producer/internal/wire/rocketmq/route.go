@@ -62,7 +62,8 @@ var errNoWritableQueue = errors.New("producer: rocketmq topic has no writable qu
 
 // route returns the route of topic: from the cache, else from QueryRoute
 // (one query at a time per topic; the others wait for it within ctx). A new
-// topic is declared in the client's Settings.
+// topic is declared in the client's next Settings write (settingsLoop),
+// which the send does not wait for.
 func (c *rmqClient) route(ctx context.Context, topic string) (*rmqRoute, error) {
 	for {
 		c.mu.Lock()
