@@ -242,7 +242,17 @@ func (b *Broker) trackStream() bool {
 // backoff_policy (WithClientRetryPolicy), a request_timeout
 // (the client's, or 3 s), and, for a publisher, max_body_size set to the
 // broker's limit (WithMaxBodyBytes) and validate_message_type on.
+//
+// The client's publishing topics are not copied: the answer shares the
+// slice of the client's message (which the stream's goroutine owns and no
+// one changes), so that a producer's Settings of n topics cost the broker
+// one read and one write of them, not a deep copy besides.
 func (b *Broker) settingsFor(client *rocketmqv2.Settings) *rocketmqv2.Settings {
+	var topics []*rocketmqv2.Resource
+	if pub := client.GetPublishing(); pub != nil {
+		topics, pub.Topics = pub.Topics, nil
+		defer func() { pub.Topics = topics }()
+	}
 	st := proto.Clone(client).(*rocketmqv2.Settings)
 	p := b.cfg.clientRetry
 	st.BackoffPolicy = &rocketmqv2.RetryPolicy{
@@ -257,6 +267,7 @@ func (b *Broker) settingsFor(client *rocketmqv2.Settings) *rocketmqv2.Settings {
 		st.RequestTimeout = durationpb.New(DefaultClientRequestTimeout)
 	}
 	if pub := st.GetPublishing(); pub != nil {
+		pub.Topics = topics
 		pub.MaxBodySize = int32(b.cfg.maxBody)
 		pub.ValidateMessageType = true
 	}

@@ -250,7 +250,7 @@ func (b *Broker) HalfMessages(topicName string) []*rocketryv1.ReceivedMessage {
 // Settings publish, and where to send it commands.
 type telemetryPeer struct {
 	client string
-	topics []string
+	topics map[string]struct{} // a set: pick asks it of every peer
 	out    chan *rocketmqv2.TelemetryCommand
 }
 
@@ -285,7 +285,7 @@ func (p *telemetryPeers) pick(client, topic string) *telemetryPeer {
 		switch {
 		case client != "" && peer.client == client:
 			return peer
-		case pub == nil && slices.Contains(peer.topics, topic):
+		case pub == nil && hasTopic(peer.topics, topic):
 			pub = peer
 		case anyPeer == nil:
 			anyPeer = peer
@@ -297,7 +297,16 @@ func (p *telemetryPeers) pick(client, topic string) *telemetryPeer {
 	return anyPeer
 }
 
-// update sets the topics of peer from its producer's new Settings.
+func hasTopic(set map[string]struct{}, topic string) bool {
+	_, ok := set[topic]
+	return ok
+}
+
+// update sets the topics of peer from its producer's new Settings, made
+// outside the lock that pick takes: the work is that of reading the
+// Settings once, O(1) per topic in them, and a producer writes them
+// again only when its topics change, coalesced (rocketry's own client:
+// producer/internal/wire/rocketmq settingsLoop).
 func (p *telemetryPeers) update(peer *telemetryPeer, st *rocketmqv2.Settings) {
 	topics := publishedTopics(st)
 	p.mu.Lock()
@@ -305,11 +314,12 @@ func (p *telemetryPeers) update(peer *telemetryPeer, st *rocketmqv2.Settings) {
 	peer.topics = topics
 }
 
-// publishedTopics are the topics a producer's Settings publish.
-func publishedTopics(st *rocketmqv2.Settings) []string {
-	var out []string
-	for _, r := range st.GetPublishing().GetTopics() {
-		out = append(out, r.GetName())
+// publishedTopics is the set of topics a producer's Settings publish.
+func publishedTopics(st *rocketmqv2.Settings) map[string]struct{} {
+	rs := st.GetPublishing().GetTopics()
+	out := make(map[string]struct{}, len(rs))
+	for _, r := range rs {
+		out[r.GetName()] = struct{}{}
 	}
 	return out
 }

@@ -117,3 +117,8 @@ func (ps *Pacers) Of(topic string) Pace {
 	p, _ := ps.topics.LoadOrStore(topic, new(Pacer))
 	return Pace{Endpoint: &ps.ep, Topic: p.(*Pacer)}
 }
+
+// Forget drops topic's pacer, as for a topic idle long enough that its
+// throttle state says nothing of now; a later Of makes a new one. An
+// attempt that holds the old pacer's Pace keeps using it.
+func (ps *Pacers) Forget(topic string) { ps.topics.Delete(topic) }

@@ -180,6 +180,9 @@ func (a *rmqCall) cachedRoute() bool {
 		a.c.mu.Lock()
 		a.route = a.c.routes[a.topic]
 		a.c.mu.Unlock()
+		if a.route != nil {
+			a.route.touch(a.c.now())
+		}
 	}
 	return a.route != nil
 }

@@ -65,6 +65,29 @@ const (
 	rmqReopenMax      = 30 * time.Second
 )
 
+// Thousands of topics (BENCHMARKS.md, "Thousands of topics").
+const (
+	// rmqSettingsEvery is the least gap between two writes of the
+	// client's Settings after new topics (settingsLoop).
+	rmqSettingsEvery = 100 * time.Millisecond
+	// rmqSettingsPerTopic lengthens that gap by this much per topic, so
+	// that Settings of n topics, O(n) to make and write, are written at
+	// most every n×20 µs: 200 ms at 10,000 topics.
+	rmqSettingsPerTopic = 20 * time.Microsecond
+	// rmqTopicIdle is how long a topic goes unsent before the client drops
+	// its route, its pacers and its place in Settings; a later send reads
+	// the route again. 15 minutes is 30 route refreshes: a topic sent to
+	// less often than that pays one QueryRoute (about a millisecond) per
+	// send, and a service that sends to each of its thousands of
+	// per-tenant topics now and then keeps only those of the last 15
+	// minutes, refreshing no others every 30 s.
+	rmqTopicIdle = 15 * time.Minute
+	// rmqRefreshWorkers is how many QueryRoute calls a route refresh
+	// makes at once: a bound on what a refresh of thousands of topics
+	// takes of the connection that sends share, and on its goroutines.
+	rmqRefreshWorkers = 4
+)
+
 // rmqClient is the RocketMQ 5 side of a Producer: one gRPC connection per
 // address it talks to (the access points given to New, and the brokers its
 // routes name), a telemetry stream on each, heartbeats, and the routes of
@@ -86,6 +109,10 @@ type rmqClient struct {
 
 	// Intervals; tests shorten them before start.
 	heartbeatEvery, routeEvery, reopenMin, reopenMax time.Duration
+	settingsEvery                                    time.Duration // least gap between Settings writes (settingsLoop)
+	topicIdle                                        time.Duration // a topic unsent this long is dropped (refreshRoutes)
+	refreshWorkers                                   int           // QueryRoute calls of a refresh at once
+	ua                                               *rocketmqv2.UA
 
 	ctx    context.Context // the client's life; close cancels it
 	cancel context.CancelFunc
@@ -93,9 +120,8 @@ type rmqClient struct {
 
 	mu        sync.Mutex
 	conns     map[string]*rmqConn
-	routes    map[string]*rmqRoute
+	routes    map[string]*rmqRoute     // by topic; its keys are the topics declared in Settings
 	querying  map[string]chan struct{} // QueryRoute in flight, by topic
-	topics    []string                 // topics sent to, declared in Settings
 	nextQuery int                      // access point of the next QueryRoute
 	started   bool
 	closed    bool
@@ -107,6 +133,9 @@ type rmqClient struct {
 	settingsCh   chan struct{} // closed at the first Settings from a server
 	settingsOnce sync.Once
 	telEnded     chan struct{} // a telemetry stream ended (start reads why)
+
+	settingsDirty  chan struct{} // the topics changed (settingsChanged); capacity 1
+	settingsWrites atomic.Int64  // Settings written by settingsLoop, for tests
 }
 
 // rmqConn is the connection to one address, with its telemetry session.
@@ -163,6 +192,11 @@ func newRMQClient(addrs []string, cfg Config) (*rmqClient, error) {
 		routeEvery:     rmqRouteEvery,
 		reopenMin:      rmqReopenMin,
 		reopenMax:      rmqReopenMax,
+		settingsEvery:  rmqSettingsEvery,
+		topicIdle:      rmqTopicIdle,
+		refreshWorkers: rmqRefreshWorkers,
+		ua:             userAgent(),
+		settingsDirty:  make(chan struct{}, 1),
 		ctx:            ctx,
 		cancel:         cancel,
 		conns:          map[string]*rmqConn{},
@@ -202,8 +236,10 @@ func (c *rmqClient) start(ctx context.Context) error {
 			return err
 		}
 	}
-	c.wg.Add(1)
+	c.wg.Add(3)
 	go c.housekeeping()
+	go c.refreshLoop()
+	go c.settingsLoop()
 
 	t := time.NewTimer(c.timeout)
 	defer t.Stop()
@@ -425,20 +461,34 @@ func newRequestID() string {
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-// housekeeping sends heartbeats and refreshes routes until the client
-// stops.
+// housekeeping sends heartbeats until the client stops. Route refreshes
+// have their own goroutine (refreshLoop), so that a refresh of thousands
+// of topics never delays a heartbeat.
 func (c *rmqClient) housekeeping() {
 	defer c.wg.Done()
 	hb := time.NewTicker(c.heartbeatEvery)
 	defer hb.Stop()
-	rt := time.NewTicker(c.routeEvery)
-	defer rt.Stop()
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
 		case <-hb.C:
 			c.heartbeat()
+		}
+	}
+}
+
+// refreshLoop refreshes the routes every routeEvery until the client
+// stops; a refresh that outlasts the interval makes the next one skip its
+// tick (time.Ticker drops ticks) instead of piling up.
+func (c *rmqClient) refreshLoop() {
+	defer c.wg.Done()
+	rt := time.NewTicker(c.routeEvery)
+	defer rt.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
 		case <-rt.C:
 			c.refreshRoutes()
 		}

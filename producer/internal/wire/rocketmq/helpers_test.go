@@ -30,6 +30,7 @@ func newTestRMQClient(t *testing.T, addrs []string, opts ...func(*Config)) *rmqC
 	require.NoError(t, err)
 	c.heartbeatEvery = 20 * time.Millisecond
 	c.routeEvery = 50 * time.Millisecond
+	c.settingsEvery = 5 * time.Millisecond
 	c.reopenMin, c.reopenMax = 10*time.Millisecond, 40*time.Millisecond
 	t.Cleanup(func() { c.close(context.Background()) })
 	return c

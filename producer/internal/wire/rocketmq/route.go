@@ -8,8 +8,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/producer/internal/pace"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 )
 
@@ -30,6 +34,18 @@ type rmqQueue struct {
 type rmqRoute struct {
 	topic  string
 	queues []rmqQueue
+	// used is when a send last read the route (Unix nanoseconds of the
+	// client's clock), shared by the routes that refreshes put in its
+	// place; nil for a route not in the cache. refreshRoutes drops a topic
+	// unused for topicIdle.
+	used *atomic.Int64
+}
+
+// touch records a send's use of the route at now.
+func (r *rmqRoute) touch(now time.Time) {
+	if r.used != nil {
+		r.used.Store(now.UnixNano())
+	}
 }
 
 func (r *rmqRoute) queue(ep int) rmqQueue {
@@ -46,7 +62,8 @@ var errNoWritableQueue = errors.New("producer: rocketmq topic has no writable qu
 
 // route returns the route of topic: from the cache, else from QueryRoute
 // (one query at a time per topic; the others wait for it within ctx). A new
-// topic is declared in the client's Settings.
+// topic is declared in the client's next Settings write (settingsLoop),
+// which the send does not wait for.
 func (c *rmqClient) route(ctx context.Context, topic string) (*rmqRoute, error) {
 	for {
 		c.mu.Lock()
@@ -76,6 +93,8 @@ func (c *rmqClient) route(ctx context.Context, topic string) (*rmqRoute, error) 
 		c.mu.Lock()
 		delete(c.querying, topic)
 		if err == nil {
+			r.used = new(atomic.Int64)
+			r.touch(c.now())
 			c.routes[topic] = r
 		}
 		c.mu.Unlock()
@@ -83,7 +102,7 @@ func (c *rmqClient) route(ctx context.Context, topic string) (*rmqRoute, error) 
 		if err != nil {
 			return nil, err
 		}
-		c.addTopic(topic)
+		c.settingsChanged()
 		return r, nil
 	}
 }
@@ -175,23 +194,86 @@ func joinAddrs(addrs []*rocketmqv2.Address) string {
 	return strings.Join(slices.Compact(parts), ";")
 }
 
-// refreshRoutes queries the route of every cached topic again; a topic
-// whose query fails keeps its route.
+// refreshRoutes drops the topics no send has read for topicIdle (their
+// routes, their pacers and their place in Settings: dropIdle), then
+// queries the route of every other cached topic again, refreshWorkers at
+// a time, holding no lock while it queries: a send reads the route it
+// has meanwhile. A topic whose query fails keeps its route. The official
+// Java client refreshes every cached topic every 30 s and never drops one
+// (rocketmq-clients'
+// java/client/src/main/java/org/apache/rocketmq/client/java/impl/ClientImpl.java
+// updateRouteCache, which starts every topic's query at once); here a
+// service's thousands of per-tenant topics cost only the recent ones.
 func (c *rmqClient) refreshRoutes() {
+	topics := c.dropIdle()
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range min(max(c.refreshWorkers, 1), len(topics)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := range work {
+				c.refreshRoute(t)
+			}
+		}()
+	}
+feed:
+	for _, t := range topics {
+		select {
+		case work <- t:
+		case <-c.ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+}
+
+// refreshRoute queries topic's route again and puts it in the cache,
+// unless the topic was dropped meanwhile.
+func (c *rmqClient) refreshRoute(topic string) {
+	r, err := c.queryRoute(c.ctx, topic)
+	if err != nil {
+		c.logger.Debug("rocketmq: route refresh failed", "topic", topic, "err", err)
+		return
+	}
 	c.mu.Lock()
-	topics := make([]string, 0, len(c.routes))
-	for t := range c.routes {
-		topics = append(topics, t)
+	if old := c.routes[topic]; old != nil {
+		r.used = old.used
+		c.routes[topic] = r
 	}
 	c.mu.Unlock()
-	for _, t := range topics {
-		r, err := c.queryRoute(c.ctx, t)
-		if err != nil {
-			c.logger.Debug("rocketmq: route refresh failed", "topic", t, "err", err)
+}
+
+// dropIdle drops every topic that no send has read for topicIdle: its
+// route, its pacer at each broker of the route, and (by the next Settings
+// write) its place in Settings. A later send reads its route again. It
+// returns the topics kept.
+func (c *rmqClient) dropIdle() []string {
+	before := c.now().Add(-c.topicIdle).UnixNano()
+	var gone []*rmqRoute
+	c.mu.Lock()
+	kept := make([]string, 0, len(c.routes))
+	for t, r := range c.routes {
+		if r.used.Load() < before {
+			delete(c.routes, t)
+			gone = append(gone, r)
 			continue
 		}
-		c.mu.Lock()
-		c.routes[t] = r
-		c.mu.Unlock()
+		kept = append(kept, t)
 	}
+	c.mu.Unlock()
+	if len(gone) == 0 {
+		return kept
+	}
+	for _, r := range gone {
+		for _, q := range r.queues {
+			if p, ok := c.pacers.Load(q.broker); ok {
+				p.(*pace.Pacers).Forget(r.topic)
+			}
+		}
+	}
+	c.logger.Debug("rocketmq: idle topics dropped", "topics", len(gone))
+	c.settingsChanged()
+	return kept
 }

@@ -147,16 +147,18 @@ func (t *rmqTelemetry) err() error {
 	return t.lastErr
 }
 
-// settingsCommand is the client's Settings: a producer of the topics it has
-// sent to, with its access point, request timeout and user agent.
+// settingsCommand is the client's Settings: a producer of the topics it
+// has routes for (the topics it sent to, less those dropped idle), with its
+// access point, request timeout and user agent (made once, in
+// newRMQClient). Its cost is one Resource per topic: the settings writer
+// (settingsLoop) makes it at most once per gap, not once per new topic.
 func (c *rmqClient) settingsCommand() *rocketmqv2.TelemetryCommand {
 	c.mu.Lock()
-	topics := make([]*rocketmqv2.Resource, len(c.topics))
-	for i, t := range c.topics {
-		topics[i] = &rocketmqv2.Resource{ResourceNamespace: c.set.Namespace, Name: t}
+	topics := make([]*rocketmqv2.Resource, 0, len(c.routes))
+	for t := range c.routes {
+		topics = append(topics, &rocketmqv2.Resource{ResourceNamespace: c.set.Namespace, Name: t})
 	}
 	c.mu.Unlock()
-	host, _ := os.Hostname()
 	return &rocketmqv2.TelemetryCommand{Command: &rocketmqv2.TelemetryCommand_Settings{Settings: &rocketmqv2.Settings{
 		ClientType:     rmqPtr(rocketmqv2.ClientType_PRODUCER),
 		AccessPoint:    c.accessPoint,
@@ -165,29 +167,87 @@ func (c *rmqClient) settingsCommand() *rocketmqv2.TelemetryCommand {
 			Topics:              topics,
 			ValidateMessageType: true,
 		}},
-		UserAgent: &rocketmqv2.UA{
-			Language: rocketmqv2.Language_GOLANG,
-			Version:  rmqClientVersion,
-			Platform: runtime.GOOS + "/" + runtime.GOARCH + " " + runtime.Version(),
-			Hostname: host,
-		},
+		UserAgent: c.ua,
 	}}}
 }
 
-// addTopic declares a topic the client sends to; a new one is written to
-// every telemetry stream, as the official clients do.
-func (c *rmqClient) addTopic(topic string) {
-	c.mu.Lock()
-	for _, t := range c.topics {
-		if t == topic {
-			c.mu.Unlock()
-			return
-		}
+// userAgent is the client's UA in its Settings, made once: the hostname is
+// read here and nowhere else.
+func userAgent() *rocketmqv2.UA {
+	host, _ := os.Hostname()
+	return &rocketmqv2.UA{
+		Language: rocketmqv2.Language_GOLANG,
+		Version:  rmqClientVersion,
+		Platform: runtime.GOOS + "/" + runtime.GOARCH + " " + runtime.Version(),
+		Hostname: host,
 	}
-	c.topics = append(c.topics, topic)
-	c.mu.Unlock()
-	for _, cn := range c.connList() {
-		cn.tel.sendSettings()
+}
+
+// settingsChanged tells the settings writer that the client's topics
+// changed (a new topic, or idle ones dropped). It never blocks: signals
+// that arrive before the writer's next write make one write.
+func (c *rmqClient) settingsChanged() {
+	select {
+	case c.settingsDirty <- struct{}{}:
+	default:
+	}
+}
+
+// settingsLoop is the settings writer: after a change, it writes the
+// client's latest Settings to every telemetry stream, at once when the
+// last write is at least a gap old, else when it is; changes in between
+// are coalesced into that one write. The gap is settingsEvery, or
+// rmqSettingsPerTopic per topic when that is longer, so that writing
+// Settings of n topics (O(n)) takes a bounded share of the client's time
+// however many topics there are, and a burst of k new topics costs
+// O(1) Settings writes, not k writes of O(n) each.
+//
+// Nothing waits for the write. A send does not need its topic in the
+// server's Settings: the RocketMQ 5 proxy reads a producer's publishing
+// topics to register it as the producer of each topic (the topic is its
+// producer group) at Telemetry and at each Heartbeat, for the checks of
+// its orphaned transactions, and SendMessage reads none of them
+// (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/client/ClientActivity.java,
+// heartbeat and processAndWriteClientSettings; producer/SendMessageActivity.java).
+// The official Java client does not write Settings for a new topic either:
+// it adds the topic to its set and writes Settings only to the endpoints a
+// new route names for the first time
+// (rocketmq-clients' java/client/src/main/java/org/apache/rocketmq/client/java/impl/producer/ProducerImpl.java
+// send0, this.topics.add; impl/ClientImpl.java onTopicRouteDataFetched,
+// syncSettings). A transaction's first check comes a minute or more after
+// its half message; the gap is far shorter.
+func (c *rmqClient) settingsLoop() {
+	defer c.wg.Done()
+	var last time.Time
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-c.settingsDirty:
+		}
+		c.mu.Lock()
+		n := len(c.routes)
+		c.mu.Unlock()
+		gap := max(c.settingsEvery, time.Duration(n)*rmqSettingsPerTopic)
+		if wait := time.Until(last.Add(gap)); wait > 0 {
+			tm := time.NewTimer(wait)
+			select {
+			case <-c.ctx.Done():
+				tm.Stop()
+				return
+			case <-tm.C:
+			}
+		}
+		select { // the Settings made below include the changes signalled so far
+		case <-c.settingsDirty:
+		default:
+		}
+		last = time.Now()
+		cmd := c.settingsCommand()
+		c.settingsWrites.Add(1)
+		for _, cn := range c.connList() {
+			cn.tel.send(cmd)
+		}
 	}
 }
 
