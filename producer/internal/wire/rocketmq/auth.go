@@ -2,6 +2,7 @@ package wirermq
 
 import (
 	"errors"
+	"io"
 	"strconv"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
@@ -148,4 +149,17 @@ func (c *rmqClient) refusal() error {
 		}
 	}
 	return nil
+}
+
+// sendErr is the error of a stream whose Send failed with err: gRPC's
+// Send says io.EOF when the server has ended the stream, whose status
+// (a refusal, say) only Recv reads.
+func sendErr(stream rocketmqv2.MessagingService_TelemetryClient, err error) error {
+	if !errors.Is(err, io.EOF) {
+		return err
+	}
+	if _, rerr := stream.Recv(); rerr != nil && !errors.Is(rerr, io.EOF) {
+		return rerr
+	}
+	return err
 }

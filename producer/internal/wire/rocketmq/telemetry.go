@@ -76,7 +76,7 @@ func (t *rmqTelemetry) session() (got bool, err error) {
 		t.mu.Unlock()
 	}()
 	if err != nil {
-		return false, err
+		return false, sendErr(stream, err)
 	}
 	for {
 		cmd, err := stream.Recv()
