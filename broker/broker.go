@@ -49,6 +49,7 @@ type Broker struct {
 	streams  sync.WaitGroup // the readers of apache.rocketmq.v2 Telemetry streams, the transaction checker
 
 	telemetry     telemetryPeers // the producers' Telemetry streams (rocketmq_tx.go)
+	acl           acl            // the apache.rocketmq.v2 face's ACL (rocketmq_acl.go)
 	txCheckerOnce sync.Once
 
 	srvMu     sync.Mutex // guards the fields below
@@ -90,6 +91,7 @@ func New(opts ...Option) (*Broker, error) {
 		seed = rand.Uint64()
 	}
 	b.rng = xrand.New(seed, 0x726f636b65747279)
+	b.acl.keys = cfg.acl
 	f := cfg.faults
 	b.faults.Store(&f)
 	for _, name := range cfg.topics {
@@ -203,6 +205,7 @@ func (b *Broker) serve(lis net.Listener, done chan struct{}) error {
 func (b *Broker) newServer() *grpc.Server {
 	unary := []grpc.UnaryServerInterceptor{
 		recovery.UnaryServerInterceptor(recovery.WithRecoveryHandlerContext(b.recovered)),
+		b.aclUnary, // apache.rocketmq.v2 only (rocketmq_acl.go)
 	}
 	if b.log.Enabled(context.Background(), slog.LevelDebug) {
 		unary = append(unary, logging.UnaryServerInterceptor(

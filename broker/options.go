@@ -38,6 +38,7 @@ type config struct {
 	proxyMode     ProxyMode
 	sendQueue     SendQueue
 	topicTypes    map[string]TopicType
+	acl           map[string]string // WithACL; nil: off (rocketmq_acl.go)
 	// The bounds of apache.rocketmq.v2 receives (rocketmq_consumer.go).
 	minPolling, maxPolling time.Duration
 	minInvisible           time.Duration

@@ -195,6 +195,10 @@ func (s rocketmqServer) Telemetry(stream grpc.BidiStreamingServer[rocketmqv2.Tel
 				return err
 			}
 		case c := <-cmds:
+			if refused := b.authRefusal(ctx, "Telemetry"); refused != nil {
+				// The proxy's answer: the status alone, then the end (rocketmq_acl.go).
+				return stream.Send(&rocketmqv2.TelemetryCommand{Status: refused})
+			}
 			st := c.GetSettings()
 			if st == nil {
 				continue

@@ -59,6 +59,9 @@ func (s rocketmqServer) ReceiveMessage(req *rocketmqv2.ReceiveMessageRequest, st
 	b := s.b
 	ctx := stream.Context()
 	w := receiveWriter{stream: stream, b: b}
+	if refused := b.authRefusal(ctx, "ReceiveMessage"); refused != nil {
+		return w.status(refused) // rocketmq_acl.go
+	}
 	poll, st := b.pollingTime(ctx, req)
 	if st != nil {
 		return w.status(st)

@@ -97,7 +97,8 @@ func (e *ConnectError) GRPCStatus() *status.Status {
 // constructor's, Resend's, a Transaction's or Recall's error). A
 // *wire.ConnectError becomes a *ConnectError with the public Reason, a
 // *wire.TargetError a bad target's error (ErrInvalidTarget), a
-// *wirermq.StatusError a *RocketMQStatusError, and an error wrapping
+// *wirermq.StatusError a *RocketMQStatusError, a *wirermq.AuthError an
+// *AuthError, and an error wrapping
 // another wire sentinel (ErrNoEndpoints, ErrClosed, ...) or one of those
 // errors is wrapped so that errors.Is matches the public sentinel and
 // errors.As finds the public error, with the same text; any other error
@@ -115,6 +116,8 @@ func publicError(err error) error {
 		return &targetError{msg: e.Msg}
 	case *wirermq.StatusError:
 		return &RocketMQStatusError{Code: e.Code, Message: e.Message}
+	case *wirermq.AuthError:
+		return publicAuthError(e)
 	}
 	for _, s := range sentinels {
 		if errors.Is(err, s.wire) {
@@ -123,10 +126,15 @@ func publicError(err error) error {
 	}
 	var ce *wire.ConnectError
 	var se *wirermq.StatusError
-	if errors.As(err, &ce) || errors.As(err, &se) {
+	var ae *wirermq.AuthError
+	if errors.As(err, &ce) || errors.As(err, &se) || errors.As(err, &ae) {
 		return &wireError{err}
 	}
 	return err
+}
+
+func publicAuthError(e *wirermq.AuthError) *AuthError {
+	return &AuthError{AccessKey: e.AccessKey, Endpoint: e.Endpoint, Denied: e.Denied, Err: publicError(e.Err)}
 }
 
 func publicConnectError(e *wire.ConnectError) *ConnectError {
@@ -172,6 +180,10 @@ func (e *wireError) Unwrap() error { return e.err }
 // Is reports whether target is the public sentinel of a wire sentinel
 // that the error wraps.
 func (e *wireError) Is(target error) bool {
+	if target == ErrUnauthorized || target == ErrForbidden {
+		var ae *wirermq.AuthError
+		return errors.As(e.err, &ae) && publicAuthError(ae).Is(target)
+	}
 	for _, s := range sentinels {
 		if target == s.public {
 			return errors.Is(e.err, s.wire)
@@ -189,6 +201,12 @@ func (e *wireError) As(target any) bool {
 		var ce *wire.ConnectError
 		if errors.As(e.err, &ce) {
 			*t = publicConnectError(ce)
+			return true
+		}
+	case **AuthError:
+		var ae *wirermq.AuthError
+		if errors.As(e.err, &ae) {
+			*t = publicAuthError(ae)
 			return true
 		}
 	case **RocketMQStatusError:

@@ -9,6 +9,7 @@ import (
 	"github.com/rocketry-go/rocketry/brokercode"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	wirermq "github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq"
+	"google.golang.org/grpc/status"
 )
 
 // ErrInvalidMessage is returned, wrapped with what is wrong, when a message
@@ -256,4 +257,61 @@ func (e *RocketMQStatusError) outcome() Outcome {
 	o := publicOutcome(wirermq.ClassifyCode(e.Code, e.Message))
 	o.Err = e
 	return o
+}
+
+// ErrUnauthorized is matched (errors.Is) by the error of New or of a send
+// when a RocketMQ 5 server refused the producer's credentials or their
+// permission: gRPC UNAUTHENTICATED or PERMISSION_DENIED, or the body status
+// 40100 UNAUTHORIZED or 40300 FORBIDDEN. Such a refusal is final: New
+// returns at the first one (it does not wait out its timeout, nor open its
+// Telemetry stream again), and a send fails after that one attempt
+// (ErrNotRetryable), as every retry would be refused the same. The error
+// is an *AuthError, which names the access key (never the secret);
+// status.Code reads its gRPC code and errors.As finds the server's
+// *RocketMQStatusError when it answered with one.
+var ErrUnauthorized = errors.New("producer: credentials refused")
+
+// ErrForbidden is matched, besides ErrUnauthorized, by the error of a
+// refused permission: gRPC PERMISSION_DENIED or 40300 FORBIDDEN. An Apache
+// RocketMQ proxy answers refused credentials and a refused permission alike
+// (40100 UNAUTHORIZED), so against it only ErrUnauthorized is matched, and
+// the status message says which.
+var ErrForbidden = errors.New("producer: permission refused")
+
+// AuthError is the error of New, or a send's Cause, when a RocketMQ 5
+// server refused the producer's credentials or their permission (see
+// ErrUnauthorized). errors.Is matches ErrUnauthorized, and ErrForbidden
+// when Denied; Unwrap gives Err; status.Code reads UNAUTHENTICATED (40100)
+// or PERMISSION_DENIED (40300), or the server's own gRPC status.
+type AuthError struct {
+	// AccessKey is the access key of WithCredentials the refused call was
+	// signed with; empty when the producer has none. The secret key is
+	// never in the error.
+	AccessKey string
+	// Endpoint is the server that refused, host:port.
+	Endpoint string
+	// Denied is true for a refused permission (PERMISSION_DENIED, 40300
+	// FORBIDDEN), false for refused credentials.
+	Denied bool
+	// Err is the server's answer: a *RocketMQStatusError, or its gRPC
+	// status error.
+	Err error
+}
+
+// Error names the access key, the server and its answer.
+func (e *AuthError) Error() string { return wirermq.AuthText(e.AccessKey, e.Endpoint, e.Err) }
+
+// Unwrap returns Err.
+func (e *AuthError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrUnauthorized, or ErrForbidden for a
+// refused permission.
+func (e *AuthError) Is(target error) bool {
+	return target == ErrUnauthorized || (e.Denied && target == ErrForbidden)
+}
+
+// GRPCStatus is the refusal's gRPC status: the server's own, or
+// UNAUTHENTICATED for 40100 and PERMISSION_DENIED for 40300.
+func (e *AuthError) GRPCStatus() *status.Status {
+	return wirermq.AuthStatus(e.Denied, e.Err, e.Error())
 }

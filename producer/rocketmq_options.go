@@ -33,7 +33,9 @@ type rmqSettings struct {
 // when not empty, as x-mq-session-token (for temporary STS credentials).
 // Without it, calls are not signed. accessKey and secretKey must not be
 // empty and, like securityToken, must be printable ASCII (they ride in
-// gRPC metadata). Applies to New only, with WithProtocol(RocketMQ5).
+// gRPC metadata). A server that refuses them fails New, or a send, at
+// once with an *AuthError matching ErrUnauthorized. Applies to New only,
+// with WithProtocol(RocketMQ5).
 func WithCredentials(accessKey, secretKey, securityToken string) Option {
 	return option{"WithCredentials", scopeNew, func(c *config) error {
 		// The secrets are never echoed in the error.

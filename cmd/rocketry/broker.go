@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,6 +52,7 @@ type brokerConfig struct {
 	pidFile       string
 	txCheck       time.Duration // --tx-check-interval
 	txCheckMax    int           // --tx-check-max
+	acl           aclFlag       // --acl ACCESS_KEY:SECRET_KEY, repeatable
 }
 
 func brokerFlags(c *brokerConfig) *flag.FlagSet {
@@ -104,6 +106,9 @@ func brokerFlags(c *brokerConfig) *flag.FlagSet {
 		"a RocketMQ 5 transaction left open this long is checked: its producer is asked over Telemetry, then again every interval")
 	fs.IntVar(&c.txCheckMax, "tx-check-max", broker.DefaultTransactionCheckMax,
 		"checks of an open transaction before the broker rolls it back, as a RocketMQ broker's transactionCheckMax")
+	fs.Var(&c.acl, "acl", "turn on authentication of apache.rocketmq.v2 calls, as a RocketMQ 5 proxy with ACL on: every call must be signed "+
+		"(MQv2-HMAC-SHA1) with one of the keys given, as `ACCESS_KEY:SECRET_KEY` (repeatable, or comma-separated); others are refused with 40100 UNAUTHORIZED. "+
+		"The secrets are visible to whoever lists the processes: for test brokers only")
 	metricsFlag(fs, c)
 	return fs
 }
@@ -203,7 +208,40 @@ func (c *brokerConfig) options(logger *slog.Logger, seeded bool, peers []broker.
 	for _, tt := range c.topicTypes {
 		opts = append(opts, broker.WithTopicType(tt.name, tt.typ))
 	}
+	if c.acl != nil {
+		opts = append(opts, broker.WithACL(c.acl))
+	}
 	return opts
+}
+
+// aclFlag is --acl: ACCESS_KEY:SECRET_KEY, repeatable or comma-separated.
+type aclFlag map[string]string
+
+// String lists the access keys, never the secrets.
+func (f *aclFlag) String() string {
+	if f == nil || *f == nil {
+		return ""
+	}
+	keys := make([]string, 0, len(*f))
+	for ak := range *f {
+		keys = append(keys, ak+":***")
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, ",")
+}
+
+func (f *aclFlag) Set(s string) error {
+	if *f == nil {
+		*f = aclFlag{}
+	}
+	for kv := range strings.SplitSeq(s, ",") {
+		ak, sk, ok := strings.Cut(kv, ":")
+		if !ok || ak == "" || sk == "" {
+			return errors.New("want ACCESS_KEY:SECRET_KEY, both non-empty")
+		}
+		(*f)[ak] = sk
+	}
+	return nil
 }
 
 // topicTypeFlag is --topic: NAME=TYPE, once per topic.

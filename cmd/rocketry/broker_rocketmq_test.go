@@ -14,6 +14,7 @@ import (
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/producer"
 )
 
 // brokerV2 dials the broker command listening at addr.
@@ -113,4 +114,31 @@ func TestBrokerRocketMQBadFlags(t *testing.T) {
 	} {
 		checkRefused(t, append([]string{"broker", "--listen", dead}, tc.args...), 2, tc.want)
 	}
+}
+
+// TestBrokerACLFlag: with --acl, an unsigned apache.rocketmq.v2 call is
+// refused with 40100, a producer with a wrong secret fails New with
+// producer.ErrUnauthorized, and one with the right keys sends.
+func TestBrokerACLFlag(t *testing.T) {
+	leakCheck(t)
+	out, stop := startBrokerCommand(t, "--listen", "127.0.0.1:0", "--stats-interval", "0", "--acl", "app:secret,ops:other")
+	defer stop()
+	addr := regexp.MustCompile(`listening on (\S+)`).FindStringSubmatch(out.String())[1]
+	c, _ := brokerV2(t, addr)
+	assert.Equal(t, rocketmqv2.Code_UNAUTHORIZED, v2Send(t, c, "a").GetStatus().GetCode())
+
+	_, err := producer.New(addr, producer.WithProtocol(producer.RocketMQ5), producer.WithCredentials("app", "wrong", ""))
+	require.ErrorIs(t, err, producer.ErrUnauthorized)
+
+	p, err := producer.New(addr, producer.WithProtocol(producer.RocketMQ5), producer.WithCredentials("ops", "other", ""))
+	require.NoError(t, err)
+	_, err = p.Send(context.Background(), &producer.Message{Topic: "orders", Body: []byte("b")})
+	assert.NoError(t, err)
+	require.NoError(t, p.Close(context.Background()))
+}
+
+func TestBrokerACLBadFlag(t *testing.T) {
+	dead := deadAddress(t)
+	checkRefused(t, []string{"broker", "--listen", dead, "--acl", "app"}, 2, "ACCESS_KEY:SECRET_KEY")
+	checkRefused(t, []string{"broker", "--listen", dead, "--acl", ":secret"}, 2, "ACCESS_KEY:SECRET_KEY")
 }

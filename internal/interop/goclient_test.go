@@ -114,13 +114,15 @@ func TestOfficialGoProducer(t *testing.T) {
 		broker.WithTopics(topic),
 		broker.WithFaults(broker.Faults{InternalRate: 0.1, StoredInternalRate: 0.05, DropRate: 0.02}),
 		broker.WithThrottle(broker.Throttle{MaxBacklog: 20}),
+		broker.WithACL(interopACL),
 		withObserver,
 	)
 	drained := drain(t, b.Addr(), topic, 5, 10*time.Millisecond, creds)
 
-	s, stderr := runGoProduce(t, prog,
+	s, stderr := runGoProduce(t, prog, append(interopKeys(),
 		"--endpoint", b.Addr(), "--topic", topic, "--count", strconv.Itoa(count),
-		"--concurrency", strconv.Itoa(concurrency), "--max-attempts", strconv.Itoa(maxAttempts))
+		"--concurrency", strconv.Itoa(concurrency), "--max-attempts", strconv.Itoa(maxAttempts))...)
+	assert.Zero(t, b.AuthRefused(""), "the client signs every call with the right keys")
 	t.Logf("client %s %s: started in %.0f ms, sent %d and failed %d of %d in %.0f ms with %d SendMessage calls; %d lines on stderr",
 		s.Client.Package, s.Client.Version, s.StartupMs, s.Sent, s.Failed, count, s.SendMs, s.SendRequests, strings.Count(stderr, "\n"))
 	for _, st := range s.Settings {
@@ -140,6 +142,23 @@ func TestOfficialGoProducer(t *testing.T) {
 	if t.Failed() {
 		t.Logf("produce stderr (last 4 KiB):\n%s", tail(stderr, 4096))
 	}
+}
+
+// TestOfficialGoProducerWrongSecretRefused: the official Go client signing
+// with a wrong secret is refused by the broker (40100 UNAUTHORIZED) and
+// does not start; nothing is stored.
+func TestOfficialGoProducerWrongSecretRefused(t *testing.T) {
+	prog := buildGoProduce(t)
+	b, _ := startTLSBroker(t, broker.WithTopics("interop"), broker.WithACL(interopACL))
+	var s summary
+	stderr, err := runProgramErr(t, "produce", goProduceTimeout, []string{prog,
+		"--endpoint", b.Addr(), "--topic", "interop", "--count", "1", "--await-settings", "5s",
+		"--access-key", "interop", "--secret-key", "wrong"}, nil, &s)
+	require.Error(t, err, "the producer must not start with a wrong secret")
+	assert.Positive(t, b.AuthRefused(""), "the broker refused the client's calls")
+	assert.Contains(t, s.Error, "UNAUTHORIZED", "the client read the broker's 40100")
+	assert.Zero(t, b.Stats().Stored)
+	t.Logf("client error: %s (startup: %v); stderr (last 1 KiB):\n%s", s.Error, s.StartupError, tail(stderr, 1024))
 }
 
 // TestOfficialGoProducerBackoff pins how the Go client waits after 42900:

@@ -78,13 +78,15 @@ func TestOfficialNodeProducer(t *testing.T) {
 		broker.WithTopics(topic),
 		broker.WithFaults(broker.Faults{InternalRate: 0.1, StoredInternalRate: 0.05, DropRate: 0.02}),
 		broker.WithThrottle(broker.Throttle{MaxBacklog: 20}),
+		broker.WithACL(interopACL),
 		withObserver,
 	)
 	drained := drain(t, b.Addr(), topic, 5, 10*time.Millisecond)
 
-	s, stderr := runProduce(t, nodeModules,
+	s, stderr := runProduce(t, nodeModules, append(interopKeys(),
 		"--endpoint", b.Addr(), "--topic", topic, "--count", strconv.Itoa(count),
-		"--concurrency", strconv.Itoa(concurrency), "--max-attempts", strconv.Itoa(maxAttempts))
+		"--concurrency", strconv.Itoa(concurrency), "--max-attempts", strconv.Itoa(maxAttempts))...)
+	assert.Zero(t, b.AuthRefused(""), "the client signs every call with the right keys")
 	t.Logf("client %s %s: started in %.0f ms, sent %d and failed %d of %d in %.0f ms with %d SendMessage calls; %d lines on stderr",
 		s.Client.Package, s.Client.Version, s.StartupMs, s.Sent, s.Failed, count, s.SendMs, s.SendRequests, strings.Count(stderr, "\n"))
 	for _, st := range s.Settings {
@@ -104,6 +106,34 @@ func TestOfficialNodeProducer(t *testing.T) {
 	if t.Failed() {
 		t.Logf("produce.js stderr (last 4 KiB):\n%s", tail(stderr, 4096))
 	}
+}
+
+// interopACL is the ACL of the brokers of the main interop tests
+// (TestOfficialNodeProducer, TestOfficialGoProducer): the official
+// clients sign every call with interopKeys, as against a RocketMQ 5 proxy
+// with authentication on.
+var interopACL = map[string]string{"interop": "interop-secret"}
+
+// interopKeys are the flags of produce.js and the Go produce program that
+// sign with interopACL's key.
+func interopKeys() []string {
+	return []string{"--access-key", "interop", "--secret-key", "interop-secret"}
+}
+
+// TestOfficialNodeProducerWrongSecretRefused: the official client signing
+// with a wrong secret is refused by the broker (40100 UNAUTHORIZED, as the
+// proxy answers) and does not start; nothing is stored.
+func TestOfficialNodeProducerWrongSecretRefused(t *testing.T) {
+	nodeModules := installClient(t)
+	b := brokertest.Start(t, broker.WithTopics("interop"), broker.WithACL(interopACL))
+	argv, env := nodeArgv(t, nodeModules, "produce.js", "--endpoint", b.Addr(), "--topic", "interop",
+		"--count", "1", "--startup-timeout-ms", "5000", "--access-key", "interop", "--secret-key", "wrong")
+	var s summary
+	stderr, err := runProgramErr(t, "node produce.js", nodeTimeout, argv, env, &s)
+	require.Error(t, err, "the producer must not start with a wrong secret")
+	assert.Positive(t, b.AuthRefused(""), "the broker refused the client's calls")
+	assert.Zero(t, b.Stats().Stored)
+	t.Logf("client error: %s (startup: %v); stderr (last 1 KiB):\n%s", s.Error, s.StartupError, tail(stderr, 1024))
 }
 
 // TestOfficialNodeProducerRetriesBadRequest pins how the official client

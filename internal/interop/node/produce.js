@@ -9,11 +9,15 @@
 // Usage (flags win over the environment):
 //
 //   node produce.js --endpoint 127.0.0.1:8081 --topic t --count 300 \
-//     --concurrency 8 --max-attempts 3 [--property KEY=VALUE ...] [--tls]
+//     --concurrency 8 --max-attempts 3 [--property KEY=VALUE ...] [--tls] \
+//     [--access-key AK --secret-key SK]
 //
 //   ROCKETMQ_ENDPOINT, ROCKETMQ_TOPIC, ROCKETMQ_COUNT, ROCKETMQ_CONCURRENCY,
 //   ROCKETMQ_MAX_ATTEMPTS, ROCKETMQ_STARTUP_TIMEOUT_MS, ROCKETMQ_VERBOSE=1,
-//   ROCKETMQ_TLS=1
+//   ROCKETMQ_TLS=1, ROCKETMQ_ACCESS_KEY, ROCKETMQ_SECRET_KEY
+//
+// --access-key and --secret-key sign every call (the client's
+// sessionCredentials: {accessKey, accessSecret}), for a broker with ACL on.
 //
 // --tls dials TLS (the client's sslEnabled), verifying the server's
 // certificate: grpc-js trusts the PEM file GRPC_DEFAULT_SSL_ROOTS_FILE_PATH
@@ -64,6 +68,8 @@ function readConfig() {
       verbose: { type: 'boolean', default: process.env.ROCKETMQ_VERBOSE === '1' },
       tls: { type: 'boolean', default: process.env.ROCKETMQ_TLS === '1' },
       property: { type: 'string', multiple: true, default: [] },
+      'access-key': { type: 'string', default: process.env.ROCKETMQ_ACCESS_KEY ?? '' },
+      'secret-key': { type: 'string', default: process.env.ROCKETMQ_SECRET_KEY ?? '' },
     },
   });
   const properties = new Map();
@@ -84,6 +90,8 @@ function readConfig() {
     verbose: values.verbose,
     tls: values.tls,
     properties,
+    accessKey: values['access-key'],
+    secretKey: values['secret-key'],
   };
 }
 
@@ -158,6 +166,7 @@ async function main() {
     maxAttempts: cfg.maxAttempts,
     sslEnabled: cfg.tls,
     logger: stderrLogger(cfg.verbose),
+    ...(cfg.accessKey ? { sessionCredentials: { accessKey: cfg.accessKey, accessSecret: cfg.secretKey } } : {}),
   });
 
   // Settings the broker pushed on Telemetry, as the client decoded them.

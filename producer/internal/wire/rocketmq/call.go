@@ -89,7 +89,7 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 		r, err := a.c.route(rctx, a.topic)
 		cancel()
 		if err != nil {
-			return routeOutcome(err), true
+			return routeOutcome(err), true // a refusal is an *AuthError already (queryRoute)
 		}
 		a.route = r
 	}
@@ -102,7 +102,7 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 	if a.bt != nil {
 		if o, unsent, at, ok := a.attemptBatched(ctx, q, cn, deadline); ok {
 			a.last = at
-			return o, unsent
+			return a.c.refused(o, q.addr), unsent
 		}
 	}
 	ctx, cancel := send.AttemptContext(ctx, deadline)
@@ -116,7 +116,8 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 	}
 	resp, err := cn.stub.SendMessage(a.c.outgoing(ctx), &a.req, opts...)
 	a.resp = resp
-	return wire.NotSent(Classify(resp, err), err, &a.peer, q.addr)
+	o, unsent := wire.NotSent(Classify(resp, err), err, &a.peer, q.addr)
+	return a.c.refused(o, q.addr), unsent
 }
 
 // routeOutcome reads the error of a route look-up, which sent nothing: the
@@ -128,7 +129,11 @@ func routeOutcome(err error) send.Outcome {
 	var se *StatusError
 	switch {
 	case errors.As(err, &se):
-		return se.Outcome()
+		o := se.Outcome()
+		if ae := (*AuthError)(nil); errors.As(err, &ae) {
+			o.Err = ae
+		}
+		return o
 	case errors.Is(err, errNoWritableQueue), errors.Is(err, wire.ErrClosed):
 		return send.Outcome{Kind: send.FailedNotStored, Err: err}
 	}

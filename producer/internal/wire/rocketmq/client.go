@@ -254,7 +254,9 @@ func (c *rmqClient) start(ctx context.Context) error {
 			err = fmt.Errorf("producer: rocketmq start: no Settings from %s within %v (%v)",
 				strings.Join(c.access, ","), c.timeout, c.telemetryErr())
 		case <-c.telEnded:
-			if uerr := c.unreachable(); uerr != nil {
+			if rerr := c.refusal(); rerr != nil {
+				err = fmt.Errorf("producer: rocketmq start: %w", rerr) // final: auth.go
+			} else if uerr := c.unreachable(); uerr != nil {
 				err = fmt.Errorf("producer: rocketmq start: %w", uerr)
 			}
 		}

@@ -129,6 +129,9 @@ func (c *rmqClient) queryRoute(ctx context.Context, topic string) (*rmqRoute, er
 		qctx, cancel := context.WithTimeout(c.outgoing(ctx), c.timeout)
 		resp, err := cn.stub.QueryRoute(qctx, req)
 		cancel()
+		if refused, _ := authRefusal(err); refused {
+			return nil, c.authError(err, addr) // final, not asked elsewhere (auth.go)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
 			if ctx.Err() != nil {
@@ -137,7 +140,7 @@ func (c *rmqClient) queryRoute(ctx context.Context, topic string) (*rmqRoute, er
 			continue
 		}
 		if s := resp.GetStatus(); s.GetCode() != rocketmqv2.Code_OK {
-			return nil, &StatusError{Code: int32(s.GetCode()), Message: s.GetMessage()}
+			return nil, c.authError(&StatusError{Code: int32(s.GetCode()), Message: s.GetMessage()}, addr)
 		}
 		queues := interleave(resp.GetMessageQueues())
 		if len(queues) == 0 {

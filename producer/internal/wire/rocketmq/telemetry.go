@@ -76,7 +76,7 @@ func (t *rmqTelemetry) session() (got bool, err error) {
 		t.mu.Unlock()
 	}()
 	if err != nil {
-		return false, err
+		return false, sendErr(stream, err)
 	}
 	for {
 		cmd, err := stream.Recv()
@@ -108,8 +108,12 @@ func (t *rmqTelemetry) session() (got bool, err error) {
 			return got, errReconnect
 		case nil:
 			if s := cmd.GetStatus(); s != nil && s.GetCode() != rocketmqv2.Code_OK {
+				se := &StatusError{Code: int32(s.GetCode()), Message: s.GetMessage()}
+				if refused, _ := authRefusal(se); refused {
+					return got, se // the stream's end, kept as its error (auth.go)
+				}
 				t.mu.Lock()
-				t.lastErr = &StatusError{Code: int32(s.GetCode()), Message: s.GetMessage()}
+				t.lastErr = se
 				t.mu.Unlock()
 			}
 		}

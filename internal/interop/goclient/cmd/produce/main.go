@@ -63,6 +63,8 @@ type config struct {
 	properties      map[string]string
 	verbose         bool
 	awaitSettings   time.Duration
+	accessKey       string // --access-key: sign calls (with --secret-key)
+	secretKey       string
 }
 
 func parse(args []string, stderr io.Writer) (config, error) {
@@ -77,6 +79,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.verbose, "verbose", false, "the client's info log on stderr too")
 	fs.DurationVar(&c.awaitSettings, "await-settings", 10*time.Second,
 		"after Start, wait this long at most for the broker's first Settings on Telemetry, which the client itself does not wait for (0: do not wait)")
+	fs.StringVar(&c.accessKey, "access-key", "", "access key to sign every call with (the client's SessionCredentials; empty: unsigned)")
+	fs.StringVar(&c.secretKey, "secret-key", "", "secret key of --access-key")
 	fs.Func("property", "`KEY=VALUE` user property of every message (repeatable)", func(s string) error {
 		k, v, ok := strings.Cut(s, "=")
 		if !ok {
@@ -128,7 +132,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	p, err := rmq.NewProducer(&rmq.Config{
 		Endpoint:    cfg.endpoint,
-		Credentials: &credentials.SessionCredentials{},
+		Credentials: &credentials.SessionCredentials{AccessKey: cfg.accessKey, AccessSecret: cfg.secretKey},
 	}, rmq.WithTopics(cfg.topic), rmq.WithMaxAttempts(int32(cfg.maxAttempts)))
 	if err != nil {
 		return emit(3, "NewProducer: "+err.Error())
