@@ -182,8 +182,12 @@ func wrongProtocol(err error) error {
 	if errors.As(err, &pe) {
 		return nil // explained already
 	}
-	s, ok := status.FromError(err)
-	if !ok || s.Code() != codes.Unimplemented {
+	var gs interface{ GRPCStatus() *status.Status }
+	if !errors.As(err, &gs) {
+		return nil
+	}
+	s := gs.GRPCStatus() // the server's own answer, under any wrapping
+	if s.Code() != codes.Unimplemented {
 		return nil
 	}
 	var spoke, use string

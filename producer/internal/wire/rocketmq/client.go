@@ -21,11 +21,13 @@ import (
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
+	"google.golang.org/grpc/status"
 )
 
 // This file holds the RocketMQ 5 client of a Producer: its connections, the
@@ -256,6 +258,8 @@ func (c *rmqClient) start(ctx context.Context) error {
 		case <-c.telEnded:
 			if rerr := c.refusal(); rerr != nil {
 				err = fmt.Errorf("producer: rocketmq start: %w", rerr) // final: auth.go
+			} else if werr := c.unimplemented(); werr != nil {
+				err = fmt.Errorf("producer: rocketmq start: %w", werr)
 			} else if uerr := c.unreachable(); uerr != nil {
 				err = fmt.Errorf("producer: rocketmq start: %w", uerr)
 			}
@@ -284,6 +288,30 @@ func (c *rmqClient) unreachable() error {
 		errs = append(errs, o.Err)
 	}
 	return errors.Join(errs...)
+}
+
+// unimplemented is the first access point's UNIMPLEMENTED answer when
+// every access point answered its telemetry stream so: servers that do not
+// serve apache.rocketmq.v2 at all (the producer names the option to use),
+// so that start fails at once; nil otherwise.
+func (c *rmqClient) unimplemented() error {
+	var first error
+	for _, a := range c.access {
+		c.mu.Lock()
+		cn := c.conns[a]
+		c.mu.Unlock()
+		if cn == nil {
+			return nil
+		}
+		err := cn.tel.err()
+		if status.Code(err) != codes.Unimplemented {
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // telemetryErr is the last error of the access points' telemetry streams.
