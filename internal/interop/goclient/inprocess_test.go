@@ -55,7 +55,8 @@ func TestWireServiceName(t *testing.T) {
 // caller that needs the order does, and the async way, which keeps a
 // group's call order itself) and normal messages; the official
 // SimpleConsumer receives every message once, each group in send order;
-// the official Producer's messages are stored too.
+// the official Producer's messages are stored too. The broker's ACL is on:
+// every client signs its calls, and none is refused.
 func TestInProcess(t *testing.T) {
 	const (
 		fifoTopic   = "inproc-fifo"
@@ -64,19 +65,37 @@ func TestInProcess(t *testing.T) {
 		perGroup    = 15
 		normal      = 20
 		official    = 10
+		accessKey   = "inproc-ak"
+		secretKey   = "inproc-sk"
 	)
+	creds := &credentials.SessionCredentials{AccessKey: accessKey, AccessSecret: secretKey}
 	kit.LogToStderr(false)
 	b, tlsCfg := brokertest.StartTLS(t,
 		broker.WithTopicType(fifoTopic, broker.TopicFIFO),
 		broker.WithTopicType(normalTopic, broker.TopicNormal),
 		broker.WithLongPolling(100*time.Millisecond, 200*time.Millisecond),
+		broker.WithACL(map[string]string{accessKey: secretKey}),
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	p, err := producer.New(b.Addr(), producer.WithProtocol(producer.RocketMQ5), producer.WithTLS(tlsCfg))
+	p, err := producer.New(b.Addr(), producer.WithTLS(tlsCfg), producer.WithCredentials(accessKey, secretKey, ""))
 	require.NoError(t, err, "rocketry's producer.New")
 	defer p.Close(context.Background())
+
+	// A wrong secret is refused at once, by rocketry and by the official
+	// client alike.
+	_, err = producer.New(b.Addr(), producer.WithTLS(tlsCfg), producer.WithCredentials(accessKey, "not-the-secret-9f2c", ""))
+	require.ErrorIs(t, err, producer.ErrUnauthorized, "rocketry with a wrong secret")
+	assert.Contains(t, err.Error(), accessKey, "the error names the access key")
+	assert.NotContains(t, err.Error(), "not-the-secret-9f2c", "the error never names the secret")
+	bad, err := rmq.NewProducer(&rmq.Config{Endpoint: b.Addr(), Credentials: &credentials.SessionCredentials{AccessKey: accessKey, AccessSecret: "wrong"}},
+		rmq.WithTopics(normalTopic))
+	require.NoError(t, err)
+	assert.Error(t, bad.Start(), "the official producer's Start with a wrong secret")
+	_ = bad.GracefulStop()
+	refused := b.AuthRefused("")
+	require.Positive(t, refused, "calls the ACL refused")
 
 	// FIFO: half the groups sync, half async (the producer keeps a group's
 	// call order); normal messages async beside them.
@@ -126,7 +145,7 @@ func TestInProcess(t *testing.T) {
 	require.Empty(t, sendErr, "rocketry's sends")
 
 	// The official producer, in the same process, to the same broker.
-	op, err := rmq.NewProducer(&rmq.Config{Endpoint: b.Addr(), Credentials: &credentials.SessionCredentials{}},
+	op, err := rmq.NewProducer(&rmq.Config{Endpoint: b.Addr(), Credentials: creds},
 		rmq.WithTopics(normalTopic))
 	require.NoError(t, err, "the official NewProducer")
 	require.NoError(t, op.Start(), "the official producer's Start")
@@ -140,7 +159,7 @@ func TestInProcess(t *testing.T) {
 
 	// The official SimpleConsumer reads everything back.
 	c, err := rmq.NewSimpleConsumer(&rmq.Config{
-		Endpoint: b.Addr(), ConsumerGroup: "inproc", Credentials: &credentials.SessionCredentials{},
+		Endpoint: b.Addr(), ConsumerGroup: "inproc", Credentials: creds,
 	},
 		rmq.WithAwaitDuration(200*time.Millisecond),
 		rmq.WithSubscriptionExpressions(map[string]*rmq.FilterExpression{fifoTopic: rmq.SUB_ALL, normalTopic: rmq.SUB_ALL}))
@@ -185,4 +204,5 @@ func TestInProcess(t *testing.T) {
 		assert.Equal(t, perGroup, next[fmt.Sprintf("group-%d", g)], "group-%d's last message", g)
 	}
 	assert.Len(t, b.Messages(normalTopic), normal+official, "messages stored on %s", normalTopic)
+	assert.Equal(t, refused, b.AuthRefused(""), "calls the ACL refused with the right keys")
 }
