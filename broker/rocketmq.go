@@ -52,9 +52,15 @@ var acceptedTypes = []rocketmqv2.MessageType{
 // proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/route/RouteActivity.java),
 // so that a client that dialled "a;b" is sent to "a;b" again; a request
 // without endpoints gets the broker's own address, its unspecified host
-// (0.0.0.0, [::]) replaced by 127.0.0.1. A peer's endpoints are its own
-// addresses (Peer.Addr, Peer.Addrs), as each broker's proxy in local mode
-// routes to its own. An unknown topic is 40402 TOPIC_NOT_FOUND when the
+// (0.0.0.0, [::]) replaced by 127.0.0.1. With peers (WithRoutePeers) the
+// broker answers as a proxy in local mode instead, whatever the client
+// dialled: every broker, this one included, at its own addresses
+// (proxy/src/main/java/org/apache/rocketmq/proxy/service/route/LocalTopicRouteService.java,
+// getTopicRouteForProxy, lists the local broker at its own host). Several
+// processes are not one cluster-mode proxy: listing this broker at the
+// access points of all of them would make one broker look like several to
+// a client given every access point, and a retry "on the same broker"
+// could store a second copy on another. An unknown topic is 40402 TOPIC_NOT_FOUND when the
 // broker does not create topics; otherwise the topic is created by its
 // first send.
 func (s rocketmqServer) QueryRoute(ctx context.Context, req *rocketmqv2.QueryRouteRequest) (*rocketmqv2.QueryRouteResponse, error) {
@@ -68,7 +74,10 @@ func (s rocketmqServer) QueryRoute(ctx context.Context, req *rocketmqv2.QueryRou
 			fmt.Sprintf("broker: topic %q not found (the broker does not create topics)", name))}, nil
 	}
 	self := b.Addr()
-	own := accessPoints(req.GetEndpoints())
+	var own *rocketmqv2.Endpoints
+	if b.cfg.peers == nil {
+		own = accessPoints(req.GetEndpoints())
+	}
 	if own == nil {
 		own = endpoints(advertised(self))
 	}

@@ -115,6 +115,32 @@ func TestRocketMQClusterRoute(t *testing.T) {
 	}
 }
 
+// TestRocketMQClusterRouteLocalMode: a client that dialled every broker's
+// address (one access point list for the whole cluster) still reads each
+// broker, this one included, at its own address: the brokers answer as
+// proxies in local mode, never listing themselves at the client's access
+// points, which would make one broker look like three.
+func TestRocketMQClusterRouteLocalMode(t *testing.T) {
+	bs := brokertest.StartCluster(t, 3, broker.WithQueues(1))
+	all := &rocketmqv2.Endpoints{Scheme: rocketmqv2.AddressScheme_IPv4}
+	for _, b := range bs {
+		host, port, err := net.SplitHostPort(b.Addr())
+		require.NoError(t, err)
+		p, err := strconv.Atoi(port)
+		require.NoError(t, err)
+		all.Addresses = append(all.Addresses, &rocketmqv2.Address{Host: host, Port: int32(p)})
+	}
+	for i, b := range bs {
+		resp, err := dialV2(t, b.Addr()).QueryRoute(ctx(t), &rocketmqv2.QueryRouteRequest{Topic: &rocketmqv2.Resource{Name: "t"}, Endpoints: all})
+		require.NoError(t, err)
+		require.Equal(t, rocketmqv2.Code_OK, resp.Status.GetCode())
+		for _, q := range resp.MessageQueues {
+			assert.Len(t, q.GetBroker().GetEndpoints().GetAddresses(), 1, "route from broker %d: %s is listed at %d addresses", i, q.GetBroker().GetName(), len(q.GetBroker().GetEndpoints().GetAddresses()))
+		}
+		assert.Equal(t, fmt.Sprintf("broker-%d@%s", i, b.Addr()), brokerOf(resp.MessageQueues[0]), "broker %d lists itself at its own address", i)
+	}
+}
+
 func TestRocketMQTelemetrySettings(t *testing.T) {
 	for _, tc := range []struct {
 		name       string

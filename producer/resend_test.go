@@ -2,13 +2,16 @@ package producer
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
 	"google.golang.org/grpc/resolver/manual"
@@ -124,4 +127,58 @@ func TestResendWaitsForTheResolverAsAnAttempt(t *testing.T) {
 		t.Fatal("Resend still waits for a resolver that never answers")
 	}
 	require.NoError(t, p.Close(context.Background()))
+}
+
+// TestEveryAccessPointNoCopyOnTwoBrokers: a RocketMQ 5 producer given the
+// access points of every broker of a cluster reads three brokers, each at
+// its own address, so that a retry after an unknown outcome (stored, then
+// answered INTERNAL; a connection dropped) stays on the broker that may
+// hold the message: no message is stored on two brokers, and none is lost,
+// while one of the brokers crashes and comes back.
+func TestEveryAccessPointNoCopyOnTwoBrokers(t *testing.T) {
+	bs := brokertest.StartCluster(t, 3, broker.WithQueues(2), broker.WithSeed(7))
+	addrs := make([]string, len(bs))
+	for i, b := range bs {
+		addrs[i] = b.Addr()
+		require.NoError(t, b.SetFaults(broker.Faults{StoredInternalRate: 0.2, InternalRate: 0.1, DropRate: 0.05}))
+	}
+	p := newTestProducer(t, strings.Join(addrs, ";"), WithProtocol(RocketMQ5), WithMaxAttempts(10),
+		WithFailureSchedule(backoff.Constant(time.Millisecond)), WithBatching(0, 0, 0))
+	const n, senders = 400, 8
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for g := range senders {
+		wg.Go(func() {
+			for i := g; i < n; i += senders {
+				if _, err := p.Send(context.Background(), &Message{ID: fmt.Sprintf("m-%03d", i), Topic: "orders", Body: []byte("x")}); err != nil {
+					errs <- fmt.Errorf("message %d: %w", i, err)
+				}
+			}
+		})
+	}
+	// Broker 0 crashes and comes back while they send: its connections
+	// move, and a client that took it for one broker behind three
+	// addresses would send its retries to another.
+	for k := range int64(3) {
+		require.Eventually(t, func() bool { return bs[0].Stats().GetSendRequests() > 30*(k+1) }, 10*time.Second, time.Millisecond)
+		require.NoError(t, bs[0].Restart())
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	on := map[string]map[int]bool{} // message ID: the brokers that store it
+	for j, b := range bs {
+		for _, id := range visibleIDs(b, "orders") {
+			if on[id] == nil {
+				on[id] = map[int]bool{}
+			}
+			on[id][j] = true
+		}
+	}
+	assert.Len(t, on, n, "messages stored")
+	for id, brokers := range on {
+		assert.Len(t, brokers, 1, "message %s is stored on brokers %v", id, brokers)
+	}
 }
