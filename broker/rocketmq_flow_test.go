@@ -85,27 +85,37 @@ func TestWithSendQueueValidates(t *testing.T) {
 	assert.ErrorContains(t, err, "WithProxyMode(ProxyMode(7))")
 }
 
-// TestRocketMQRouteAccessPoints: the route gives this broker the access
-// points the client used, every one of them; a peer its own addresses.
+// TestRocketMQRouteAccessPoints: alone, the broker answers as a proxy in
+// cluster mode, giving itself the access points the client used, every one
+// of them; with peers, as proxies in local mode, itself at its own address
+// and each peer at its own addresses, whatever the client dialled.
 func TestRocketMQRouteAccessPoints(t *testing.T) {
+	access := &rocketmqv2.Endpoints{Scheme: rocketmqv2.AddressScheme_DOMAIN_NAME, Addresses: []*rocketmqv2.Address{
+		{Host: "proxy-a.example", Port: 8081}, {Host: "proxy-b.example", Port: 8081}}}
+
+	alone := brokertest.Start(t, broker.WithQueues(1))
+	c := dialV2(t, alone.Addr())
+	resp, err := c.QueryRoute(ctx(t), &rocketmqv2.QueryRouteRequest{Topic: &rocketmqv2.Resource{Name: "t"}, Endpoints: access})
+	require.NoError(t, err)
+	require.Len(t, resp.MessageQueues, 1)
+	own := resp.MessageQueues[0].Broker
+	assert.Equal(t, "broker-0", own.Name)
+	assert.Equal(t, rocketmqv2.AddressScheme_DOMAIN_NAME, own.Endpoints.Scheme)
+	assert.Equal(t, []string{"proxy-a.example:8081", "proxy-b.example:8081"}, addrs(own.Endpoints))
+	bare := route(t, c, "t") // no endpoints in the request: the broker's own address
+	assert.Equal(t, []string{alone.Addr()}, addrs(bare.MessageQueues[0].Broker.Endpoints))
+
 	b := brokertest.Start(t, broker.WithQueues(1), broker.WithRoutePeers(func() []broker.Peer {
 		return []broker.Peer{{Name: "broker-1", Addr: "127.0.0.1:7001", Addrs: []string{"127.0.0.2:7001"}}}
 	}))
-	c := dialV2(t, b.Addr())
-	access := &rocketmqv2.Endpoints{Scheme: rocketmqv2.AddressScheme_DOMAIN_NAME, Addresses: []*rocketmqv2.Address{
-		{Host: "proxy-a.example", Port: 8081}, {Host: "proxy-b.example", Port: 8081}}}
-	resp, err := c.QueryRoute(ctx(t), &rocketmqv2.QueryRouteRequest{Topic: &rocketmqv2.Resource{Name: "t"}, Endpoints: access})
+	resp, err = dialV2(t, b.Addr()).QueryRoute(ctx(t), &rocketmqv2.QueryRouteRequest{Topic: &rocketmqv2.Resource{Name: "t"}, Endpoints: access})
 	require.NoError(t, err)
 	require.Len(t, resp.MessageQueues, 2)
 	own, peer := resp.MessageQueues[0].Broker, resp.MessageQueues[1].Broker
 	assert.Equal(t, "broker-0", own.Name)
-	assert.Equal(t, rocketmqv2.AddressScheme_DOMAIN_NAME, own.Endpoints.Scheme)
-	assert.Equal(t, []string{"proxy-a.example:8081", "proxy-b.example:8081"}, addrs(own.Endpoints))
+	assert.Equal(t, []string{b.Addr()}, addrs(own.Endpoints), "local mode: the broker at its own address")
 	assert.Equal(t, "broker-1", peer.Name)
 	assert.Equal(t, []string{"127.0.0.1:7001", "127.0.0.2:7001"}, addrs(peer.Endpoints))
-
-	bare := route(t, c, "t") // no endpoints in the request: the broker's own address
-	assert.Equal(t, []string{b.Addr()}, addrs(bare.MessageQueues[0].Broker.Endpoints))
 }
 
 func addrs(e *rocketmqv2.Endpoints) []string {
