@@ -28,13 +28,18 @@ import (
 // default); the message keeps its own outcome, retries and callback, and
 // its retries go alone. A FIFO message (MessageGroup) is never batched and
 // is sent after the previous message of its group has its outcome, in the
-// order of the SendAsync calls; it waits for its turn holding its slot.
+// order of the SendAsync calls. It waits for its turn holding one of
+// MaxInFlight places of the FIFO queue, not a slot, so that a group held up
+// by a throttled message never takes the slots other groups need: at most
+// MaxInFlight FIFO sends wait, besides the MaxInFlight in flight, and
+// SendAsync waits for a place as it waits for a slot.
 func (p *Producer) SendAsync(ctx context.Context, m *Message, cb func(*SendReceipt, error)) error {
 	return p.sendAsync(ctx, m, cb, true)
 }
 
 // TrySendAsync is SendAsync that never waits for room: when MaxInFlight
-// async sends are in flight it fails at once with ErrBufferFull (as
+// async sends are in flight (for a FIFO message: when MaxInFlight FIFO
+// sends are waiting for their turn) it fails at once with ErrBufferFull (as
 // franz-go's TryProduce). ctx bounds the send, as SendAsync's does.
 func (p *Producer) TrySendAsync(ctx context.Context, m *Message, cb func(*SendReceipt, error)) error {
 	return p.sendAsync(ctx, m, cb, false)
@@ -50,36 +55,96 @@ func (p *Producer) sendAsync(ctx context.Context, m *Message, cb func(*SendRecei
 	if !p.enter() {
 		return ErrClosed
 	}
-	select {
-	case p.async.slots <- struct{}{}:
-	default:
-		if !block {
-			p.leave()
-			return ErrBufferFull
+	var t *ticket
+	queued := false
+	var err error
+	if m.MessageGroup != "" {
+		// A FIFO message takes its ticket first: one whose turn it is
+		// takes a slot, one that waits a place in the FIFO queue, traded
+		// for a slot at its turn (runAsync).
+		t, _ = p.fifo.take(m)
+		queued, err = p.async.fifoRoom(t.turn, ctx, p.closing, block)
+	} else {
+		err = p.async.room(p.async.slots, ctx, p.closing, block)
+	}
+	if err != nil {
+		if t != nil {
+			if j := p.fifo.cancel(t); j != nil {
+				p.async.submit(p, *j)
+			}
 		}
-		select {
-		case p.async.slots <- struct{}{}:
-		case <-ctx.Done():
-			p.leave()
-			return ctx.Err()
-		case <-p.closing:
-			p.leave()
-			return ErrClosed
-		}
+		p.leave()
+		return err
 	}
 	ctx, wm := p.startSend(ctx, m, true)
-	j := asyncJob{ctx: ctx, m: m, wm: wm, cb: cb}
-	if m.MessageGroup != "" {
-		if _, now := p.fifo.take(m, &j); !now {
-			return nil // parked in its ticket: the send before it submits it (fifo.go)
-		}
+	j := &asyncJob{ctx: ctx, m: m, wm: wm, cb: cb, t: t, queued: queued}
+	if t != nil && t.turn != nil && p.fifo.park(j) {
+		return nil // parked in its ticket: the send before it submits it (fifo.go)
 	}
-	p.async.submit(p, j)
+	p.async.submit(p, *j)
 	return nil
 }
 
-// runAsync runs one async send on a worker; it holds a slot.
+// fifoRoom takes the room of a FIFO send whose ticket's turn channel is
+// turn (nil: its turn now): a slot at its turn, else a place in the FIFO
+// queue (queued), or a slot if its turn comes while it waits for a place,
+// so that a send never waits for a place it no longer needs.
+func (a *asyncPool) fifoRoom(turn chan struct{}, ctx context.Context, closing <-chan struct{}, block bool) (queued bool, err error) {
+	if turn == nil {
+		return false, a.room(a.slots, ctx, closing, block)
+	}
+	select {
+	case a.queued <- struct{}{}:
+		return true, nil
+	case <-turn:
+		return false, a.room(a.slots, ctx, closing, block)
+	default:
+	}
+	if !block {
+		return false, ErrBufferFull
+	}
+	select {
+	case a.queued <- struct{}{}:
+		return true, nil
+	case <-turn:
+		return false, a.room(a.slots, ctx, closing, block)
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-closing:
+		return false, ErrClosed
+	}
+}
+
+// room takes a token of room (a slot, or a place in the FIFO queue),
+// waiting for one unless block is false (ErrBufferFull); the error is
+// ctx's, or ErrClosed once the Producer closes.
+func (a *asyncPool) room(room chan struct{}, ctx context.Context, closing <-chan struct{}, block bool) error {
+	select {
+	case room <- struct{}{}:
+		return nil
+	default:
+	}
+	if !block {
+		return ErrBufferFull
+	}
+	select {
+	case room <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-closing:
+		return ErrClosed
+	}
+}
+
+// runAsync runs one async send on a worker; it holds a slot, or, a FIFO
+// message at its turn, a place in the FIFO queue that it trades for a slot
+// first.
 func (p *Producer) runAsync(j asyncJob) {
+	slot := true
+	if j.queued {
+		slot = p.async.turnSlot(p.hardCtx)
+	}
 	ctx := j.ctx
 	var r *SendReceipt
 	var se *SendError
@@ -101,8 +166,23 @@ func (p *Producer) runAsync(j asyncJob) {
 			j.cb(r, nil)
 		}
 	}
-	<-p.async.slots
+	if slot {
+		<-p.async.slots
+	}
 	p.sends.leave()
+}
+
+// turnSlot trades a FIFO send's place in the queue for a slot, waiting for
+// one; false when the Producer was closed for good first (hard), and the
+// send goes on without one: it fails without an attempt (sendInTurn).
+func (a *asyncPool) turnSlot(hard context.Context) bool {
+	defer func() { <-a.queued }()
+	select {
+	case a.slots <- struct{}{}:
+		return true
+	case <-hard.Done():
+		return false
+	}
 }
 
 // asyncJob is one accepted async send.
@@ -112,6 +192,9 @@ type asyncJob struct {
 	wm  *Message // what goes on the wire: m, or a copy with the hook's properties
 	cb  func(*SendReceipt, error)
 	t   *ticket // a FIFO message's place in its group; nil: none
+	// queued says the send holds a place in the FIFO queue, not a slot: a
+	// FIFO message that waited for its turn.
+	queued bool
 }
 
 // workerIdle is how long an idle async worker waits for a send before it
@@ -125,6 +208,7 @@ const workerIdle = 10 * time.Second
 // workerIdle without a send, or when the Producer closes.
 type asyncPool struct {
 	slots   chan struct{} // one token per async send in flight
+	queued  chan struct{} // one token per FIFO async send not yet holding a slot
 	jobs    chan asyncJob // to an idle worker
 	quit    chan struct{} // closed by stop: idle workers end
 	workers atomic.Int64
@@ -135,14 +219,15 @@ type asyncPool struct {
 
 func (a *asyncPool) init(maxInFlight int) {
 	a.slots = make(chan struct{}, maxInFlight)
+	a.queued = make(chan struct{}, maxInFlight)
 	a.jobs = make(chan asyncJob)
 	a.quit = make(chan struct{})
 }
 
-// submit hands j to an idle worker, or starts one. The caller holds a slot,
-// so at most cap(slots) workers are busy; a worker that has just released
-// its slot but not yet come back for the next send may make one more start,
-// which ends when idle.
+// submit hands j to an idle worker, or starts one. The caller holds a slot
+// or a place in the FIFO queue, so at most cap(slots)+cap(queued) workers
+// are busy; a worker that has just released its slot but not yet come back
+// for the next send may make one more start, which ends when idle.
 func (a *asyncPool) submit(p *Producer, j asyncJob) {
 	select {
 	case a.jobs <- j:

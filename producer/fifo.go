@@ -3,9 +3,11 @@ package producer
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
+
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
-	"sync"
 )
 
 // This file holds the order of FIFO messages (Message.MessageGroup): the
@@ -18,8 +20,11 @@ import (
 //     message starts only once the previous one's outcome is known, stored
 //     or failed for good: a throttled message holds its group, and only its
 //     group, through its backoff; a failure retried at once keeps its
-//     place. A waiting async send holds its MaxInFlight slot but no
-//     goroutine: the send before it hands it to a worker at its turn.
+//     place. A waiting async send holds a place in the FIFO queue
+//     (MaxInFlight places) but no slot and no goroutine: the send before it
+//     hands it to a worker at its turn, where it takes a slot. So a group
+//     held up by a throttled message holds one slot, and the other groups
+//     and messages keep the rest.
 //   - A FIFO message is never batched (a cluster-mode proxy hashes the group
 //     only for a request of one message), and every attempt goes to the
 //     endpoint its group hashes to: a retry never moves to another broker.
@@ -72,8 +77,8 @@ type groupLine struct {
 type ticket struct {
 	line *groupLine
 	gen  uint64
-	turn chan struct{} // sync sends: closed at the ticket's turn
-	job  *asyncJob     // async sends: handed to a worker at its turn
+	turn chan struct{} // closed at the ticket's turn; nil: its turn at once
+	job  *asyncJob     // an async send parked (park): handed to a worker at its turn
 	// first, set at the ticket's turn, is the group's failure that this
 	// send fails behind (ErrGroupFailed); nil: the send goes.
 	first *SendError
@@ -83,10 +88,11 @@ type ticket struct {
 	gaveUpGen uint64
 }
 
-// take gives m (which has a group) its ticket; with j, an async send that
-// waits is parked in its ticket. now reports whether it is the ticket's
-// turn at once.
-func (s *sequencer) take(m *Message, j *asyncJob) (t *ticket, now bool) {
+// take gives m (which has a group) its ticket; now reports whether it is
+// the ticket's turn at once. A ticket that waits has a turn channel, closed
+// at its turn; an async send then parks its job in it (park), once it
+// holds a place in the FIFO queue.
+func (s *sequencer) take(m *Message) (t *ticket, now bool) {
 	k := groupKey{m.Topic, m.MessageGroup}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -100,25 +106,57 @@ func (s *sequencer) take(m *Message, j *asyncJob) (t *ticket, now bool) {
 		now = true
 	}
 	t = &ticket{line: l, gen: l.gen}
-	if j != nil {
-		j.t = t
-	}
 	if !now {
-		if j != nil {
-			t.job = j
-		} else {
-			t.turn = make(chan struct{})
-		}
+		t.turn = make(chan struct{})
 		l.queue = append(l.queue, t)
 	}
 	return t, now
 }
 
-// release ends t's turn with its send's error (nil: stored) and returns
-// the ticket whose turn it is now, or nil. A genuine failure (not one
-// behind another's) is reported now: the tickets taken until now fail
-// behind it.
-func (s *sequencer) release(t *ticket, se *SendError) *ticket {
+// park leaves j in its waiting ticket, for the send before it to hand to a
+// worker at its turn; false when its turn has come already: the caller
+// submits j itself.
+func (s *sequencer) park(j *asyncJob) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-j.t.turn:
+		return false
+	default:
+	}
+	j.t.job = j
+	return true
+}
+
+// cancel takes back the ticket of an async send that was refused (no room
+// within its context, or TrySendAsync's ErrBufferFull) before it was
+// accepted: a waiting ticket leaves its line, which the sends behind it
+// never noticed; one whose turn it is hands the turn on. It returns the
+// job to submit then, or nil.
+func (s *sequencer) cancel(t *ticket) *asyncJob {
+	s.mu.Lock()
+	if t.turn != nil {
+		select {
+		case <-t.turn:
+		default:
+			l := t.line
+			if i := slices.Index(l.queue, t); i >= 0 {
+				l.queue = slices.Delete(l.queue, i, i+1)
+			}
+			s.mu.Unlock()
+			return nil
+		}
+	}
+	s.mu.Unlock()
+	return s.release(t, nil)
+}
+
+// release ends t's turn with its send's error (nil: stored, or never
+// accepted) and returns the parked job of the ticket whose turn it is now,
+// for the caller to submit; nil when there is none (a sync send is woken
+// by its turn channel). A genuine failure (not one behind another's) is
+// reported now: the tickets taken until now fail behind it.
+func (s *sequencer) release(t *ticket, se *SendError) *asyncJob {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := t.line
@@ -137,10 +175,8 @@ func (s *sequencer) release(t *ticket, se *SendError) *ticket {
 		if l.failed != nil && n.gen <= l.failGen {
 			n.first = l.failed
 		}
-		if n.turn != nil {
-			close(n.turn)
-		}
-		return n
+		close(n.turn)
+		return n.job
 	}
 	delete(s.lines, l.key)
 	return nil
@@ -209,8 +245,8 @@ func (p *Producer) sendInTurn(ctx context.Context, m, wm *Message, t *ticket, pn
 	default:
 		r, se = p.send(ctx, m, wm, nil, pn)
 	}
-	if n := p.fifo.release(t, se); n != nil && n.job != nil {
-		p.async.submit(p, *n.job)
+	if j := p.fifo.release(t, se); j != nil {
+		p.async.submit(p, *j)
 	}
 	return r, se
 }

@@ -230,7 +230,7 @@ func (p *Producer) sendSync(ctx context.Context, m *Message, maybeAt string) (*S
 	}
 	var t *ticket
 	if m.MessageGroup != "" {
-		t, _ = p.fifo.take(m, nil)
+		t, _ = p.fifo.take(m)
 	}
 	ctx, wm := p.startSend(ctx, m, false)
 	var r *SendReceipt
