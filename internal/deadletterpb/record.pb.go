@@ -43,6 +43,11 @@ type Record struct {
 	// message may be stored there. Empty when every attempt's outcome was
 	// known.
 	MaybeStoredAt string `protobuf:"bytes,6,opt,name=maybe_stored_at,json=maybeStoredAt,proto3" json:"maybe_stored_at,omitempty"`
+	// sequence is the order in which the store first took the record (its
+	// bucket's sequence at the first Put; a Put that replaces a record keeps
+	// it): a FIFO group's records are replayed in this order. 0 in records
+	// written before it.
+	Sequence      uint64 `protobuf:"varint,7,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -119,18 +124,26 @@ func (x *Record) GetMaybeStoredAt() string {
 	return ""
 }
 
+func (x *Record) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
 var File_rocketry_deadletter_v1_record_proto protoreflect.FileDescriptor
 
 const file_rocketry_deadletter_v1_record_proto_rawDesc = "" +
 	"\n" +
-	"#rocketry/deadletter/v1/record.proto\x12\x16rocketry.deadletter.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1brocketry/v1/messaging.proto\"\xff\x01\n" +
+	"#rocketry/deadletter/v1/record.proto\x12\x16rocketry.deadletter.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1brocketry/v1/messaging.proto\"\x9b\x02\n" +
 	"\x06Record\x12.\n" +
 	"\amessage\x18\x01 \x01(\v2\x14.rocketry.v1.MessageR\amessage\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12\x1a\n" +
 	"\battempts\x18\x03 \x01(\x05R\battempts\x12%\n" +
 	"\x04code\x18\x04 \x01(\x0e2\x11.rocketry.v1.CodeR\x04code\x12D\n" +
 	"\x10dead_lettered_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0edeadLetteredAt\x12&\n" +
-	"\x0fmaybe_stored_at\x18\x06 \x01(\tR\rmaybeStoredAtBDZBgithub.com/rocketry-go/rocketry/internal/deadletterpb;deadletterpbb\x06proto3"
+	"\x0fmaybe_stored_at\x18\x06 \x01(\tR\rmaybeStoredAt\x12\x1a\n" +
+	"\bsequence\x18\a \x01(\x04R\bsequenceBDZBgithub.com/rocketry-go/rocketry/internal/deadletterpb;deadletterpbb\x06proto3"
 
 var (
 	file_rocketry_deadletter_v1_record_proto_rawDescOnce sync.Once

@@ -75,7 +75,7 @@ func TestStoredCodesStillRead(t *testing.T) {
 			}
 
 			// Written now: field 4 holds the same number, field 5 the time.
-			v, err := encode(&producer.DeadLetter{Message: &producer.Message{ID: id, Topic: "orders"}, Code: c, DeadLetteredAt: at})
+			v, err := encode(&producer.DeadLetter{Message: &producer.Message{ID: id, Topic: "orders"}, Code: c, DeadLetteredAt: at}, 0)
 			require.NoError(t, err)
 			payload, unchecked, err := unseal(key(id), v, false)
 			require.NoError(t, err)

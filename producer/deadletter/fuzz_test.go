@@ -23,7 +23,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		{Message: &producer.Message{ID: "m-1", Topic: "t", Body: []byte("b")}, Err: "e", Attempts: 2, MaybeStoredAt: "a:1"},
 		{Message: &producer.Message{ID: "m-2", Topic: "t", Keys: []string{"k"}, Properties: map[string]string{"p": "v"}, Transactional: true}},
 	} {
-		v, err := encode(d)
+		v, err := encode(d, 0)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -47,7 +47,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		if d.Message == nil || d.Message.ID == "" || !bytes.Equal(key(d.Message.ID), k) {
 			t.Fatalf("decode(%q, ...) accepted %+v", k, d)
 		}
-		v2, err := encode(d)
+		v2, err := encode(d, 0)
 		if err != nil {
 			return // over a limit, or a string proto refuses: Put says so
 		}

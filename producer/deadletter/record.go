@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -70,8 +71,30 @@ func key(id string) []byte {
 	return []byte("sha256:" + hex.EncodeToString(sum[:]))
 }
 
-// encode makes the value of d, checking the limits.
-func encode(d *producer.DeadLetter) ([]byte, error) {
+// encode makes the value of d with its sequence seq, checking the limits.
+func encode(d *producer.DeadLetter, seq uint64) ([]byte, error) {
+	payload, err := encodePayload(d)
+	if err != nil {
+		return nil, err
+	}
+	return seal(key(d.Message.ID), withSequence(payload, seq)), nil
+}
+
+// withSequence is payload with its sequence field (7) set to seq: a
+// scalar appended to an encoded message is read as its value (the last one
+// wins), so the payload is encoded once, before the transaction that
+// numbers it.
+func withSequence(payload []byte, seq uint64) []byte {
+	if seq == 0 {
+		return payload
+	}
+	payload = protowire.AppendTag(payload, 7, protowire.VarintType)
+	return protowire.AppendVarint(payload, seq)
+}
+
+// encodePayload is the encoded record of d without its sequence, checking
+// the limits.
+func encodePayload(d *producer.DeadLetter) ([]byte, error) {
 	switch {
 	case d == nil || d.Message == nil:
 		return nil, fmt.Errorf("%w: dead letter has no message", producer.ErrInvalidMessage)
@@ -82,14 +105,14 @@ func encode(d *producer.DeadLetter) ([]byte, error) {
 	}
 	m := d.Message
 	pb := toProto(d)
-	if n := proto.Size(pb) + recordHeaderSize; n > MaxRecordBytes {
+	if n := proto.Size(pb) + recordHeaderSize + 11; n > MaxRecordBytes { // 11: the sequence
 		return nil, fmt.Errorf("%w: message %q: record is %d bytes, over the limit of %d", ErrTooLarge, m.ID, n, MaxRecordBytes)
 	}
 	payload, err := proto.Marshal(pb)
 	if err != nil {
 		return nil, fmt.Errorf("deadletter: message %q: %w", m.ID, err)
 	}
-	return seal(key(m.ID), payload), nil
+	return payload, nil
 }
 
 // seal is the stored value of payload under key k: the format 2 header, then
@@ -168,31 +191,43 @@ func toProto(d *producer.DeadLetter) *deadletterpb.Record {
 // unseal). Its error wraps ErrCorrupt and names the key: what could be read
 // of the ID.
 func decode(k, v []byte, legacy bool) (*producer.DeadLetter, error) {
+	d, _, err := decodeSeq(k, v, legacy)
+	return d, err
+}
+
+// decodeSeq is decode, with the record's sequence.
+func decodeSeq(k, v []byte, legacy bool) (*producer.DeadLetter, uint64, error) {
 	payload, _, err := unseal(k, v, legacy)
 	if err != nil {
-		return nil, &RecordError{Key: string(k), Reason: err.Error()}
+		return nil, 0, &RecordError{Key: string(k), Reason: err.Error()}
 	}
-	d, err := decodeOld(payload)
+	d, seq, err := decodePayload(payload)
 	if err != nil {
-		return nil, &RecordError{Key: string(k), Reason: err.Error()}
+		return nil, 0, &RecordError{Key: string(k), Reason: err.Error()}
 	}
 	if string(key(d.Message.ID)) != string(k) {
-		return nil, &RecordError{Key: string(k), Reason: fmt.Sprintf("the key holds message %q", d.Message.ID)}
+		return nil, 0, &RecordError{Key: string(k), Reason: fmt.Sprintf("the key holds message %q", d.Message.ID)}
 	}
-	return d, nil
+	return d, seq, nil
 }
 
 // decodeOld reads an encoded deadletterpb.Record (rocketry.v1's
 // SpoolRecord before: the same fields), as stored here and in an old
 // spool's record: it must decode, and hold a message with an ID.
 func decodeOld(v []byte) (*producer.DeadLetter, error) {
+	d, _, err := decodePayload(v)
+	return d, err
+}
+
+// decodePayload is decodeOld, with the record's sequence.
+func decodePayload(v []byte) (*producer.DeadLetter, uint64, error) {
 	var pb deadletterpb.Record
 	if err := proto.Unmarshal(v, &pb); err != nil {
-		return nil, fmt.Errorf("record does not decode: %v", err)
+		return nil, 0, fmt.Errorf("record does not decode: %v", err)
 	}
 	pm := pb.GetMessage()
 	if pm.GetMessageId() == "" {
-		return nil, errors.New("record has no message ID")
+		return nil, 0, errors.New("record has no message ID")
 	}
 	d := &producer.DeadLetter{
 		Message: &producer.Message{
@@ -211,7 +246,7 @@ func decodeOld(v []byte) (*producer.DeadLetter, error) {
 	if pb.DeadLetteredAt != nil {
 		d.DeadLetteredAt = pb.GetDeadLetteredAt().AsTime()
 	}
-	return d, nil
+	return d, pb.GetSequence(), nil
 }
 
 // merge is the record kept when d's ID is put again over old: d, with the

@@ -2,9 +2,11 @@ package deadletter
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -62,7 +64,10 @@ type ReplayResult struct {
 const pageSize = 64
 
 // Replay sends every record of the store with r, in the order of their
-// keys, and deletes each one stored (a duplicate, which the broker
+// keys (the records of a FIFO message, one with a MessageGroup, after the
+// others: each group in the order the store took them, one at a time, and
+// a group stops at its first record not stored, so that it is never
+// stored out of order), and deletes each one stored (a duplicate, which the broker
 // recognised by its ID, included), a page of records per transaction: a
 // crash before a delete only means the record is sent again, which stores
 // nothing twice. It holds no transaction while it sends, so a Producer may
@@ -104,6 +109,7 @@ func (s *Store) Replay(ctx context.Context, r Resender, opts ReplayOptions) (Rep
 	budget := 2*n0 + pageSize
 	var after []byte
 	read, throttled := 0, 0
+	var fifo []fifoRecord // the records of FIFO messages, put aside for replayGroups
 	for {
 		var stop error
 		if err := ctx.Err(); err != nil {
@@ -113,7 +119,7 @@ func (s *Store) Replay(ctx context.Context, r Resender, opts ReplayOptions) (Rep
 		}
 		if stop != nil {
 			n, err := s.countAfter(after, budget)
-			res.Left += n
+			res.Left += n + len(fifo)
 			return res, errors.Join(stop, err)
 		}
 		recs, err := s.page(after, pageSize)
@@ -121,6 +127,9 @@ func (s *Store) Replay(ctx context.Context, r Resender, opts ReplayOptions) (Rep
 			return res, err
 		}
 		if len(recs) == 0 {
+			if err := s.replayGroups(ctx, r, opts, fifo, &res, &throttled); err != nil {
+				return res, err
+			}
 			return res, s.compactLedger()
 		}
 		read += len(recs)
@@ -146,6 +155,10 @@ func (s *Store) Replay(ctx context.Context, r Resender, opts ReplayOptions) (Rep
 				continue
 			}
 			d := pr.d
+			if g := d.Message.MessageGroup; g != "" {
+				fifo = append(fifo, fifoRecord{topic: d.Message.Topic, group: g, seq: pr.seq, key: pr.key})
+				continue
+			}
 			rc, err := r.Resend(ctx, d)
 			switch {
 			case err == nil:
@@ -176,10 +189,95 @@ func (s *Store) Replay(ctx context.Context, r Resender, opts ReplayOptions) (Rep
 		}
 		if stop != nil {
 			n, err := s.countAfter(after, budget)
-			res.Left += n
+			res.Left += n + len(fifo)
 			return res, errors.Join(stop, err)
 		}
 	}
+}
+
+// fifoRecord is the record of a FIFO message, which Replay puts aside.
+type fifoRecord struct {
+	topic, group string
+	seq          uint64
+	key          []byte
+}
+
+// replayGroups sends the records of FIFO messages that the pass over the
+// keys put aside: each group (topic and message group) in the order the
+// store took them (their sequence; the key among records written before
+// there was one), one at a time, each read again first. A group stops at
+// its first record not stored (failed, damaged, stopped): its later
+// records stay for the next replay (ReplayResult.Left), so that the group
+// is never stored out of order.
+func (s *Store) replayGroups(ctx context.Context, r Resender, opts ReplayOptions, recs []fifoRecord, res *ReplayResult, throttled *int) error {
+	slices.SortFunc(recs, func(a, b fifoRecord) int {
+		return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.group, b.group), cmp.Compare(a.seq, b.seq), bytes.Compare(a.key, b.key))
+	})
+	for i := 0; i < len(recs); {
+		j := i + 1
+		for j < len(recs) && recs[j].topic == recs[i].topic && recs[j].group == recs[i].group {
+			j++
+		}
+		for n, fr := range recs[i:j] {
+			var stop error
+			if err := ctx.Err(); err != nil {
+				stop = err
+			} else if opts.MaxThrottled > 0 && *throttled >= opts.MaxThrottled {
+				stop = fmt.Errorf("%w: %d records in a row throttled", ErrThrottled, *throttled)
+			}
+			if stop != nil {
+				res.Left += len(recs) - i - n
+				return stop
+			}
+			pr, ok, err := s.record(fr.key)
+			switch {
+			case err != nil:
+				return err
+			case !ok: // deleted meanwhile
+				continue
+			case pr.err != nil:
+				res.Corrupt++
+				res.Left += j - i - n - 1
+			case s.ledger.delivered(pr.key, pr.sum):
+				res.AlreadyDelivered++
+				if err := s.deliver(nil, []pageRecord{pr}); err != nil {
+					return err
+				}
+				continue
+			default:
+				rc, err := r.Resend(ctx, pr.d)
+				if err == nil {
+					if err := s.deliver([]pageRecord{pr}, nil); err != nil {
+						res.Failed++ // still stored on the broker: sent again next time
+						return err
+					}
+					res.Stored++
+					if rc != nil && rc.Duplicate {
+						res.Duplicates++
+					}
+					*throttled = 0
+					if opts.Progress != nil {
+						opts.Progress(*res)
+					}
+					continue
+				}
+				res.Failed++
+				if producer.IsThrottled(err) {
+					*throttled++
+				} else {
+					*throttled = 0
+				}
+				s.keepFailed(pr.d, err)
+				res.Left += j - i - n - 1
+				if opts.Progress != nil {
+					opts.Progress(*res)
+				}
+			}
+			break // the group stops at its first record not stored
+		}
+		i = j
+	}
+	return nil
 }
 
 // deliver deletes the records stored by a replay, and those found in the

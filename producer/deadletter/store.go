@@ -232,7 +232,7 @@ func (s *Store) MaxBodyBytes() int { return MaxBodyBytes }
 // be stored there): one ID is one record. d.Message must have an ID. It
 // implements producer.DeadLetterSink.
 func (s *Store) Put(d *producer.DeadLetter) error {
-	v, err := encode(d)
+	payload, err := encodePayload(d)
 	if err != nil {
 		return err
 	}
@@ -242,16 +242,26 @@ func (s *Store) Put(d *producer.DeadLetter) error {
 		if b == nil {
 			return fmt.Errorf("%w: the store has no bucket %q", ErrCorrupt, bucketRecords)
 		}
-		val := v
 		if ov := b.Get(k); ov != nil {
-			if old, derr := decode(k, ov, s.legacy); derr == nil {
-				m := merge(old, d)
-				if val, derr = encode(m); derr != nil {
-					return derr
+			if old, seq, derr := decodeSeq(k, ov, s.legacy); derr == nil {
+				var err error
+				if seq == 0 { // written before records were numbered
+					if seq, err = b.NextSequence(); err != nil {
+						return err
+					}
 				}
+				val, err := encode(merge(old, d), seq)
+				if err != nil {
+					return err
+				}
+				return b.Put(k, val)
 			}
 		}
-		return b.Put(k, val)
+		seq, err := b.NextSequence()
+		if err != nil {
+			return err
+		}
+		return b.Put(k, seal(k, withSequence(payload, seq)))
 	})
 	return s.wrap("put", err)
 }
@@ -357,6 +367,7 @@ type pageRecord struct {
 	err error
 	key []byte
 	sum fingerprint // of the stored value
+	seq uint64      // the record's sequence (0: damaged, or written before)
 }
 
 // page returns up to n records whose keys follow after (all when after is
@@ -381,12 +392,32 @@ func (s *Store) page(after []byte, n int) (recs []pageRecord, err error) {
 				return fmt.Errorf("%w: key %q follows %q: keys out of order", ErrCorrupt, k, last)
 			}
 			last = bytes.Clone(k)
-			d, derr := decode(last, bytes.Clone(v), s.legacy)
-			recs = append(recs, pageRecord{d: d, err: derr, key: last, sum: fingerprintOf(v)})
+			recs = append(recs, s.pageRecord(last, v))
 		}
 		return nil
 	})
 	return recs, err
+}
+
+// pageRecord reads the value v stored under k.
+func (s *Store) pageRecord(k, v []byte) pageRecord {
+	d, seq, err := decodeSeq(k, bytes.Clone(v), s.legacy)
+	return pageRecord{d: d, err: err, key: k, sum: fingerprintOf(v), seq: seq}
+}
+
+// record reads the record under k; false when there is none.
+func (s *Store) record(k []byte) (pr pageRecord, ok bool, err error) {
+	err = s.view("read", func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketRecords)
+		if b == nil {
+			return nil
+		}
+		if v := b.Get(k); v != nil {
+			pr, ok = s.pageRecord(k, v), true
+		}
+		return nil
+	})
+	return pr, ok, err
 }
 
 // Close closes the store and releases its lock. Close is idempotent.
