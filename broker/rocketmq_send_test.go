@@ -192,11 +192,14 @@ func TestRocketMQSendFaults(t *testing.T) {
 	_, err := c.SendMessage(ctx(t), &rocketmqv2.SendMessageRequest{Messages: []*rocketmqv2.Message{v2msg("t", "a")}})
 	assert.Equal(t, codes.Unavailable, status.Code(err), "UNAVAILABLE fault: %v", err)
 
-	require.NoError(t, b.SetFaults(broker.Faults{Latency: 20 * time.Millisecond}))
-	short, cancel := context.WithTimeout(ctx(t), 5*time.Millisecond)
+	require.NoError(t, b.SetFaults(broker.Faults{Latency: 500 * time.Millisecond}))
+	short, cancel := context.WithTimeout(ctx(t), 100*time.Millisecond)
 	defer cancel()
 	_, err = c.SendMessage(short, &rocketmqv2.SendMessageRequest{Messages: []*rocketmqv2.Message{v2msg("t", "a")}})
 	assert.Equal(t, codes.DeadlineExceeded, status.Code(err), "deadline within the latency: %v", err)
+	// The client's deadline may end before the broker has counted the
+	// request (a loaded machine): wait for the count, not for a time.
+	require.Eventually(t, func() bool { return b.Stats().Faults["latency"] == 1 }, 10*time.Second, time.Millisecond, "the latency fault counted")
 
 	require.NoError(t, b.SetFaults(broker.Faults{DropRate: 1}))
 	_, err = c.SendMessage(ctx(t), &rocketmqv2.SendMessageRequest{Messages: []*rocketmqv2.Message{v2msg("t", "a")}})
