@@ -1,32 +1,18 @@
 package main
 
+// Number and text formatting that several commands share.
+
 import (
+	"fmt"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
-	"time"
 )
-
-func ms(d time.Duration) float64 { return roundTo(float64(d)/float64(time.Millisecond), 3) }
 
 func roundTo(v float64, digits int) float64 {
 	p := math.Pow(10, float64(digits))
 	return math.Round(v*p) / p
-}
-
-// joinCounts writes a map of counts sorted by key: "a 1, b 2".
-func joinCounts(m map[string]int64) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, k+" "+fmtCount(m[k]))
-	}
-	return strings.Join(parts, ", ")
 }
 
 // fmtCount writes n with thousands separators: 20,000.
@@ -47,18 +33,6 @@ func fmtCount(n int64) string {
 	return b.String()
 }
 
-// fmtMS writes milliseconds readably: 0.4ms, 12ms, 1.3s.
-func fmtMS(v float64) string {
-	switch {
-	case v >= 1000:
-		return strconv.FormatFloat(v/1000, 'f', 1, 64) + "s"
-	case v >= 10:
-		return strconv.FormatFloat(v, 'f', 0, 64) + "ms"
-	default:
-		return strconv.FormatFloat(v, 'f', 1, 64) + "ms"
-	}
-}
-
 // plural writes n and the noun's form for it: "1 re-send", "2 re-sends".
 func plural(n int64, one, many string) string {
 	if n == 1 {
@@ -67,13 +41,19 @@ func plural(n int64, one, many string) string {
 	return fmtCount(n) + " " + many
 }
 
-// times writes a count of occurrences: "never", "once", "3 times".
-func times(n int64) string {
-	switch n {
-	case 0:
-		return "never"
-	case 1:
-		return "once"
+// formatCounts writes counts by name as "a 1, b 2", sorted by name.
+func formatCounts(m map[string]int64) string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
 	}
-	return fmtCount(n) + " times"
+	slices.Sort(names)
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
