@@ -36,6 +36,12 @@ const exitInterrupted = 130
 // defaultGrace is the default of --grace.
 const defaultGrace = 10 * time.Second
 
+// signalContext is the context commands that run until interrupted stop
+// on; tests replace it.
+var signalContext = func() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
 // exitNow ends the process on a second signal; tests that run commands in
 // process never send one.
 var exitNow = os.Exit

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -125,21 +123,4 @@ func writeStatsText(w io.Writer, s *rocketryv1.GetStatsResponse) {
 			fmt.Fprintf(w, "  group %s: backlog %d\n", g.Group, g.Backlog)
 		}
 	}
-}
-
-// formatCounts writes counts by name as "a 1, b 2", sorted by name.
-func formatCounts(m map[string]int64) string {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	parts := make([]string, len(names))
-	for i, k := range names {
-		parts[i] = fmt.Sprintf("%s %d", k, m[k])
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
 }

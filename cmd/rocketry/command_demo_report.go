@@ -465,3 +465,42 @@ func (c *demoConfig) json() demoConfigJSON {
 		Seed:             c.seed,
 	}
 }
+
+func ms(d time.Duration) float64 { return roundTo(float64(d)/float64(time.Millisecond), 3) }
+
+// joinCounts writes a map of counts sorted by key: "a 1, b 2".
+func joinCounts(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, k+" "+fmtCount(m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// fmtMS writes milliseconds readably: 0.4ms, 12ms, 1.3s.
+func fmtMS(v float64) string {
+	switch {
+	case v >= 1000:
+		return strconv.FormatFloat(v/1000, 'f', 1, 64) + "s"
+	case v >= 10:
+		return strconv.FormatFloat(v, 'f', 0, 64) + "ms"
+	default:
+		return strconv.FormatFloat(v, 'f', 1, 64) + "ms"
+	}
+}
+
+// times writes a count of occurrences: "never", "once", "3 times".
+func times(n int64) string {
+	switch n {
+	case 0:
+		return "never"
+	case 1:
+		return "once"
+	}
+	return fmtCount(n) + " times"
+}

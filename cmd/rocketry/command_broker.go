@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"flag"
@@ -10,21 +9,13 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/rocketry-go/rocketry/broker"
 )
-
-// signalContext is the context commands that run until interrupted stop
-// on; tests replace it.
-var signalContext = func() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-}
 
 // brokerConfig is the flags of "rocketry broker".
 type brokerConfig struct {
@@ -44,7 +35,7 @@ type brokerConfig struct {
 	logLevel      string
 	name          string
 	peers         string
-	metrics       string // broker_metrics.go
+	metrics       string // command_broker_metrics.go
 	rocketmqDedup bool
 	proxyMode     string
 	sendQueue     broker.SendQueue

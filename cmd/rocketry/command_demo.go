@@ -14,8 +14,9 @@ import (
 // The demo: an in-process broker with small throttling thresholds and a few
 // faults, two consumer groups that make throttling start and lift, and a
 // producer that sends through all of it and keeps every message. The run is
-// in demo_run.go, the counting in demo_observe.go, the live display in
-// demo_progress.go and the summary in demo_report.go.
+// in command_demo_run.go, the counting in send_counters.go (shared with
+// produce and replay), the live display in command_demo_progress.go and the
+// summary in command_demo_report.go.
 
 // demoConfig is the demo's configuration, from its flags.
 type demoConfig struct {
