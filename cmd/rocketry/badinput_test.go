@@ -180,7 +180,7 @@ func TestBadInput(t *testing.T) {
 		checkRefused(t, tt.args, 2, tt.want)
 	}
 	// The spool is read when replay runs: a missing or foreign file is a
-	// failure of the run, exit 1 (as replay_test.go pins), still found
+	// failure of the run, exit 1 (as command_replay_test.go pins), still found
 	// before any call.
 	checkRefused(t, []string{"replay", "--spool", missing, "--addr", dead}, 1, "no such file")
 	checkRefused(t, []string{"replay", "--spool", notSpool, "--addr", dead}, 1, "not a dead-letter store")
