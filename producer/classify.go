@@ -5,6 +5,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
+	wirermq "github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq"
 	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
 )
 
@@ -61,9 +62,9 @@ func errOutcome(err error) Outcome {
 		}
 		return o
 	}
-	var oe interface{ outcome() Outcome }
-	if errors.As(err, &oe) {
-		return oe.outcome()
+	var rs *RocketMQStatusError
+	if errors.As(err, &rs) {
+		return publicOutcome(wirermq.StatusOutcome(rs))
 	}
 	return classifyError(err) // a context error, not a status, is FailedUnknown there
 

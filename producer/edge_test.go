@@ -11,41 +11,42 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
-	wirermq "github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq"
+	"github.com/rocketry-go/rocketry/senderr"
 )
 
-// TestPublicErrorMapsTheWire: each error of the wire leaves the producer
-// as the public one (publicError): a *wire.ConnectError as a
+// TestWireErrorsArePublic: each error of the wire leaves the producer
+// (publicError) as the public one, which it is (package senderr, whose
+// names the producer re-exports): a *senderr.ConnectError as a
 // *ConnectError with the public Reason and the same text, a sentinel
 // wrapped with context so that errors.Is matches the public sentinel with
 // the same text, a bad target as ErrInvalidTarget, RocketMQ 5's status as
 // a *RocketMQStatusError, also inside a chain; any other error as it is.
-func TestPublicErrorMapsTheWire(t *testing.T) {
+func TestWireErrorsArePublic(t *testing.T) {
 	grpcErr := status.Error(codes.Unavailable, "connection error: desc = \"transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused\"")
 	for _, tt := range []struct{ wire, public error }{
-		{wire.ErrConnectionRefused, ErrConnectionRefused},
-		{wire.ErrUnknownHost, ErrUnknownHost},
-		{wire.ErrNotGRPC, ErrNotGRPC},
+		{senderr.ErrConnectionRefused, ErrConnectionRefused},
+		{senderr.ErrUnknownHost, ErrUnknownHost},
+		{senderr.ErrNotGRPC, ErrNotGRPC},
 	} {
-		in := &wire.ConnectError{Endpoint: "127.0.0.1:1", Reason: tt.wire, Err: grpcErr}
+		in := &senderr.ConnectError{Endpoint: "127.0.0.1:1", Reason: tt.wire, Err: grpcErr}
 		out := publicError(in)
 		var ce *ConnectError
 		require.ErrorAs(t, out, &ce, "%v", tt.public)
 		assert.Equal(t, "127.0.0.1:1", ce.Endpoint)
 		assert.Same(t, tt.public, ce.Reason)
 		assert.ErrorIs(t, out, tt.public)
-		assert.NotErrorIs(t, out, tt.wire, "the wire's sentinel does not leave")
+		assert.Same(t, tt.wire, tt.public, "the wire's sentinel is the public one, no copy")
 		assert.Equal(t, in.Error(), out.Error())
 		assert.Equal(t, codes.Unavailable, status.Code(out))
 	}
 	for _, tt := range []struct{ wire, public error }{
-		{wire.ErrNoEndpoints, ErrNoEndpoints},
-		{wire.ErrClosed, ErrClosed},
-		{wire.ErrInvalidMessage, ErrInvalidMessage},
-		{wire.ErrAttemptsExhausted, ErrAttemptsExhausted},
-		{wirermq.ErrTransactionNotFound, ErrTransactionNotFound},
-		{wirermq.ErrRecallTooLate, ErrRecallTooLate},
-		{wirermq.ErrRecallHandle, ErrRecallHandle},
+		{senderr.ErrNoEndpoints, ErrNoEndpoints},
+		{senderr.ErrClosed, ErrClosed},
+		{senderr.ErrInvalidMessage, ErrInvalidMessage},
+		{senderr.ErrAttemptsExhausted, ErrAttemptsExhausted},
+		{senderr.ErrTransactionNotFound, ErrTransactionNotFound},
+		{senderr.ErrRecallTooLate, ErrRecallTooLate},
+		{senderr.ErrRecallHandle, ErrRecallHandle},
 	} {
 		assert.Equal(t, tt.wire.Error(), tt.public.Error(), "the same text")
 		in := fmt.Errorf("producer: Resend: %w: target %q", tt.wire, "dns:///x")
@@ -54,6 +55,13 @@ func TestPublicErrorMapsTheWire(t *testing.T) {
 		assert.Equal(t, in.Error(), out.Error())
 		assert.ErrorIs(t, publicError(tt.wire), tt.public, "bare")
 	}
+	for _, tt := range []struct{ wire, public error }{
+		{senderr.ErrInvalidTarget, ErrInvalidTarget},
+		{senderr.ErrUnauthorized, ErrUnauthorized},
+		{senderr.ErrForbidden, ErrForbidden},
+	} {
+		assert.Same(t, tt.wire, tt.public, "one sentinel")
+	}
 	bad := publicError(wire.BadTarget("producer: New(%q, WithProtocol(RocketryV1)): no resolver", "x://y"))
 	assert.ErrorIs(t, bad, ErrInvalidTarget)
 	assert.Equal(t, `producer: New("x://y", WithProtocol(RocketryV1)): no resolver`, bad.Error())
@@ -61,19 +69,19 @@ func TestPublicErrorMapsTheWire(t *testing.T) {
 	// RocketMQ 5's status: bare, a *RocketMQStatusError; in a chain (with
 	// a sentinel, as a recall's), errors.As finds it and errOutcome reads
 	// it (IsThrottled, CodeOf).
-	st := &wirermq.StatusError{Code: 42900, Message: "BACKLOG"}
+	st := &senderr.StatusError{Code: 42900, Message: "BACKLOG"}
 	var rs *RocketMQStatusError
 	require.ErrorAs(t, publicError(st), &rs)
 	assert.Equal(t, RocketMQStatusError{Code: 42900, Message: "BACKLOG"}, *rs)
 	assert.Equal(t, st.Error(), rs.Error())
-	chain := publicError(fmt.Errorf("producer: Recall(%q): %w: %w", "t", wirermq.ErrRecallHandle, st))
+	chain := publicError(fmt.Errorf("producer: Recall(%q): %w: %w", "t", senderr.ErrRecallHandle, st))
 	require.ErrorAs(t, chain, &rs)
 	assert.Equal(t, int32(42900), rs.Code)
 	assert.ErrorIs(t, chain, ErrRecallHandle)
 	assert.True(t, IsThrottled(chain))
 	var ce *ConnectError
 	require.ErrorAs(t, publicError(fmt.Errorf("producer: rocketmq start: %w", errors.Join(
-		&wire.ConnectError{Endpoint: "127.0.0.1:1", Reason: wire.ErrConnectionRefused, Err: grpcErr}))), &ce, "a ConnectError in a chain")
+		&senderr.ConnectError{Endpoint: "127.0.0.1:1", Reason: senderr.ErrConnectionRefused, Err: grpcErr}))), &ce, "a ConnectError in a chain")
 	assert.Same(t, ErrConnectionRefused, ce.Reason)
 
 	other := errors.New("other")

@@ -8,20 +8,19 @@ import (
 
 	"github.com/rocketry-go/rocketry/brokercode"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
-	wirermq "github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq"
-	"google.golang.org/grpc/status"
+	"github.com/rocketry-go/rocketry/senderr"
 )
 
 // ErrInvalidMessage is returned, wrapped with what is wrong, when a message
 // fails validation (nil, empty topic, body over the limit); no attempt is
 // made. Such a message is the caller's bug: it is not handed to the
 // dead-letter sink.
-var ErrInvalidMessage = errors.New("producer: invalid message")
+var ErrInvalidMessage = senderr.ErrInvalidMessage
 
 // ErrClosed is returned when a send is started on a closed Producer, and is
 // wrapped (in a *SendError) by the error of a send that Close cancelled
 // because Close's context ended first.
-var ErrClosed = errors.New("producer: closed")
+var ErrClosed = senderr.ErrClosed
 
 // ErrBufferFull is returned by TrySendAsync when MaxInFlight async sends are
 // already in flight.
@@ -30,7 +29,7 @@ var ErrBufferFull = errors.New("producer: too many sends in flight")
 // ErrAttemptsExhausted is wrapped by a *SendError when every attempt allowed
 // (MaxAttempts, counting the first) was made, or the schedule allowed no
 // further retry, and the last one failed.
-var ErrAttemptsExhausted = errors.New("producer: attempts exhausted")
+var ErrAttemptsExhausted = senderr.ErrAttemptsExhausted
 
 // ErrDeadlineTooShort is wrapped by a *SendError when the wait before the next
 // attempt would end after the caller's deadline: the send fails at once
@@ -58,25 +57,25 @@ var ErrGroupFailed = errors.New("producer: an earlier message of its group faile
 // target is empty, is not a list of host:port, names a scheme no resolver
 // is registered for, or has a scheme where the protocol takes none
 // (RocketMQ5).
-var ErrInvalidTarget = errors.New("producer: invalid target")
+var ErrInvalidTarget = senderr.ErrInvalidTarget
 
 // ErrConnectionRefused is the Reason of a *ConnectError (an attempt's
 // Cause) when the broker's host refused the connection: nothing listens on
 // its port.
-var ErrConnectionRefused = errors.New("producer: connection refused")
+var ErrConnectionRefused = senderr.ErrConnectionRefused
 
 // ErrUnknownHost is the Reason of a *ConnectError when the broker's host
 // name does not resolve.
-var ErrUnknownHost = errors.New("producer: unknown host")
+var ErrUnknownHost = senderr.ErrUnknownHost
 
 // ErrNotGRPC is the Reason of a *ConnectError when something answered on
 // the broker's port but not as a gRPC server (an HTTP/1 server, say).
-var ErrNotGRPC = errors.New("producer: not a gRPC server")
+var ErrNotGRPC = senderr.ErrNotGRPC
 
 // ErrNoEndpoints is wrapped by an attempt's Cause when a target with a
 // scheme has no endpoint to send to: its resolver gave no address, failed,
 // or has not answered within the attempt. The message is known not stored.
-var ErrNoEndpoints = errors.New("producer: no endpoint resolved")
+var ErrNoEndpoints = senderr.ErrNoEndpoints
 
 // SendError is the error of a send that made at least one attempt (or was
 // cancelled before it could) and did not store its message. errors.Is works
@@ -241,23 +240,12 @@ func (e *OptionError) Error() string {
 }
 
 // RocketMQStatusError is returned, as a *SendError's Cause, when an
-// apache.rocketmq.v2 answer's status is not OK. errors.As finds it in a *SendError's Cause; IsThrottled
-// and CodeOf read it.
-type RocketMQStatusError struct {
-	// Code is the v2 status code, such as 42900 (TOO_MANY_REQUESTS).
-	Code int32
-	// Message is the status message, as the server wrote it.
-	Message string
-}
-
-func (e *RocketMQStatusError) Error() string { return wirermq.StatusText(e.Code, e.Message) }
-
-// outcome lets errOutcome (IsThrottled, CodeOf) read the error.
-func (e *RocketMQStatusError) outcome() Outcome {
-	o := publicOutcome(wirermq.ClassifyCode(e.Code, e.Message))
-	o.Err = e
-	return o
-}
+// apache.rocketmq.v2 answer's status is not OK. errors.As finds it in a
+// *SendError's Cause; IsThrottled and CodeOf read it. It is
+// senderr.StatusError, the type RocketMQ 5's transport returns; its fields
+// are Code, the v2 status code, such as 42900 (TOO_MANY_REQUESTS), and
+// Message, the status message as the server wrote it.
+type RocketMQStatusError = senderr.StatusError
 
 // ErrUnauthorized is matched (errors.Is) by the error of New or of a send
 // when a RocketMQ 5 server refused the producer's credentials or their
@@ -269,49 +257,21 @@ func (e *RocketMQStatusError) outcome() Outcome {
 // is an *AuthError, which names the access key (never the secret);
 // status.Code reads its gRPC code and errors.As finds the server's
 // *RocketMQStatusError when it answered with one.
-var ErrUnauthorized = errors.New("producer: credentials refused")
+var ErrUnauthorized = senderr.ErrUnauthorized
 
 // ErrForbidden is matched, besides ErrUnauthorized, by the error of a
 // refused permission: gRPC PERMISSION_DENIED or 40300 FORBIDDEN. An Apache
 // RocketMQ proxy answers refused credentials and a refused permission alike
 // (40100 UNAUTHORIZED), so against it only ErrUnauthorized is matched, and
 // the status message says which.
-var ErrForbidden = errors.New("producer: permission refused")
+var ErrForbidden = senderr.ErrForbidden
 
 // AuthError is the error of New, or a send's Cause, when a RocketMQ 5
 // server refused the producer's credentials or their permission (see
 // ErrUnauthorized). errors.Is matches ErrUnauthorized, and ErrForbidden
-// when Denied; Unwrap gives Err; status.Code reads UNAUTHENTICATED (40100)
-// or PERMISSION_DENIED (40300), or the server's own gRPC status.
-type AuthError struct {
-	// AccessKey is the access key of WithCredentials the refused call was
-	// signed with; empty when the producer has none. The secret key is
-	// never in the error.
-	AccessKey string
-	// Endpoint is the server that refused, host:port.
-	Endpoint string
-	// Denied is true for a refused permission (PERMISSION_DENIED, 40300
-	// FORBIDDEN), false for refused credentials.
-	Denied bool
-	// Err is the server's answer: a *RocketMQStatusError, or its gRPC
-	// status error.
-	Err error
-}
-
-// Error names the access key, the server and its answer.
-func (e *AuthError) Error() string { return wirermq.AuthText(e.AccessKey, e.Endpoint, e.Err) }
-
-// Unwrap returns Err.
-func (e *AuthError) Unwrap() error { return e.Err }
-
-// Is reports whether target is ErrUnauthorized, or ErrForbidden for a
-// refused permission.
-func (e *AuthError) Is(target error) bool {
-	return target == ErrUnauthorized || (e.Denied && target == ErrForbidden)
-}
-
-// GRPCStatus is the refusal's gRPC status: the server's own, or
-// UNAUTHENTICATED for 40100 and PERMISSION_DENIED for 40300.
-func (e *AuthError) GRPCStatus() *status.Status {
-	return wirermq.AuthStatus(e.Denied, e.Err, e.Error())
-}
+// when Denied; Unwrap gives Err (a *RocketMQStatusError, or the server's
+// gRPC status error); status.Code reads UNAUTHENTICATED (40100) or
+// PERMISSION_DENIED (40300), or the server's own gRPC status. It is
+// senderr.AuthError; its AccessKey names the access key (never the
+// secret), its Endpoint the server that refused.
+type AuthError = senderr.AuthError

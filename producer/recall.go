@@ -7,15 +7,16 @@ import (
 	"strings"
 
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	"github.com/rocketry-go/rocketry/senderr"
 )
 
 // ErrRecallTooLate is wrapped by Recall's error when the message is due
 // already (delivered, or about to be): the server refused the recall.
-var ErrRecallTooLate = errors.New("producer: too late to recall: the message is due")
+var ErrRecallTooLate = senderr.ErrRecallTooLate
 
 // ErrRecallHandle is wrapped by Recall's error when the server refused the
 // handle as invalid: malformed, of another topic, or of another broker.
-var ErrRecallHandle = errors.New("producer: invalid recall handle")
+var ErrRecallHandle = senderr.ErrRecallHandle
 
 // Recall removes a timed message (Message.DeliveryTime) before its
 // delivery time, named by the RecallHandle of its receipt, so that it is

@@ -1,9 +1,9 @@
 package producer
 
 import (
-	"fmt"
-
 	"google.golang.org/grpc/resolver"
+
+	"github.com/rocketry-go/rocketry/producer/internal/wire"
 )
 
 // A target with a scheme is resolved by rocketry.v1's transport
@@ -28,13 +28,6 @@ func WithResolvers(builders ...resolver.Builder) Option {
 	}}
 }
 
-// targetError is New's error for a bad target; errors.Is matches
-// ErrInvalidTarget.
-type targetError struct{ msg string }
-
-func (e *targetError) Error() string        { return e.msg }
-func (e *targetError) Is(target error) bool { return target == ErrInvalidTarget }
-
-func badTarget(format string, args ...any) error {
-	return &targetError{msg: fmt.Sprintf(format, args...)}
-}
+// badTarget is New's error for a bad target (a *wire.TargetError, as the
+// transports make it); errors.Is matches ErrInvalidTarget.
+func badTarget(format string, args ...any) error { return wire.BadTarget(format, args...) }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	"github.com/rocketry-go/rocketry/senderr"
 )
 
 // This file holds RocketMQ 5 transactions and recall. A transaction's
@@ -116,7 +117,7 @@ var ErrTransactionEnded = errors.New("producer: transaction already ended")
 // already (by an earlier attempt whose answer was lost, or by the broker's
 // check, which rolls back an orphan after its last check), or it is not
 // the server's.
-var ErrTransactionNotFound = errors.New("producer: the server has no such open transaction")
+var ErrTransactionNotFound = senderr.ErrTransactionNotFound
 
 // TransactionError is the error of a step of a Transaction: which step
 // (Op: "send", "commit", "rollback"), of which message and transaction,

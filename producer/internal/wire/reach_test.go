@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/senderr"
 )
 
 // call makes one unary call to addr, as an attempter does: with
@@ -51,10 +52,10 @@ func TestNotSent(t *testing.T) {
 	o, unsent := NotSent(send.Outcome{Kind: send.FailedUnknown, Err: err}, err, pr, closed)
 	assert.True(t, unsent, "a refused connection: %v", err)
 	assert.Equal(t, send.FailedNotStored, o.Kind)
-	var ce *ConnectError
+	var ce *senderr.ConnectError
 	require.ErrorAs(t, o.Err, &ce)
 	assert.Equal(t, closed, ce.Endpoint)
-	assert.ErrorIs(t, o.Err, ErrConnectionRefused)
+	assert.ErrorIs(t, o.Err, senderr.ErrConnectionRefused)
 	assert.Equal(t, codes.Unavailable, status.Code(o.Err))
 	assert.Contains(t, o.Err.Error(), "producer: broker "+closed+" unreachable: connection refused")
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/senderr"
 )
 
 // Transport is one wire protocol under a Producer, which holds one and
@@ -150,28 +150,13 @@ func (g *IDGen) Next() string {
 	return string(out)
 }
 
-// More neutral sentinels (reach.go has the ConnectError's): each is one of
-// the producer's public errors, the same text.
-var (
-	// ErrNoEndpoints is producer.ErrNoEndpoints.
-	ErrNoEndpoints = errors.New("producer: no endpoint resolved")
-	// ErrClosed is producer.ErrClosed.
-	ErrClosed = errors.New("producer: closed")
-	// ErrInvalidTarget is producer.ErrInvalidTarget.
-	ErrInvalidTarget = errors.New("producer: invalid target")
-	// ErrInvalidMessage is producer.ErrInvalidMessage.
-	ErrInvalidMessage = errors.New("producer: invalid message")
-	// ErrAttemptsExhausted is producer.ErrAttemptsExhausted.
-	ErrAttemptsExhausted = errors.New("producer: attempts exhausted")
-)
-
-// TargetError is a constructor's error for a bad target; errors.Is
-// matches ErrInvalidTarget (and, as the producer gives it,
-// producer.ErrInvalidTarget).
+// TargetError is a constructor's error for a bad target (the producer's
+// and the transports'); errors.Is matches senderr.ErrInvalidTarget, which
+// is producer.ErrInvalidTarget.
 type TargetError struct{ Msg string }
 
 func (e *TargetError) Error() string        { return e.Msg }
-func (e *TargetError) Is(target error) bool { return target == ErrInvalidTarget }
+func (e *TargetError) Is(target error) bool { return target == senderr.ErrInvalidTarget }
 
 // BadTarget is a *TargetError of the formatted text.
 func BadTarget(format string, args ...any) error {

@@ -3,10 +3,10 @@ package wirermq
 import (
 	"errors"
 	"io"
-	"strconv"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/senderr"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -31,70 +31,13 @@ import (
 // UNAUTHENTICATED or PERMISSION_DENIED instead; 40300 FORBIDDEN is the
 // protocol's code of a refused permission.
 
-// AuthError is an authentication or permission refusal of the client's
-// credentials by a server: producer.AuthError below the public API.
-type AuthError struct {
-	// AccessKey is the access key the refused call was signed with; empty
-	// when the client has no credentials. Never the secret.
-	AccessKey string
-	// Endpoint is the server that refused, host:port.
-	Endpoint string
-	// Denied is true for a refused permission (PERMISSION_DENIED, 40300
-	// FORBIDDEN), false for refused credentials (UNAUTHENTICATED, 40100
-	// UNAUTHORIZED).
-	Denied bool
-	// Err is the server's answer: a *StatusError or a gRPC status error.
-	Err error
-}
-
-// Error names the access key, the server and its answer.
-func (e *AuthError) Error() string { return AuthText(e.AccessKey, e.Endpoint, e.Err) }
-
-// AuthText is the text of an AuthError, which producer.AuthError writes
-// too.
-func AuthText(accessKey, endpoint string, err error) string {
-	s := "producer: rocketmq: "
-	if accessKey == "" {
-		s += "calls without credentials (no WithCredentials)"
-	} else {
-		s += "access key " + strconv.Quote(accessKey)
-	}
-	s += " refused"
-	if endpoint != "" {
-		s += " by " + endpoint
-	}
-	if err != nil {
-		s += ": " + err.Error()
-	}
-	return s
-}
-
-// Unwrap returns Err.
-func (e *AuthError) Unwrap() error { return e.Err }
-
-// GRPCStatus is the refusal as a gRPC status, so that status.Code reads
-// it: a gRPC refusal's own status, else UNAUTHENTICATED for 40100 and
-// PERMISSION_DENIED for 40300, with the error's text.
-func (e *AuthError) GRPCStatus() *status.Status { return AuthStatus(e.Denied, e.Err, e.Error()) }
-
-// AuthStatus is the gRPC status of a refusal whose answer is err.
-func AuthStatus(denied bool, err error, text string) *status.Status {
-	if s, ok := status.FromError(err); ok && err != nil {
-		return s
-	}
-	if denied {
-		return status.New(codes.PermissionDenied, text)
-	}
-	return status.New(codes.Unauthenticated, text)
-}
-
 // authRefusal reads err as an authentication or permission refusal: ok
 // when it is one, denied when it refuses a permission.
 func authRefusal(err error) (ok, denied bool) {
 	if err == nil {
 		return false, false
 	}
-	var se *StatusError
+	var se *senderr.StatusError
 	if errors.As(err, &se) {
 		switch rocketmqv2.Code(se.Code) {
 		case rocketmqv2.Code_UNAUTHORIZED:
@@ -117,10 +60,10 @@ func authRefusal(err error) (ok, denied bool) {
 	return false, false
 }
 
-// authError is err as an *AuthError of the client's access key when it is
+// authError is err as a *senderr.AuthError of the client's access key when it is
 // a refusal by endpoint, else err.
 func (c *rmqClient) authError(err error, endpoint string) error {
-	var ae *AuthError
+	var ae *senderr.AuthError
 	if errors.As(err, &ae) {
 		return err
 	}
@@ -128,10 +71,10 @@ func (c *rmqClient) authError(err error, endpoint string) error {
 	if !ok {
 		return err
 	}
-	return &AuthError{AccessKey: c.set.AccessKey, Endpoint: endpoint, Denied: denied, Err: err}
+	return &senderr.AuthError{AccessKey: c.set.AccessKey, Endpoint: endpoint, Denied: denied, Err: err}
 }
 
-// refused is o with its error made an *AuthError when it is a refusal by
+// refused is o with its error made a *senderr.AuthError when it is a refusal by
 // endpoint.
 func (c *rmqClient) refused(o send.Outcome, endpoint string) send.Outcome {
 	o.Err = c.authError(o.Err, endpoint)
@@ -139,7 +82,7 @@ func (c *rmqClient) refused(o send.Outcome, endpoint string) send.Outcome {
 }
 
 // refusal is the refusal that ended an access point's telemetry stream,
-// as an *AuthError; nil when none did.
+// as a *senderr.AuthError; nil when none did.
 func (c *rmqClient) refusal() error {
 	for _, cn := range c.connList() {
 		if err := cn.tel.err(); err != nil {

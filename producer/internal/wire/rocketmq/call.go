@@ -12,6 +12,7 @@ import (
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
+	"github.com/rocketry-go/rocketry/senderr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 )
@@ -81,7 +82,7 @@ func (a *rmqCall) Attempt(ctx context.Context, ep int, waitForReady bool, deadli
 // read, or gRPC failed the call before it reached a transport (no peer).
 func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (send.Outcome, bool) {
 	if n := a.c.maxBodySize(); n > 0 && len(a.msg.Body) > n {
-		err := fmt.Errorf("%w: body is %d bytes, over the server's max_body_size of %d", wire.ErrInvalidMessage, len(a.msg.Body), n)
+		err := fmt.Errorf("%w: body is %d bytes, over the server's max_body_size of %d", senderr.ErrInvalidMessage, len(a.msg.Body), n)
 		return send.Outcome{Kind: send.Permanent, Code: brokercode.MessageTooLarge, Err: err}, true
 	}
 	if !a.cachedRoute() {
@@ -89,7 +90,7 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 		r, err := a.c.route(rctx, a.topic)
 		cancel()
 		if err != nil {
-			return routeOutcome(err), true // a refusal is an *AuthError already (queryRoute)
+			return routeOutcome(err), true // a refusal is a *senderr.AuthError already (queryRoute)
 		}
 		a.route = r
 	}
@@ -126,15 +127,15 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 // a writable queue, the client's end or the caller's context as failures
 // known not stored.
 func routeOutcome(err error) send.Outcome {
-	var se *StatusError
+	var se *senderr.StatusError
 	switch {
 	case errors.As(err, &se):
-		o := se.Outcome()
-		if ae := (*AuthError)(nil); errors.As(err, &ae) {
+		o := StatusOutcome(se)
+		if ae := (*senderr.AuthError)(nil); errors.As(err, &ae) {
 			o.Err = ae
 		}
 		return o
-	case errors.Is(err, errNoWritableQueue), errors.Is(err, wire.ErrClosed):
+	case errors.Is(err, errNoWritableQueue), errors.Is(err, senderr.ErrClosed):
 		return send.Outcome{Kind: send.FailedNotStored, Err: err}
 	}
 	o := wirev1.Classify(err)

@@ -3,10 +3,9 @@
 // Settings, heartbeats, routes), its transport (Transport, a
 // wire.Transport), its attempter and batch sender, and what only RocketMQ
 // 5 has: transactions (half messages, EndTransaction, the server's
-// checks) and recall (wire.Transactions). It knows no public name of the
-// producer: its outcomes are the executor's (send.Outcome), its errors
-// package wire's and its own (StatusError, the sentinels), which the
-// producer maps to its own in one place (producer's publicError).
+// checks) and recall (wire.Transactions). Its outcomes are the executor's
+// (send.Outcome); its errors are package senderr's (StatusError,
+// AuthError, the sentinels), which the producer re-exports as they are.
 package wirermq
 
 import (
@@ -18,13 +17,14 @@ import (
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
+	"github.com/rocketry-go/rocketry/senderr"
 )
 
 // Classify reads the answer of an apache.rocketmq.v2 call, whose status is
 // in the response body: producer.RocketMQClassifier's reading (whose doc
 // says how), which the producer converts to its public Outcome. A gRPC
 // error (err != nil) is read as producer.GRPCClassifier reads it
-// (wirev1.Classify). The Err of a status that is not OK is a *StatusError.
+// (wirev1.Classify). The Err of a status that is not OK is a *senderr.StatusError.
 func Classify(reply any, err error) send.Outcome {
 	if err != nil {
 		return wirev1.Classify(err)
@@ -38,28 +38,9 @@ func Classify(reply any, err error) send.Outcome {
 	return send.Outcome{Kind: send.FailedUnknown, Err: fmt.Errorf("producer: rocketmq answer of type %T has no status", reply)}
 }
 
-// StatusError is producer.RocketMQStatusError below the public API: an
-// apache.rocketmq.v2 answer whose status is not OK, with the same text.
-type StatusError struct {
-	Code    int32
-	Message string
-}
-
-func (e *StatusError) Error() string { return StatusText(e.Code, e.Message) }
-
-// StatusText is the text of a status that is not OK, which
-// producer.RocketMQStatusError writes too.
-func StatusText(code int32, message string) string {
-	s := fmt.Sprintf("producer: rocketmq status %d %s", code, rocketmqv2.Code(code))
-	if message != "" {
-		s += ": " + message
-	}
-	return s
-}
-
-// Outcome is the reading of e, its Err e (producer.IsThrottled and CodeOf
-// read a RocketMQStatusError so).
-func (e *StatusError) Outcome() send.Outcome {
+// StatusOutcome is the reading of e, its Err e: the producer's errOutcome
+// (IsThrottled, CodeOf) reads a RocketMQStatusError so.
+func StatusOutcome(e *senderr.StatusError) send.Outcome {
 	o := ClassifyCode(e.Code, e.Message)
 	o.Err = e
 	return o
@@ -145,7 +126,7 @@ func ClassifyStatus(s *rocketmqv2.Status) send.Outcome {
 	code, msg := int32(s.GetCode()), s.GetMessage()
 	o := ClassifyCode(code, msg)
 	if o.Kind != send.Stored {
-		o.Err = &StatusError{Code: code, Message: msg}
+		o.Err = &senderr.StatusError{Code: code, Message: msg}
 	}
 	return o
 }
@@ -303,7 +284,7 @@ func ClassifyCode(code int32, msg string) send.Outcome {
 // capacity, its storage) are the ones those values name, and a new value
 // would change rocketry.v1's wire contract for every broker and every
 // metric label. The tag itself stays in the
-// error's message (StatusError.Message) for whoever needs it.
+// error's message (senderr.StatusError.Message) for whoever needs it.
 var rmqBusyTags = []struct {
 	tag    string
 	reason brokercode.Reason

@@ -7,6 +7,7 @@ import (
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/senderr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -133,7 +134,7 @@ func TestRocketMQBusyTags(t *testing.T) {
 		if o.Kind != want || (want == send.Throttled && (o.Reason != tc.reason || o.Code != brokercode.TooManyRequests)) {
 			t.Errorf("ClassifyStatus(50001 %q) = {%v %v %v}; want {%v %v}", tc.msg, o.Kind, o.Reason, o.Code, want, tc.reason)
 		}
-		var se *StatusError
+		var se *senderr.StatusError
 		if assert.ErrorAs(t, o.Err, &se) {
 			assert.Equal(t, tc.msg, se.Message, "the raw tag stays in the error")
 		}

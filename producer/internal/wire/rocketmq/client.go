@@ -20,6 +20,7 @@ import (
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	"github.com/rocketry-go/rocketry/senderr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -270,7 +271,7 @@ func (c *rmqClient) start(ctx context.Context) error {
 }
 
 // unreachable is the errors of the access points when none of them could
-// be reached (each a *wire.ConnectError), so that start fails at once and says
+// be reached (each a *senderr.ConnectError), so that start fails at once and says
 // why instead of waiting out its timeout; nil otherwise.
 func (c *rmqClient) unreachable() error {
 	var errs []error
@@ -282,7 +283,7 @@ func (c *rmqClient) unreachable() error {
 			return nil
 		}
 		o := wire.Unreachable(send.Outcome{Err: cn.tel.err()}, a)
-		if _, ok := o.Err.(*wire.ConnectError); !ok {
+		if _, ok := o.Err.(*senderr.ConnectError); !ok {
 			return nil
 		}
 		errs = append(errs, o.Err)
@@ -379,7 +380,7 @@ func (c *rmqClient) conn(addr string) (*rmqConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, wire.ErrClosed
+		return nil, senderr.ErrClosed
 	}
 	if cn := c.conns[addr]; cn != nil {
 		return cn, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
+	"github.com/rocketry-go/rocketry/senderr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -210,7 +211,7 @@ func TestRmqSendUnreachable(t *testing.T) {
 	defer cancel()
 	o, unsent := c.newCall(&wire.Message{ID: "1", Topic: "t"}).attempt(ctx, 0, false, time.Time{})
 	assert.Equal(t, send.FailedNotStored, o.Kind, "a refused connection: %v", o.Err)
-	assert.ErrorIs(t, o.Err, wire.ErrConnectionRefused, "named as the public API names it (producer maps it)")
+	assert.ErrorIs(t, o.Err, senderr.ErrConnectionRefused, "named as the public API names it (senderr)")
 	assert.True(t, unsent, "the request never left: %v", o.Err)
 }
 
@@ -344,7 +345,7 @@ func TestRmqCloseNotifiesAndStops(t *testing.T) {
 	goleak.VerifyNone(t, ignore)
 
 	_, err := c.conn(a.Addr)
-	assert.ErrorIs(t, err, wire.ErrClosed)
+	assert.ErrorIs(t, err, senderr.ErrClosed)
 }
 
 func TestNewRMQClientTarget(t *testing.T) {

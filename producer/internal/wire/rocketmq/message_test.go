@@ -16,6 +16,7 @@ import (
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
+	"github.com/rocketry-go/rocketry/senderr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -124,7 +125,7 @@ func TestRmqSendAttempt(t *testing.T) {
 	o, unsent = call.attempt(context.Background(), 0, false, time.Time{})
 	assert.Equal(t, send.Throttled, o.Kind)
 	assert.False(t, unsent)
-	var se *StatusError
+	var se *senderr.StatusError
 	require.True(t, errors.As(o.Err, &se))
 	assert.Equal(t, int32(42900), se.Code)
 	_, _, _, ok = call.result()

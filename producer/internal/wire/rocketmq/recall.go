@@ -8,6 +8,7 @@ import (
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
+	"github.com/rocketry-go/rocketry/senderr"
 )
 
 // This file is the implementation of RocketMQ 5's recall (the public API
@@ -19,8 +20,8 @@ func (a *rmqCall) recallHandle() string { return a.entry().GetRecallHandle() }
 
 // Recall sends RecallMessage for handle in topic, retried as
 // EndTransaction is (recall is safe to repeat), on the access points in
-// turn. A message due already wraps ErrRecallTooLate, a handle the server
-// refuses ErrRecallHandle; both wrap the server's *StatusError.
+// turn. A message due already wraps senderr.ErrRecallTooLate, a handle the server
+// refuses senderr.ErrRecallHandle; both wrap the server's *senderr.StatusError.
 func (t *Transport[R]) Recall(ctx context.Context, topic, handle string) (string, string, int, error) {
 	c := t.c
 	req := &rocketmqv2.RecallMessageRequest{Topic: &rocketmqv2.Resource{ResourceNamespace: c.set.Namespace, Name: topic}, RecallHandle: handle}
@@ -36,19 +37,19 @@ func (t *Transport[R]) Recall(ctx context.Context, topic, handle string) (string
 			id = resp.GetMessageId()
 			return send.Outcome{Kind: send.Stored}, nil
 		}
-		serr := &StatusError{Code: int32(st.GetCode()), Message: st.GetMessage()}
+		serr := &senderr.StatusError{Code: int32(st.GetCode()), Message: st.GetMessage()}
 		if st.GetCode() == rocketmqv2.Code_INTERNAL_SERVER_ERROR {
 			// The broker's ILLEGAL_OPERATION and the proxy's decoding error
 			// (broker/src/main/java/org/apache/rocketmq/broker/processor/RecallMessageProcessor.java,
 			// proxy/src/main/java/org/apache/rocketmq/proxy/processor/ProducerProcessor.java).
 			if strings.Contains(st.GetMessage(), "timestamp invalid") {
-				return send.Outcome{Kind: send.Permanent}, fmt.Errorf("%w: %w", ErrRecallTooLate, serr)
+				return send.Outcome{Kind: send.Permanent}, fmt.Errorf("%w: %w", senderr.ErrRecallTooLate, serr)
 			}
-			if o := serr.Outcome(); o.Kind != send.Throttled {
-				return send.Outcome{Kind: send.Permanent}, fmt.Errorf("%w: %w", ErrRecallHandle, serr)
+			if o := StatusOutcome(serr); o.Kind != send.Throttled {
+				return send.Outcome{Kind: send.Permanent}, fmt.Errorf("%w: %w", senderr.ErrRecallHandle, serr)
 			}
 		}
-		return serr.Outcome(), serr
+		return StatusOutcome(serr), serr
 	})
 	return id, at, n, err
 }

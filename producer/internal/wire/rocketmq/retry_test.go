@@ -12,6 +12,7 @@ import (
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
+	"github.com/rocketry-go/rocketry/senderr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -73,7 +74,7 @@ func TestRmqMaxBodySize(t *testing.T) {
 	o, unsent := c.newCall(&wire.Message{ID: "1", Topic: "t", Body: []byte("12345")}).attempt(context.Background(), 0, false, time.Time{})
 	assert.Equal(t, send.Permanent, o.Kind)
 	assert.Equal(t, brokercode.MessageTooLarge, o.Code)
-	assert.True(t, errors.Is(o.Err, wire.ErrInvalidMessage))
+	assert.True(t, errors.Is(o.Err, senderr.ErrInvalidMessage))
 	assert.True(t, unsent)
 	o, _ = c.newCall(&wire.Message{ID: "2", Topic: "t", Body: []byte("1234")}).attempt(context.Background(), 0, false, time.Time{})
 	assert.Equal(t, send.Stored, o.Kind, "%v", o.Err)

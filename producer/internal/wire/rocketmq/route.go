@@ -14,7 +14,7 @@ import (
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
 	"github.com/rocketry-go/rocketry/producer/internal/pace"
-	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	"github.com/rocketry-go/rocketry/senderr"
 )
 
 // rmqQueue is one writable queue of a topic.
@@ -73,7 +73,7 @@ func (c *rmqClient) route(ctx context.Context, topic string) (*rmqRoute, error) 
 		}
 		if c.closed {
 			c.mu.Unlock()
-			return nil, wire.ErrClosed
+			return nil, senderr.ErrClosed
 		}
 		wait, busy := c.querying[topic]
 		if !busy {
@@ -109,7 +109,7 @@ func (c *rmqClient) route(ctx context.Context, topic string) (*rmqRoute, error) 
 
 // queryRoute asks the access points for topic's route, the next one after
 // each gRPC error, each within the request timeout and ctx. A non-OK status
-// is the answer (a *StatusError): it is not asked elsewhere.
+// is the answer (a *senderr.StatusError): it is not asked elsewhere.
 func (c *rmqClient) queryRoute(ctx context.Context, topic string) (*rmqRoute, error) {
 	req := &rocketmqv2.QueryRouteRequest{
 		Topic:     &rocketmqv2.Resource{ResourceNamespace: c.set.Namespace, Name: topic},
@@ -140,7 +140,7 @@ func (c *rmqClient) queryRoute(ctx context.Context, topic string) (*rmqRoute, er
 			continue
 		}
 		if s := resp.GetStatus(); s.GetCode() != rocketmqv2.Code_OK {
-			return nil, c.authError(&StatusError{Code: int32(s.GetCode()), Message: s.GetMessage()}, addr)
+			return nil, c.authError(&senderr.StatusError{Code: int32(s.GetCode()), Message: s.GetMessage()}, addr)
 		}
 		queues := interleave(resp.GetMessageQueues())
 		if len(queues) == 0 {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/senderr"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -108,7 +109,7 @@ func (t *rmqTelemetry) session() (got bool, err error) {
 			return got, errReconnect
 		case nil:
 			if s := cmd.GetStatus(); s != nil && s.GetCode() != rocketmqv2.Code_OK {
-				se := &StatusError{Code: int32(s.GetCode()), Message: s.GetMessage()}
+				se := &senderr.StatusError{Code: int32(s.GetCode()), Message: s.GetMessage()}
 				if refused, _ := authRefusal(se); refused {
 					return got, se // the stream's end, kept as its error (auth.go)
 				}

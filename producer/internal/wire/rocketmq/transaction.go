@@ -10,6 +10,7 @@ import (
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
+	"github.com/rocketry-go/rocketry/senderr"
 )
 
 // This file is the implementation of RocketMQ 5's transactions (the
@@ -55,7 +56,7 @@ func (a *rmqCall) entry() *rocketmqv2.SendResultEntry {
 // endTransaction ends the transaction of h with res, retrying failures
 // with the producer's attempts and failure schedule within ctx; it returns
 // the attempts made. An answer that the transaction is not found wraps
-// ErrTransactionNotFound.
+// senderr.ErrTransactionNotFound.
 func (c *rmqClient) endTransaction(ctx context.Context, h wire.Half, res rocketmqv2.TransactionResolution, src rocketmqv2.TransactionSource) (int, error) {
 	req := &rocketmqv2.EndTransactionRequest{
 		Topic:         &rocketmqv2.Resource{ResourceNamespace: c.set.Namespace, Name: h.Topic},
@@ -76,16 +77,16 @@ func (c *rmqClient) endTransaction(ctx context.Context, h wire.Half, res rocketm
 		if st.GetCode() == rocketmqv2.Code_OK {
 			return send.Outcome{Kind: send.Stored}, nil
 		}
-		serr := &StatusError{Code: int32(st.GetCode()), Message: st.GetMessage()}
+		serr := &senderr.StatusError{Code: int32(st.GetCode()), Message: st.GetMessage()}
 		if st.GetCode() == rocketmqv2.Code_INTERNAL_SERVER_ERROR && strings.Contains(st.GetMessage(), "transaction data") {
 			// The proxy's TRANSACTION_DATA_NOT_FOUND ("cannot found transaction data").
 			note := ""
 			if lostBefore {
 				note = " (an earlier attempt's answer was lost: it may have ended it)"
 			}
-			return send.Outcome{Kind: send.Permanent}, fmt.Errorf("%w%s: %w", ErrTransactionNotFound, note, serr)
+			return send.Outcome{Kind: send.Permanent}, fmt.Errorf("%w%s: %w", senderr.ErrTransactionNotFound, note, serr)
 		}
-		o := serr.Outcome()
+		o := StatusOutcome(serr)
 		lostBefore = lostBefore || o.Kind == send.FailedUnknown
 		return o, serr
 	})
@@ -115,14 +116,14 @@ func (c *rmqClient) retry(ctx context.Context, addrs []string, call func(context
 		case ctx.Err() != nil:
 			return n, fmt.Errorf("%w (last attempt: %w)", context.Cause(ctx), err)
 		case n >= cfg.MaxAttempts:
-			return n, fmt.Errorf("%w: %w", wire.ErrAttemptsExhausted, err)
+			return n, fmt.Errorf("%w: %w", senderr.ErrAttemptsExhausted, err)
 		}
 		if o.Kind == send.FailedNotStored {
 			ai++
 		}
 		d, ok := cfg.Failure.Delay(n, cfg.Rand)
 		if !ok {
-			return n, fmt.Errorf("%w: %w", wire.ErrAttemptsExhausted, err)
+			return n, fmt.Errorf("%w: %w", senderr.ErrAttemptsExhausted, err)
 		}
 		t := clock.NewTimer(d)
 		select {

@@ -10,6 +10,7 @@ import (
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	"github.com/rocketry-go/rocketry/senderr"
 )
 
 // Transport is apache.rocketmq.v2 (a wire.Transport, and
@@ -37,7 +38,7 @@ func New[R any](addrs []string, cfg Config, fill func(*R, wire.Receipt)) (*Trans
 // with its Settings, within the attempt timeout and ctx; sends then run
 // with the policy of env. When it fails, every goroutine of the client
 // has ended. An access point that could not be reached is a
-// *wire.ConnectError in its error.
+// *senderr.ConnectError in its error.
 func (t *Transport[R]) Start(ctx context.Context, env wire.Env) error {
 	t.cfg = env.Cfg
 	return t.c.start(ctx)
@@ -54,7 +55,7 @@ func (t *Transport[R]) ServerSchedule(fallback backoff.Schedule) backoff.Schedul
 // message (BeginTransaction).
 func (t *Transport[R]) Refuse(m wire.Message) error {
 	if m.Transactional {
-		return fmt.Errorf("%w: over apache.rocketmq.v2 a transactional message is a half message of a transaction: send it with Producer.BeginTransaction and Transaction.Send", wire.ErrInvalidMessage)
+		return fmt.Errorf("%w: over apache.rocketmq.v2 a transactional message is a half message of a transaction: send it with Producer.BeginTransaction and Transaction.Send", senderr.ErrInvalidMessage)
 	}
 	return nil
 }
@@ -66,7 +67,7 @@ func (t *Transport[R]) Prepare(m wire.Message) (string, error) {
 	// attempt, as every invalid message is; the attempt's own check stays
 	// for Settings that shrink while a send is under way.
 	if n := t.c.maxBodySize(); n > 0 && len(m.Body) > n {
-		return m.ID, fmt.Errorf("%w: body is %d bytes, over the server's max_body_size of %d", wire.ErrInvalidMessage, len(m.Body), n)
+		return m.ID, fmt.Errorf("%w: body is %d bytes, over the server's max_body_size of %d", senderr.ErrInvalidMessage, len(m.Body), n)
 	}
 	if m.ID == "" {
 		return t.c.ids.next(), nil

@@ -123,7 +123,7 @@ func (c *sendCall[R]) Attempt(ctx context.Context, ep int, waitForReady bool, de
 // request left on a transport: an attempt that fails with c.peer empty was
 // never sent, so its message is known not stored (and when gRPC says the
 // broker could not be reached, the outcome names why: a
-// *wire.ConnectError, wire.NotSent).
+// *senderr.ConnectError, wire.NotSent).
 func (c *sendCall[R]) attempt(ctx context.Context, ep int, wait bool, deadline time.Time) (send.Outcome, bool) {
 	if c.set == nil {
 		if o, ok := c.resolve(ctx, deadline); !ok {

@@ -3,8 +3,9 @@
 // target's resolver, the round robin, the IDs), its attempter (sendCall,
 // one SendMessage per attempt), its batch sender (v1Batch), the resolver
 // of a target with a scheme (targets.go), and how an attempt's gRPC error
-// is read (Classify). It knows no public name of the producer: its errors
-// are package wire's, which the producer maps to its own.
+// is read (Classify). Its errors are package senderr's (the sentinels,
+// ConnectError) and wire's TargetError, which the producer gives as they
+// are.
 package wirev1
 
 import (

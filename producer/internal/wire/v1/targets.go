@@ -15,6 +15,7 @@ import (
 	"github.com/rocketry-go/rocketry/producer/internal/pace"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	"github.com/rocketry-go/rocketry/senderr"
 )
 
 // This file maps a target to the brokers a send may use. A host:port list
@@ -159,7 +160,7 @@ func (t *targetResolver) UpdateState(s resolver.State) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return wire.ErrClosed
+		return senderr.ErrClosed
 	}
 	set := &endpointSet{refs: 1}
 	seen := map[string]bool{}
@@ -252,12 +253,12 @@ func (t *targetResolver) dialEndpoint(name string, rep resolver.Endpoint) (*endp
 // acquire returns the current endpoints for one send, which holds them
 // until release. It waits for the resolver's first answer within ctx. It
 // fails, and the send's attempt with it (known not stored), when the
-// resolver has given no endpoint: the error wraps wire.ErrNoEndpoints.
+// resolver has given no endpoint: the error wraps senderr.ErrNoEndpoints.
 func (t *targetResolver) acquire(ctx context.Context) (*endpointSet, error) {
 	select {
 	case <-t.first:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: target %q: no answer from the resolver yet: %w", wire.ErrNoEndpoints, t.target, context.Cause(ctx))
+		return nil, fmt.Errorf("%w: target %q: no answer from the resolver yet: %w", senderr.ErrNoEndpoints, t.target, context.Cause(ctx))
 	}
 	if s := t.tryAcquire(); s != nil {
 		return s, nil
@@ -266,13 +267,13 @@ func (t *targetResolver) acquire(ctx context.Context) (*endpointSet, error) {
 	closed, err := t.closed, t.lastErr
 	t.mu.Unlock()
 	if closed {
-		return nil, wire.ErrClosed
+		return nil, senderr.ErrClosed
 	}
 	t.resolveNow()
 	if err == nil {
-		return nil, fmt.Errorf("%w: target %q", wire.ErrNoEndpoints, t.target)
+		return nil, fmt.Errorf("%w: target %q", senderr.ErrNoEndpoints, t.target)
 	}
-	return nil, fmt.Errorf("%w: %w", wire.ErrNoEndpoints, err)
+	return nil, fmt.Errorf("%w: %w", senderr.ErrNoEndpoints, err)
 }
 
 // tryAcquire is acquire without waiting: nil before the first endpoints.

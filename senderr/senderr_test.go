@@ -1,0 +1,60 @@
+package senderr
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// TestTexts: the sentinels keep the texts the producer's errors have
+// always had (programs and logs match them).
+func TestTexts(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		text string
+	}{
+		{ErrInvalidMessage, "producer: invalid message"},
+		{ErrClosed, "producer: closed"},
+		{ErrAttemptsExhausted, "producer: attempts exhausted"},
+		{ErrInvalidTarget, "producer: invalid target"},
+		{ErrConnectionRefused, "producer: connection refused"},
+		{ErrUnknownHost, "producer: unknown host"},
+		{ErrNotGRPC, "producer: not a gRPC server"},
+		{ErrNoEndpoints, "producer: no endpoint resolved"},
+		{ErrTransactionNotFound, "producer: the server has no such open transaction"},
+		{ErrRecallTooLate, "producer: too late to recall: the message is due"},
+		{ErrRecallHandle, "producer: invalid recall handle"},
+		{ErrUnauthorized, "producer: credentials refused"},
+		{ErrForbidden, "producer: permission refused"},
+		{&StatusError{Code: 42900, Message: "BACKLOG"}, "producer: rocketmq status 42900 TOO_MANY_REQUESTS: BACKLOG"},
+		{&ConnectError{Endpoint: "h:1", Reason: ErrConnectionRefused, Err: status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp h:1: connect: connection refused"`)},
+			"producer: broker h:1 unreachable: connection refused (dial tcp h:1: connect: connection refused)"},
+		{&AuthError{AccessKey: "ak", Endpoint: "h:1", Err: &StatusError{Code: 40100}}, `producer: rocketmq: access key "ak" refused by h:1: producer: rocketmq status 40100 UNAUTHORIZED`},
+	} {
+		if got := tt.err.Error(); got != tt.text {
+			t.Errorf("%#v: %q, want %q", tt.err, got, tt.text)
+		}
+	}
+}
+
+// TestAuthError: errors.Is matches ErrUnauthorized, and ErrForbidden when
+// Denied; status.Code reads the refusal's code.
+func TestAuthError(t *testing.T) {
+	refused := fmt.Errorf("start: %w", &AuthError{Err: &StatusError{Code: 40100}})
+	denied := fmt.Errorf("start: %w", &AuthError{Denied: true, Err: &StatusError{Code: 40300}})
+	if !errors.Is(refused, ErrUnauthorized) || errors.Is(refused, ErrForbidden) {
+		t.Errorf("refused credentials: Is(ErrUnauthorized) %v, Is(ErrForbidden) %v", errors.Is(refused, ErrUnauthorized), errors.Is(refused, ErrForbidden))
+	}
+	if !errors.Is(denied, ErrUnauthorized) || !errors.Is(denied, ErrForbidden) {
+		t.Errorf("refused permission: Is(ErrUnauthorized) %v, Is(ErrForbidden) %v", errors.Is(denied, ErrUnauthorized), errors.Is(denied, ErrForbidden))
+	}
+	if c := status.Code(refused); c != codes.Unauthenticated {
+		t.Errorf("status.Code(refused) = %v", c)
+	}
+	if c := status.Code(denied); c != codes.PermissionDenied {
+		t.Errorf("status.Code(denied) = %v", c)
+	}
+}
