@@ -107,14 +107,26 @@ func TestBatchingStoresWithFewerRPCs(t *testing.T) {
 }
 
 // TestBatchingLoneSendDoesNotLinger: a batch whose every possible member is
-// already in it goes at once, without waiting for its linger.
+// already in it goes at once, without waiting for its linger (an hour
+// here: the send ends only if it did not wait).
 func TestBatchingLoneSendDoesNotLinger(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
-	p := newTestProducer(t, b.Addr(), WithBatching(time.Second, 128, 1<<20))
-	start := time.Now()
-	_, wait := sendAllAsync(t, p, msgs(1, "t"))
+	p := newTestProducer(t, b.Addr(), WithBatching(time.Second, 128, 1<<20), withLinger(time.Hour))
+	res, wait := sendAllAsync(t, p, msgs(1, "t"))
 	wait()
-	assert.Less(t, time.Since(start), 500*time.Millisecond)
+	require.NoError(t, res[0].err)
+	assert.Equal(t, int64(1), b.Stats().GetSendRequests())
+}
+
+// awaitBatch waits until pending sends of p wait in an open batch and
+// sending in a batch on the wire.
+func awaitBatch(t *testing.T, p *Producer, pending, sending int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		pe, se := batchWaiting(p)
+		return pe == pending && se == sending
+	}, 10*time.Second, time.Millisecond, "%d sends in an open batch, %d on the wire", pending, sending)
 }
 
 // TestSyncSendNeverBatches: Send goes alone, batching or not.
@@ -289,11 +301,8 @@ func TestBatchingCloseWithPendingBatch(t *testing.T) {
 			require.NoError(t, err)
 			p.async.slots <- struct{}{} // a phantom send: the batch waits its linger
 			res, wait := sendAllAsync(t, p, msgs(5, "t"))
-			go func() {
-				time.Sleep(50 * time.Millisecond)
-				<-p.async.slots
-			}()
 			require.NoError(t, p.Close(context.Background()))
+			<-p.async.slots
 			wait()
 			for i, r := range res {
 				require.NoError(t, r.err, "message %d", i)
@@ -303,17 +312,17 @@ func TestBatchingCloseWithPendingBatch(t *testing.T) {
 		})
 		t.Run(proto.String()+"/gives up", func(t *testing.T) {
 			b := brokertest.Start(t)
-			p, err := New(b.Addr(), WithProtocol(proto), WithBatching(time.Second, 128, 1<<20))
+			// An hour's linger: the callbacks run only if Close does not
+			// wait for it.
+			p, err := New(b.Addr(), WithProtocol(proto), WithBatching(time.Second, 128, 1<<20), withLinger(time.Hour))
 			require.NoError(t, err)
 			p.async.slots <- struct{}{}
 			res, wait := sendAllAsync(t, p, msgs(5, "t"))
-			time.Sleep(20 * time.Millisecond) // the workers join the batch
+			awaitBatch(t, p, 5, 0)
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
-			start := time.Now()
 			assert.ErrorIs(t, p.Close(ctx), context.Canceled)
 			wait()
-			assert.Less(t, time.Since(start), 500*time.Millisecond, "no wait for the linger")
 			<-p.async.slots
 			for i, r := range res {
 				assert.ErrorIs(t, r.err, ErrClosed, "message %d", i)
@@ -330,51 +339,56 @@ func TestBatchingCloseWithPendingBatch(t *testing.T) {
 // for the others. Before the batch is sent the message is taken out of it
 // (never stored); after, it leaves without waiting for the answer.
 func TestBatchingCancelOneEntry(t *testing.T) {
+	t.Parallel()
 	for _, proto := range []Protocol{RocketryV1, RocketMQ5} {
 		t.Run(proto.String()+"/gathering", func(t *testing.T) {
+			t.Parallel()
 			b := brokertest.Start(t)
-			p := newTestProducer(t, b.Addr(), WithProtocol(proto), WithBatching(300*time.Millisecond, 128, 1<<20))
+			// An hour's linger, batches of 4: the batch goes when a
+			// fourth message joins it, never at its linger.
+			p := newTestProducer(t, b.Addr(), WithProtocol(proto), WithBatching(time.Second, 4, 1<<20), withLinger(time.Hour))
 			holdSlot(t, p)
 			ctx, cancel := context.WithCancel(context.Background())
-			ms := msgs(4, "t")
-			res, wait := sendAllAsync(t, p, ms, nil, ctx)
-			time.Sleep(20 * time.Millisecond)
-			start := time.Now()
+			ms := msgs(5, "t")
+			res, wait := sendAllAsync(t, p, ms[:3], nil, ctx)
+			awaitBatch(t, p, 3, 0)
 			cancel()
-			for res[1].calls.Load() == 0 && time.Since(start) < 5*time.Second {
-				time.Sleep(time.Millisecond)
-			}
-			left := time.Since(start)
+			require.Eventually(t, func() bool { return res[1].calls.Load() == 1 }, 10*time.Second, time.Millisecond,
+				"the cancelled message leaves without waiting for the linger")
+			awaitBatch(t, p, 2, 0)
+			assert.Zero(t, res[0].calls.Load()+res[2].calls.Load(), "the others still wait")
+			more, waitMore := sendAllAsync(t, p, ms[3:]) // the batch is full: it goes
 			wait()
-			assert.Less(t, left, 200*time.Millisecond, "the cancelled message did not wait for the linger")
+			waitMore()
+			res = append(res, more...)
 			assert.ErrorIs(t, res[1].err, context.Canceled)
 			var se *SendError
 			require.ErrorAs(t, res[1].err, &se)
 			assert.Equal(t, 1, se.Attempts)
-			for _, i := range []int{0, 2, 3} {
+			for _, i := range []int{0, 2, 3, 4} {
 				require.NoError(t, res[i].err, "message %d", i)
 			}
 			stored := b.Messages("t")
-			assert.Len(t, stored, 3)
+			assert.Len(t, stored, 4)
 			for _, m := range stored {
 				assert.NotEqual(t, ms[1].ID, m.GetMessage().GetMessageId(), "the cancelled message was taken out")
 			}
+			assert.Equal(t, int64(1), b.Stats().GetSendRequests(), "one batch")
 		})
 		t.Run(proto.String()+"/sent", func(t *testing.T) {
-			b := brokertest.Start(t, broker.WithFaults(broker.Faults{Latency: 300 * time.Millisecond}))
+			t.Parallel()
+			b := brokertest.Start(t, broker.WithFaults(broker.Faults{Latency: time.Second}))
 			p := newTestProducer(t, b.Addr(), WithProtocol(proto), WithBatching(time.Second, 4, 1<<20))
 			holdSlot(t, p)
 			ctx, cancel := context.WithCancel(context.Background())
 			res, wait := sendAllAsync(t, p, msgs(4, "t"), nil, nil, ctx)
-			time.Sleep(50 * time.Millisecond) // the batch is full: on the wire
-			start := time.Now()
+			awaitBatch(t, p, 0, 4) // the batch is full: on the wire
 			cancel()
-			for res[2].calls.Load() == 0 && time.Since(start) < 5*time.Second {
-				time.Sleep(time.Millisecond)
-			}
-			left := time.Since(start)
+			require.Eventually(t, func() bool { return res[2].calls.Load() == 1 }, 10*time.Second, time.Millisecond,
+				"the cancelled message leaves")
+			// It left before the answer: the others still wait for it.
+			assert.Zero(t, res[0].calls.Load()+res[1].calls.Load()+res[3].calls.Load(), "callbacks before the answer")
 			wait()
-			assert.Less(t, left, 200*time.Millisecond, "the cancelled message did not wait for the answer")
 			assert.ErrorIs(t, res[2].err, context.Canceled)
 			for _, i := range []int{0, 1, 3} {
 				require.NoError(t, res[i].err, "message %d", i)

@@ -36,9 +36,9 @@ func TestFailureRetryNotPaced(t *testing.T) {
 		assert.InDelta(t, want, got, float64(20*time.Millisecond), "wait %v, want about %v", got, want)
 	}
 	t.Run("fresh", func(t *testing.T) {
-		waits := fakeWaits(t)
+		clk, waits := fakeWaits()
 		s := &stub{script: []error{err530, err500, err530}}
-		p := newTestProducer(t, startStub(t, s), WithRand(nil), WithMaxAttempts(4), WithThrottleSchedule(sched))
+		p := newTestProducer(t, startStub(t, s), clk, WithRand(nil), WithMaxAttempts(4), WithThrottleSchedule(sched))
 		_, err := p.Send(context.Background(), msg("t"))
 		require.NoError(t, err)
 		assert.Equal(t, 4, s.count())
@@ -48,9 +48,9 @@ func TestFailureRetryNotPaced(t *testing.T) {
 		near(t, 160*time.Millisecond, got[1])
 	})
 	t.Run("paced", func(t *testing.T) {
-		waits := fakeTime(t)
+		clk, waits := fakeTime()
 		s := &stub{script: []error{err530, err500, err530}}
-		p := newTestProducer(t, startStub(t, s), WithRand(nil), WithMaxAttempts(4), WithThrottleSchedule(sched))
+		p := newTestProducer(t, startStub(t, s), clk, WithRand(nil), WithMaxAttempts(4), WithThrottleSchedule(sched))
 		ps := v1Of(p).FixedPacers(0)
 		require.NotNil(t, ps, "a host:port target has fixed endpoints")
 		pc := ps.Of("t").Topic
