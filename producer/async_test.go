@@ -149,6 +149,7 @@ func TestInFlightBound(t *testing.T) {
 // TestSendAsyncContextEnds: the SendAsync context bounds the send, and its
 // end reaches the callback.
 func TestSendAsyncContextEnds(t *testing.T) {
+	t.Parallel()
 	s := &stub{script: []error{errBlackhole}}
 	addr := startStub(t, s)
 	p := newTestProducer(t, addr)

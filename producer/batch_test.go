@@ -81,6 +81,7 @@ func msgs(n int, topic string) []*Message {
 // both protocols; every message is stored once, with its own receipt, and
 // every callback runs once.
 func TestBatchingStoresWithFewerRPCs(t *testing.T) {
+	t.Parallel()
 	for _, proto := range []Protocol{RocketryV1, RocketMQ5} {
 		t.Run(proto.String(), func(t *testing.T) {
 			b := brokertest.Start(t)
@@ -131,6 +132,7 @@ func awaitBatch(t *testing.T, p *Producer, pending, sending int) {
 
 // TestSyncSendNeverBatches: Send goes alone, batching or not.
 func TestSyncSendNeverBatches(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	p := newTestProducer(t, b.Addr(), WithBatching(50*time.Millisecond, 128, 1<<20))
 	const n = 20
@@ -147,6 +149,7 @@ func TestSyncSendNeverBatches(t *testing.T) {
 
 // TestBatchingOff: WithBatching(0, ...) sends every async message alone.
 func TestBatchingOff(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	p := newTestProducer(t, b.Addr(), WithBatching(0, 0, 0))
 	assert.Nil(t, p.async.batch)
@@ -158,6 +161,7 @@ func TestBatchingOff(t *testing.T) {
 // TestBatchingRetriesAlone: a batch that failed as a whole (rocketry.v1
 // 500, not stored) is retried message by message, each alone.
 func TestBatchingRetriesAlone(t *testing.T) {
+	t.Parallel()
 	s := &stub{script: []error{err500}}
 	p := newTestProducer(t, startStub(t, s), WithBatching(time.Second, 4, 1<<20))
 	holdSlot(t, p)
@@ -175,6 +179,7 @@ func TestBatchingRetriesAlone(t *testing.T) {
 // is sent again alone within its first attempt, so that even with one
 // attempt allowed the good ones are stored and only the bad one fails.
 func TestBatchingV1BadRequestSplits(t *testing.T) {
+	t.Parallel()
 	t.Run("stub", func(t *testing.T) {
 		s := &stub{script: []error{err400}}
 		p := newTestProducer(t, startStub(t, s), WithBatching(time.Second, 4, 1<<20), WithMaxAttempts(1))
@@ -220,6 +225,7 @@ func TestBatchingV1BadRequestSplits(t *testing.T) {
 // validation fails the request, with no entry): the bad message fails
 // permanently with its code, and the others are stored.
 func TestBatchingRocketMQPerEntry(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	p := newTestProducer(t, b.Addr(), WithProtocol(RocketMQ5), WithBatching(time.Second, 4, 1<<20))
 	holdSlot(t, p)
@@ -243,6 +249,7 @@ func TestBatchingRocketMQPerEntry(t *testing.T) {
 // TestBatchingRocketMQRetriesOnlyThrottledEntry: an apache.rocketmq.v2
 // batch whose answer throttles one entry retries that message only, alone.
 func TestBatchingRocketMQRetriesOnlyThrottledEntry(t *testing.T) {
+	t.Parallel()
 	srv := rmqtest.Start(t)
 	srv.SetSettings(rmqtest.Settings(0))
 	srv.SetRoute("t", rmqtest.QueueOn(t, srv, "t", "broker-a", 0), rmqtest.QueueOn(t, srv, "t", "broker-a", 1))
@@ -294,6 +301,7 @@ func TestBatchingRocketMQRetriesOnlyThrottledEntry(t *testing.T) {
 // ErrClosed. Either way every callback runs once, and the package's leak
 // check finds no goroutine left.
 func TestBatchingCloseWithPendingBatch(t *testing.T) {
+	t.Parallel()
 	for _, proto := range []Protocol{RocketryV1, RocketMQ5} {
 		t.Run(proto.String()+"/waits", func(t *testing.T) {
 			b := brokertest.Start(t)
@@ -339,7 +347,6 @@ func TestBatchingCloseWithPendingBatch(t *testing.T) {
 // for the others. Before the batch is sent the message is taken out of it
 // (never stored); after, it leaves without waiting for the answer.
 func TestBatchingCancelOneEntry(t *testing.T) {
-	t.Parallel()
 	for _, proto := range []Protocol{RocketryV1, RocketMQ5} {
 		t.Run(proto.String()+"/gathering", func(t *testing.T) {
 			t.Parallel()
@@ -401,6 +408,7 @@ func TestBatchingCancelOneEntry(t *testing.T) {
 // TestBatchingBigMessageGoesAlone: a message of maxBytes or more never
 // joins a batch; batches stop short of maxBytes.
 func TestBatchingBigMessageGoesAlone(t *testing.T) {
+	t.Parallel()
 	s := &stub{}
 	p := newTestProducer(t, startStub(t, s), WithBatching(50*time.Millisecond, 128, 1000))
 	holdSlot(t, p)
@@ -417,6 +425,7 @@ func TestBatchingBigMessageGoesAlone(t *testing.T) {
 // TestWithBatchingValidation: WithBatching's arguments are checked in New,
 // with an *OptionError naming it.
 func TestWithBatchingValidation(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		linger      time.Duration
 		maxMessages int
@@ -448,6 +457,7 @@ func TestWithBatchingValidation(t *testing.T) {
 // TestBatchingCapsBatchByMaxInFlight: a batch holds at most a quarter of
 // MaxInFlight, and below 8 there is no batching.
 func TestBatchingCapsBatchByMaxInFlight(t *testing.T) {
+	t.Parallel()
 	p := newTestProducer(t, "127.0.0.1:1", WithMaxInFlight(64))
 	require.NotNil(t, p.async.batch)
 	assert.Equal(t, 16, p.async.batch.MaxMessages())
@@ -463,6 +473,7 @@ func TestBatchingCapsBatchByMaxInFlight(t *testing.T) {
 // request (broker.WithMaxBatch) is refused whole, on both protocols; every
 // message is then sent alone within its first attempt and stored.
 func TestBatchingOverBrokerLimitSplits(t *testing.T) {
+	t.Parallel()
 	for _, proto := range []Protocol{RocketryV1, RocketMQ5} {
 		t.Run(proto.String(), func(t *testing.T) {
 			b := brokertest.Start(t, broker.WithMaxBatch(2))
@@ -486,6 +497,7 @@ func TestBatchingOverBrokerLimitSplits(t *testing.T) {
 // message by message (a batch has one topic: the answer is true of every
 // message), as on rocketry.v1; batch.Split decides it for both protocols.
 func TestBatchingRocketMQTopicNotFoundDoesNotSplit(t *testing.T) {
+	t.Parallel()
 	srv := rmqtest.Start(t)
 	srv.SetSettings(rmqtest.Settings(0))
 	srv.SetRoute("t", rmqtest.QueueOn(t, srv, "t", "broker-a", 0))

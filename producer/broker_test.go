@@ -43,6 +43,7 @@ func hintOf(err error) time.Duration {
 // TestBacklogThrottling: sends to a topic over its backlog limit wait on the
 // connection backoff and are stored once a consumer drains the topic.
 func TestBacklogThrottling(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t, broker.WithThrottle(broker.Throttle{MaxBacklog: 20, BacklogLowWater: 10, StorageLoadWindow: time.Millisecond}))
 	cons := consumerClient(t, b)
 	ctx := context.Background()
@@ -178,6 +179,8 @@ func TestFailureGoesToAnotherBroker(t *testing.T) {
 // TestBrokerRefusals covers the attempt count, 4xx, transactional and
 // deadline rules against the broker.
 func TestBrokerRefusals(t *testing.T) {
+	// Not parallel: its 50 ms attempts must reach the broker before they
+	// time out, which a loaded machine does not promise.
 	tests := []struct {
 		name          string
 		brokerOpts    []broker.Option
@@ -246,6 +249,7 @@ func TestBrokerRefusals(t *testing.T) {
 // TestExhaustionIntoFallbackAndSink: a message whose attempts are spent
 // goes to the fallback, or else to the dead-letter sink, and Send says so.
 func TestExhaustionIntoFallbackAndSink(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t, broker.WithFaults(broker.Faults{Unavailable: true}))
 	t.Run("fallback", func(t *testing.T) {
 		var got []*Message

@@ -29,6 +29,7 @@ import (
 // first attempt and the retries after a throttle take a turn, and the
 // retry after INTERNAL still leaves at once.
 func TestFailureRetryNotPaced(t *testing.T) {
+	t.Parallel()
 	sched, err := backoff.NewConnection(backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second, MinConnectTimeout: time.Second})
 	require.NoError(t, err)
 	near := func(t *testing.T, want, got time.Duration) {
