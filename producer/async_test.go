@@ -70,9 +70,8 @@ func TestCloseCancelsWhatRemains(t *testing.T) {
 	var syncErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { _, syncErr = p.Send(context.Background(), msg("t")) })
-	for b.Stats().GetSendRequests() < n+1 {
-		time.Sleep(time.Millisecond)
-	}
+	require.Eventually(t, func() bool { return b.Stats().GetSendRequests() >= n+1 },
+		10*time.Second, time.Millisecond, "every send reaches the broker")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	if err := p.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -150,6 +149,7 @@ func TestInFlightBound(t *testing.T) {
 // TestSendAsyncContextEnds: the SendAsync context bounds the send, and its
 // end reaches the callback.
 func TestSendAsyncContextEnds(t *testing.T) {
+	t.Parallel()
 	s := &stub{script: []error{errBlackhole}}
 	addr := startStub(t, s)
 	p := newTestProducer(t, addr)
@@ -158,9 +158,7 @@ func TestSendAsyncContextEnds(t *testing.T) {
 	if err := p.SendAsync(ctx, msg("t"), func(_ *SendReceipt, err error) { got <- err }); err != nil {
 		t.Fatal(err)
 	}
-	for s.count() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	require.Eventually(t, func() bool { return s.count() > 0 }, 10*time.Second, time.Millisecond, "the send reaches the stub")
 	cancel()
 	if err := <-got; !errors.Is(err, context.Canceled) || errors.Is(err, ErrClosed) {
 		t.Errorf("callback err = %v; want context.Canceled", err)

@@ -61,6 +61,7 @@ func checkClear(t *testing.T, call string, err error, want string) {
 }
 
 func TestBadTargets(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct{ target, want string }{
 		{"", `New(""): target is empty`},
 		{"   ", "New("},
@@ -93,6 +94,7 @@ func TestBadTargets(t *testing.T) {
 // TrySendAsync with ErrInvalidMessage naming the field, before any call,
 // and is not handed to the fallback.
 func TestBadMessages(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	cc := &countingConn{}
 	var fellBack atomic.Int32
@@ -174,6 +176,7 @@ func checkInvalid(t *testing.T, call string, err error, want string) {
 // and the spool could not encode it either, so it was neither sent nor
 // spooled ("spool failed; message not kept"). It must be refused up front.
 func TestInvalidUTF8TagNotRetriedNorLostWithSpool(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	store, err := deadletter.Open(filepath.Join(t.TempDir(), "dead.db"))
 	if err != nil {

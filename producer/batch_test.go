@@ -81,6 +81,7 @@ func msgs(n int, topic string) []*Message {
 // both protocols; every message is stored once, with its own receipt, and
 // every callback runs once.
 func TestBatchingStoresWithFewerRPCs(t *testing.T) {
+	t.Parallel()
 	for _, proto := range []Protocol{RocketryV1, RocketMQ5} {
 		t.Run(proto.String(), func(t *testing.T) {
 			b := brokertest.Start(t)
@@ -107,18 +108,31 @@ func TestBatchingStoresWithFewerRPCs(t *testing.T) {
 }
 
 // TestBatchingLoneSendDoesNotLinger: a batch whose every possible member is
-// already in it goes at once, without waiting for its linger.
+// already in it goes at once, without waiting for its linger (an hour
+// here: the send ends only if it did not wait).
 func TestBatchingLoneSendDoesNotLinger(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
-	p := newTestProducer(t, b.Addr(), WithBatching(time.Second, 128, 1<<20))
-	start := time.Now()
-	_, wait := sendAllAsync(t, p, msgs(1, "t"))
+	p := newTestProducer(t, b.Addr(), WithBatching(time.Second, 128, 1<<20), withLinger(time.Hour))
+	res, wait := sendAllAsync(t, p, msgs(1, "t"))
 	wait()
-	assert.Less(t, time.Since(start), 500*time.Millisecond)
+	require.NoError(t, res[0].err)
+	assert.Equal(t, int64(1), b.Stats().GetSendRequests())
+}
+
+// awaitBatch waits until pending sends of p wait in an open batch and
+// sending in a batch on the wire.
+func awaitBatch(t *testing.T, p *Producer, pending, sending int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		pe, se := batchWaiting(p)
+		return pe == pending && se == sending
+	}, 10*time.Second, time.Millisecond, "%d sends in an open batch, %d on the wire", pending, sending)
 }
 
 // TestSyncSendNeverBatches: Send goes alone, batching or not.
 func TestSyncSendNeverBatches(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	p := newTestProducer(t, b.Addr(), WithBatching(50*time.Millisecond, 128, 1<<20))
 	const n = 20
@@ -135,6 +149,7 @@ func TestSyncSendNeverBatches(t *testing.T) {
 
 // TestBatchingOff: WithBatching(0, ...) sends every async message alone.
 func TestBatchingOff(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	p := newTestProducer(t, b.Addr(), WithBatching(0, 0, 0))
 	assert.Nil(t, p.async.batch)
@@ -146,6 +161,7 @@ func TestBatchingOff(t *testing.T) {
 // TestBatchingRetriesAlone: a batch that failed as a whole (rocketry.v1
 // 500, not stored) is retried message by message, each alone.
 func TestBatchingRetriesAlone(t *testing.T) {
+	t.Parallel()
 	s := &stub{script: []error{err500}}
 	p := newTestProducer(t, startStub(t, s), WithBatching(time.Second, 4, 1<<20))
 	holdSlot(t, p)
@@ -163,6 +179,7 @@ func TestBatchingRetriesAlone(t *testing.T) {
 // is sent again alone within its first attempt, so that even with one
 // attempt allowed the good ones are stored and only the bad one fails.
 func TestBatchingV1BadRequestSplits(t *testing.T) {
+	t.Parallel()
 	t.Run("stub", func(t *testing.T) {
 		s := &stub{script: []error{err400}}
 		p := newTestProducer(t, startStub(t, s), WithBatching(time.Second, 4, 1<<20), WithMaxAttempts(1))
@@ -208,6 +225,7 @@ func TestBatchingV1BadRequestSplits(t *testing.T) {
 // validation fails the request, with no entry): the bad message fails
 // permanently with its code, and the others are stored.
 func TestBatchingRocketMQPerEntry(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	p := newTestProducer(t, b.Addr(), WithProtocol(RocketMQ5), WithBatching(time.Second, 4, 1<<20))
 	holdSlot(t, p)
@@ -231,6 +249,7 @@ func TestBatchingRocketMQPerEntry(t *testing.T) {
 // TestBatchingRocketMQRetriesOnlyThrottledEntry: an apache.rocketmq.v2
 // batch whose answer throttles one entry retries that message only, alone.
 func TestBatchingRocketMQRetriesOnlyThrottledEntry(t *testing.T) {
+	t.Parallel()
 	srv := rmqtest.Start(t)
 	srv.SetSettings(rmqtest.Settings(0))
 	srv.SetRoute("t", rmqtest.QueueOn(t, srv, "t", "broker-a", 0), rmqtest.QueueOn(t, srv, "t", "broker-a", 1))
@@ -282,6 +301,7 @@ func TestBatchingRocketMQRetriesOnlyThrottledEntry(t *testing.T) {
 // ErrClosed. Either way every callback runs once, and the package's leak
 // check finds no goroutine left.
 func TestBatchingCloseWithPendingBatch(t *testing.T) {
+	t.Parallel()
 	for _, proto := range []Protocol{RocketryV1, RocketMQ5} {
 		t.Run(proto.String()+"/waits", func(t *testing.T) {
 			b := brokertest.Start(t)
@@ -289,11 +309,8 @@ func TestBatchingCloseWithPendingBatch(t *testing.T) {
 			require.NoError(t, err)
 			p.async.slots <- struct{}{} // a phantom send: the batch waits its linger
 			res, wait := sendAllAsync(t, p, msgs(5, "t"))
-			go func() {
-				time.Sleep(50 * time.Millisecond)
-				<-p.async.slots
-			}()
 			require.NoError(t, p.Close(context.Background()))
+			<-p.async.slots
 			wait()
 			for i, r := range res {
 				require.NoError(t, r.err, "message %d", i)
@@ -303,17 +320,17 @@ func TestBatchingCloseWithPendingBatch(t *testing.T) {
 		})
 		t.Run(proto.String()+"/gives up", func(t *testing.T) {
 			b := brokertest.Start(t)
-			p, err := New(b.Addr(), WithProtocol(proto), WithBatching(time.Second, 128, 1<<20))
+			// An hour's linger: the callbacks run only if Close does not
+			// wait for it.
+			p, err := New(b.Addr(), WithProtocol(proto), WithBatching(time.Second, 128, 1<<20), withLinger(time.Hour))
 			require.NoError(t, err)
 			p.async.slots <- struct{}{}
 			res, wait := sendAllAsync(t, p, msgs(5, "t"))
-			time.Sleep(20 * time.Millisecond) // the workers join the batch
+			awaitBatch(t, p, 5, 0)
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
-			start := time.Now()
 			assert.ErrorIs(t, p.Close(ctx), context.Canceled)
 			wait()
-			assert.Less(t, time.Since(start), 500*time.Millisecond, "no wait for the linger")
 			<-p.async.slots
 			for i, r := range res {
 				assert.ErrorIs(t, r.err, ErrClosed, "message %d", i)
@@ -332,49 +349,53 @@ func TestBatchingCloseWithPendingBatch(t *testing.T) {
 func TestBatchingCancelOneEntry(t *testing.T) {
 	for _, proto := range []Protocol{RocketryV1, RocketMQ5} {
 		t.Run(proto.String()+"/gathering", func(t *testing.T) {
+			t.Parallel()
 			b := brokertest.Start(t)
-			p := newTestProducer(t, b.Addr(), WithProtocol(proto), WithBatching(300*time.Millisecond, 128, 1<<20))
+			// An hour's linger, batches of 4: the batch goes when a
+			// fourth message joins it, never at its linger.
+			p := newTestProducer(t, b.Addr(), WithProtocol(proto), WithBatching(time.Second, 4, 1<<20), withLinger(time.Hour))
 			holdSlot(t, p)
 			ctx, cancel := context.WithCancel(context.Background())
-			ms := msgs(4, "t")
-			res, wait := sendAllAsync(t, p, ms, nil, ctx)
-			time.Sleep(20 * time.Millisecond)
-			start := time.Now()
+			ms := msgs(5, "t")
+			res, wait := sendAllAsync(t, p, ms[:3], nil, ctx)
+			awaitBatch(t, p, 3, 0)
 			cancel()
-			for res[1].calls.Load() == 0 && time.Since(start) < 5*time.Second {
-				time.Sleep(time.Millisecond)
-			}
-			left := time.Since(start)
+			require.Eventually(t, func() bool { return res[1].calls.Load() == 1 }, 10*time.Second, time.Millisecond,
+				"the cancelled message leaves without waiting for the linger")
+			awaitBatch(t, p, 2, 0)
+			assert.Zero(t, res[0].calls.Load()+res[2].calls.Load(), "the others still wait")
+			more, waitMore := sendAllAsync(t, p, ms[3:]) // the batch is full: it goes
 			wait()
-			assert.Less(t, left, 200*time.Millisecond, "the cancelled message did not wait for the linger")
+			waitMore()
+			res = append(res, more...)
 			assert.ErrorIs(t, res[1].err, context.Canceled)
 			var se *SendError
 			require.ErrorAs(t, res[1].err, &se)
 			assert.Equal(t, 1, se.Attempts)
-			for _, i := range []int{0, 2, 3} {
+			for _, i := range []int{0, 2, 3, 4} {
 				require.NoError(t, res[i].err, "message %d", i)
 			}
 			stored := b.Messages("t")
-			assert.Len(t, stored, 3)
+			assert.Len(t, stored, 4)
 			for _, m := range stored {
 				assert.NotEqual(t, ms[1].ID, m.GetMessage().GetMessageId(), "the cancelled message was taken out")
 			}
+			assert.Equal(t, int64(1), b.Stats().GetSendRequests(), "one batch")
 		})
 		t.Run(proto.String()+"/sent", func(t *testing.T) {
-			b := brokertest.Start(t, broker.WithFaults(broker.Faults{Latency: 300 * time.Millisecond}))
+			t.Parallel()
+			b := brokertest.Start(t, broker.WithFaults(broker.Faults{Latency: time.Second}))
 			p := newTestProducer(t, b.Addr(), WithProtocol(proto), WithBatching(time.Second, 4, 1<<20))
 			holdSlot(t, p)
 			ctx, cancel := context.WithCancel(context.Background())
 			res, wait := sendAllAsync(t, p, msgs(4, "t"), nil, nil, ctx)
-			time.Sleep(50 * time.Millisecond) // the batch is full: on the wire
-			start := time.Now()
+			awaitBatch(t, p, 0, 4) // the batch is full: on the wire
 			cancel()
-			for res[2].calls.Load() == 0 && time.Since(start) < 5*time.Second {
-				time.Sleep(time.Millisecond)
-			}
-			left := time.Since(start)
+			require.Eventually(t, func() bool { return res[2].calls.Load() == 1 }, 10*time.Second, time.Millisecond,
+				"the cancelled message leaves")
+			// It left before the answer: the others still wait for it.
+			assert.Zero(t, res[0].calls.Load()+res[1].calls.Load()+res[3].calls.Load(), "callbacks before the answer")
 			wait()
-			assert.Less(t, left, 200*time.Millisecond, "the cancelled message did not wait for the answer")
 			assert.ErrorIs(t, res[2].err, context.Canceled)
 			for _, i := range []int{0, 1, 3} {
 				require.NoError(t, res[i].err, "message %d", i)
@@ -387,6 +408,7 @@ func TestBatchingCancelOneEntry(t *testing.T) {
 // TestBatchingBigMessageGoesAlone: a message of maxBytes or more never
 // joins a batch; batches stop short of maxBytes.
 func TestBatchingBigMessageGoesAlone(t *testing.T) {
+	t.Parallel()
 	s := &stub{}
 	p := newTestProducer(t, startStub(t, s), WithBatching(50*time.Millisecond, 128, 1000))
 	holdSlot(t, p)
@@ -403,6 +425,7 @@ func TestBatchingBigMessageGoesAlone(t *testing.T) {
 // TestWithBatchingValidation: WithBatching's arguments are checked in New,
 // with an *OptionError naming it.
 func TestWithBatchingValidation(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		linger      time.Duration
 		maxMessages int
@@ -434,6 +457,7 @@ func TestWithBatchingValidation(t *testing.T) {
 // TestBatchingCapsBatchByMaxInFlight: a batch holds at most a quarter of
 // MaxInFlight, and below 8 there is no batching.
 func TestBatchingCapsBatchByMaxInFlight(t *testing.T) {
+	t.Parallel()
 	p := newTestProducer(t, "127.0.0.1:1", WithMaxInFlight(64))
 	require.NotNil(t, p.async.batch)
 	assert.Equal(t, 16, p.async.batch.MaxMessages())
@@ -449,6 +473,7 @@ func TestBatchingCapsBatchByMaxInFlight(t *testing.T) {
 // request (broker.WithMaxBatch) is refused whole, on both protocols; every
 // message is then sent alone within its first attempt and stored.
 func TestBatchingOverBrokerLimitSplits(t *testing.T) {
+	t.Parallel()
 	for _, proto := range []Protocol{RocketryV1, RocketMQ5} {
 		t.Run(proto.String(), func(t *testing.T) {
 			b := brokertest.Start(t, broker.WithMaxBatch(2))
@@ -472,6 +497,7 @@ func TestBatchingOverBrokerLimitSplits(t *testing.T) {
 // message by message (a batch has one topic: the answer is true of every
 // message), as on rocketry.v1; batch.Split decides it for both protocols.
 func TestBatchingRocketMQTopicNotFoundDoesNotSplit(t *testing.T) {
+	t.Parallel()
 	srv := rmqtest.Start(t)
 	srv.SetSettings(rmqtest.Settings(0))
 	srv.SetRoute("t", rmqtest.QueueOn(t, srv, "t", "broker-a", 0))

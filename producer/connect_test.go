@@ -50,6 +50,7 @@ func unknownHost(t *testing.T) string {
 // error that names the cause; the attempts are spent without any attempt
 // timeout.
 func TestUnreachableBrokerIsNamed(t *testing.T) {
+	t.Parallel()
 	web := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(web.Close)
 	tests := []struct {
@@ -105,6 +106,7 @@ func TestUnreachableBrokerIsNamed(t *testing.T) {
 // broker that could not be reached waits for it within its attempt
 // timeout, and is stored once the broker listens.
 func TestWaitForReadyWaitsForTheBroker(t *testing.T) {
+	t.Parallel()
 	addr := rmqtest.ClosedAddr(t)
 	b, err := broker.New()
 	require.NoError(t, err)
@@ -130,6 +132,7 @@ func TestWaitForReadyWaitsForTheBroker(t *testing.T) {
 // proxy's Settings; when no access point can be reached it fails at once,
 // naming why, instead of waiting out the attempt timeout.
 func TestRocketMQUnreachableProxyIsNamed(t *testing.T) {
+	t.Parallel()
 	addr := rmqtest.ClosedAddr(t)
 	p, err := New(addr, WithProtocol(RocketMQ5))
 	if p != nil {

@@ -76,6 +76,7 @@ func TestAttemptDeadlineReachesTheServer(t *testing.T) {
 // over a server's receive limit is not a throttle: one attempt, not
 // IsThrottled, MESSAGE_TOO_LARGE. Regression: it was retried as a 530.
 func TestSizeLimitIsPermanent(t *testing.T) {
+	t.Parallel()
 	s := &stub{}
 	addr := serve(t, func(g *grpc.Server) { rocketryv1.RegisterMessagingServiceServer(g, s) }) // default 4 MiB receive limit
 	p := newTestProducer(t, addr, WithMaxBodyBytes(8<<20), WithThrottleSchedule(backoff.Immediate))
@@ -109,6 +110,7 @@ func TestSizeLimitIsPermanent(t *testing.T) {
 // unless WithMaxAttempts is given. Regression: the default 3 attempts cut
 // the policy silently.
 func TestPolicySetsAttempts(t *testing.T) {
+	t.Parallel()
 	pol, err := backoff.Preset("aws-managed")
 	require.NoError(t, err)
 	c, err := build(scopeNew, "New", []Option{WithDeliveryPolicy(pol)})
@@ -129,6 +131,7 @@ func TestPolicySetsAttempts(t *testing.T) {
 // context with its error, without an attempt and without the fallback.
 // Regression: Send made an attempt and dead-lettered the message.
 func TestCancelledContextAgrees(t *testing.T) {
+	t.Parallel()
 	s := &stub{}
 	addr := startStub(t, s)
 	var fell atomic.Int32
@@ -221,6 +224,7 @@ func (s *busyStub) SendMessage(_ context.Context, req *rocketryv1.SendMessageReq
 // TestInterceptorClassifier: a service whose status is in the response body
 // is retried by the same rules through WithClassifier.
 func TestInterceptorClassifier(t *testing.T) {
+	t.Parallel()
 	s := &busyStub{}
 	addr := serve(t, func(g *grpc.Server) { rocketryv1.RegisterMessagingServiceServer(g, s) })
 	rec := &recorder{}

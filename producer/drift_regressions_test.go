@@ -20,6 +20,7 @@ import (
 // SendAsync before any attempt, and never reaches the dead-letter sink.
 // It used to fail at attempt time, as a counted attempt that was kept.
 func TestRmqBodyOverServerMaxIsRefusedBeforeAnyAttempt(t *testing.T) {
+	t.Parallel()
 	srv := rmqtest.Start(t)
 	srv.SetSettings(rmqtest.Settings(4))
 	srv.SetRoute("t", rmqtest.QueueOn(t, srv, "t", "broker-a", 0))
@@ -48,6 +49,7 @@ func TestRmqBodyOverServerMaxIsRefusedBeforeAnyAttempt(t *testing.T) {
 // "the request never left the client" is read in one function, wire.NotSent;
 // the interceptor's reading named no ConnectError).
 func TestInterceptorNamesConnectError(t *testing.T) {
+	t.Parallel()
 	addr := rmqtest.ClosedAddr(t)
 	cc := dialWith(t, addr, UnaryClientInterceptor(WithMaxAttempts(2), WithWaitForReady(false),
 		WithFailureSchedule(backoff.Constant(time.Millisecond))))

@@ -22,6 +22,7 @@ import (
 // the same text, a bad target as ErrInvalidTarget, RocketMQ 5's status as
 // a *RocketMQStatusError, also inside a chain; any other error as it is.
 func TestWireErrorsArePublic(t *testing.T) {
+	t.Parallel()
 	grpcErr := status.Error(codes.Unavailable, "connection error: desc = \"transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused\"")
 	for _, tt := range []struct{ wire, public error }{
 		{senderr.ErrConnectionRefused, ErrConnectionRefused},

@@ -18,6 +18,7 @@ import (
 // producer/internal/send's Decide), from real wire answers as the
 // classifiers read them. The executor's other tests are its package's.
 func TestDecide(t *testing.T) {
+	t.Parallel()
 	conn := msSchedule(t)
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -129,6 +130,7 @@ func decisionOf(d send.Decision) decision {
 }
 
 func TestSendErrorIs(t *testing.T) {
+	t.Parallel()
 	se := &SendError{MessageID: "m1", Attempts: 3, Code: brokercode.Unavailable, Cause: err503, kind: ErrAttemptsExhausted}
 	for _, target := range []error{ErrAttemptsExhausted, err503} {
 		if !errors.Is(se, target) {

@@ -1,6 +1,9 @@
 package producer
 
 import (
+	"time"
+
+	"github.com/rocketry-go/rocketry/producer/internal/clock"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
 )
@@ -29,4 +32,29 @@ func v1Of(p *Producer) *wirev1.Transport[SendReceipt] {
 func rmqID(p *Producer) string {
 	id, _ := p.tr.Prepare(wire.Message{})
 	return id
+}
+
+// withLinger sets the linger of WithBatching's batches past what
+// WithBatching accepts (it must come after WithBatching): with an hour, a
+// test that passes shows its batch went without waiting for its linger.
+func withLinger(d time.Duration) Option {
+	return option{"withLinger", scopeProducer, func(c *config) error {
+		c.batch.Linger = d
+		return nil
+	}}
+}
+
+// withClock gives the producer's executor and pacer the clock clk instead
+// of the wall clock, for this producer only.
+func withClock(clk clock.Clock) Option {
+	return option{"withClock", scopeAll, func(c *config) error {
+		c.Clock = clk
+		return nil
+	}}
+}
+
+// batchWaiting is the async sends of p waiting in an open batch, and in a
+// batch on the wire.
+func batchWaiting(p *Producer) (pending, sending int) {
+	return p.async.batch.Waiting()
 }

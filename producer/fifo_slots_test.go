@@ -64,6 +64,7 @@ func (g *gateServer) SendMessage(ctx context.Context, req *rocketryv1.SendMessag
 // (TrySendAsync says ErrBufferFull), and the held group is stored in call
 // order once its message is answered.
 func TestFIFOWaitHoldsNoSlot(t *testing.T) {
+	t.Parallel()
 	g, addr := startGate(t)
 	defer close(g.gate)
 	const inFlight = 2
@@ -113,6 +114,7 @@ func TestFIFOWaitHoldsNoSlot(t *testing.T) {
 // it no longer needs, which would hold its group until the other one
 // moves.
 func TestFIFOTurnWhileWaitingForAPlace(t *testing.T) {
+	t.Parallel()
 	g, addr := startGate(t)
 	p := newTestProducer(t, addr, WithMaxInFlight(2), WithAttemptTimeout(time.Minute), WithBatching(0, 0, 0))
 	ctx := context.Background()

@@ -49,6 +49,7 @@ func groupOrder(t *testing.T, b *broker.Broker, topic string) (ids map[string][]
 // send order, with nothing missing; nothing twice on rocketry.v1, and on
 // RocketMQ 5 a copy stored twice only after an unknown outcome.
 func TestFifoOrderUnderFaultsAndThrottling(t *testing.T) {
+	t.Parallel()
 	for _, proto := range []Protocol{RocketryV1, RocketMQ5} {
 		for _, async := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%v/async=%v", proto, async), func(t *testing.T) {
@@ -257,6 +258,7 @@ type result struct {
 // TestFifoThrottledGroupDoesNotHoldOthers: a group whose messages are
 // throttled holds its own later messages, and no other group's.
 func TestFifoThrottledGroupDoesNotHoldOthers(t *testing.T) {
+	t.Parallel()
 	var open atomic.Bool
 	s := &fifoStub{answer: func(_ context.Context, m *rocketryv1.Message) error {
 		if m.GetMessageGroup() == "slow" && !open.Load() {
@@ -304,6 +306,7 @@ func TestFifoThrottledGroupDoesNotHoldOthers(t *testing.T) {
 // sink; a send made after the failure was reported goes on. Other groups
 // are not touched; no FIFO message is batched.
 func TestFifoGroupFailureFailsTheQueued(t *testing.T) {
+	t.Parallel()
 	hold := make(chan struct{})
 	held := make(chan struct{})
 	var heldOnce sync.Once
@@ -415,6 +418,7 @@ func TestFifoSyncGivesUpWaiting(t *testing.T) {
 // other broker), every message of a group is stored on one broker, in
 // order; each attempt is a request of its own (never batched).
 func TestFifoRetriesStayOnTheGroupsBroker(t *testing.T) {
+	t.Parallel()
 	bs := brokertest.StartCluster(t, 2)
 	for _, b := range bs {
 		require.NoError(t, b.SetFaults(broker.Faults{InternalRate: 0.3}))

@@ -19,6 +19,7 @@ import (
 // held from consumers until its delivery time; the stored message keeps
 // its group or delivery time.
 func TestTimedMessage(t *testing.T) {
+	t.Parallel()
 	for _, proto := range []Protocol{RocketryV1, RocketMQ5} {
 		t.Run(proto.String(), func(t *testing.T) {
 			b := brokertest.Start(t)
@@ -59,6 +60,7 @@ func TestTimedMessage(t *testing.T) {
 // delivery time over 24 h ahead is refused before any attempt, over both
 // protocols, with an error naming the fields.
 func TestFifoTimedValidation(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	long := strings.Repeat("g", MaxMessageGroupBytes+1)
 	cases := []struct {
@@ -111,6 +113,7 @@ func TestFifoTimedValidation(t *testing.T) {
 // send in flight and the async sends waiting behind it, each with a
 // callback, and leaves no goroutine (the leak check of TestMain).
 func TestFifoCloseCancelsTheWaiting(t *testing.T) {
+	t.Parallel()
 	held := make(chan struct{})
 	var heldOnce sync.Once
 	s := &fifoStub{answer: func(ctx context.Context, m *rocketryv1.Message) error {

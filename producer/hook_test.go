@@ -69,6 +69,7 @@ func (h *hookRecorder) send(id string) hookSend {
 // hook's context throughout; the hook's property reaches the broker, not
 // the caller's message.
 func TestHookFollowsEachSend(t *testing.T) {
+	t.Parallel()
 	for _, proto := range []Protocol{RocketryV1, RocketMQ5} {
 		t.Run(proto.String(), func(t *testing.T) {
 			b := brokertest.Start(t)
@@ -120,6 +121,7 @@ func TestHookFollowsEachSend(t *testing.T) {
 // TestSendInfoCarrier: Get, Set and Keys read the message's properties
 // until Set copies them.
 func TestSendInfoCarrier(t *testing.T) {
+	t.Parallel()
 	m := &Message{Properties: map[string]string{"a": "1"}}
 	s := &SendInfo{Message: m}
 	assert.Equal(t, "1", s.Get("a"))
@@ -132,6 +134,7 @@ func TestSendInfoCarrier(t *testing.T) {
 }
 
 func TestWithHookNil(t *testing.T) {
+	t.Parallel()
 	_, err := New("127.0.0.1:1", WithProtocol(RocketryV1), WithHook(nil))
 	var oe *OptionError
 	require.True(t, errors.As(err, &oe), "%v", err)

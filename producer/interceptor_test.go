@@ -33,6 +33,7 @@ func sendReq(id string, transactional bool) *rocketryv1.SendMessageRequest {
 // TestInterceptorOnBroker: the generated client with the interceptor gets
 // the Producer's retry contract from the real broker.
 func TestInterceptorOnBroker(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	rec := &recorder{}
 	cc := dialWith(t, b.Addr(), UnaryClientInterceptor(WithObserver(rec.observe)))
@@ -97,6 +98,7 @@ func TestInterceptorOnBroker(t *testing.T) {
 // TestInterceptorThrottleSchedule: the interceptor waits on the same
 // schedules as the Producer, with the same numbering.
 func TestInterceptorThrottleSchedule(t *testing.T) {
+	t.Parallel()
 	s := &stub{script: []error{err530, err530, err503, status.Error(codes.ResourceExhausted, "plain")}}
 	addr := startStub(t, s)
 	rec := &recorder{}

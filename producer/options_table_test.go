@@ -183,6 +183,7 @@ func wantAt(where string, opts []producer.Option, want string) string {
 }
 
 func TestBadOptions(t *testing.T) {
+	t.Parallel()
 	places, calls := optionPlaces(t)
 	for _, tt := range badOptions(t) {
 		t.Run(tt.name, func(t *testing.T) {
@@ -204,6 +205,7 @@ func TestBadOptions(t *testing.T) {
 // TestOptionScopes: every option given where it does not apply is refused,
 // naming it and the place, without a call.
 func TestOptionScopes(t *testing.T) {
+	t.Parallel()
 	places, calls := optionPlaces(t)
 	for _, o := range anyOptions {
 		for _, pl := range places {
@@ -232,6 +234,7 @@ var scopeWords = map[[4]bool]string{
 // its scope does (the words of scopeWords), and anyOptions has every
 // option of the package.
 func TestOptionDocsSayScope(t *testing.T) {
+	t.Parallel()
 	fset := token.NewFileSet()
 	names, err := filepath.Glob("*.go")
 	require.NoError(t, err)

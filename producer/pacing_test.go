@@ -29,6 +29,7 @@ import (
 // first attempt and the retries after a throttle take a turn, and the
 // retry after INTERNAL still leaves at once.
 func TestFailureRetryNotPaced(t *testing.T) {
+	t.Parallel()
 	sched, err := backoff.NewConnection(backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second, MinConnectTimeout: time.Second})
 	require.NoError(t, err)
 	near := func(t *testing.T, want, got time.Duration) {
@@ -36,9 +37,9 @@ func TestFailureRetryNotPaced(t *testing.T) {
 		assert.InDelta(t, want, got, float64(20*time.Millisecond), "wait %v, want about %v", got, want)
 	}
 	t.Run("fresh", func(t *testing.T) {
-		waits := fakeWaits(t)
+		clk, waits := fakeWaits()
 		s := &stub{script: []error{err530, err500, err530}}
-		p := newTestProducer(t, startStub(t, s), WithRand(nil), WithMaxAttempts(4), WithThrottleSchedule(sched))
+		p := newTestProducer(t, startStub(t, s), clk, WithRand(nil), WithMaxAttempts(4), WithThrottleSchedule(sched))
 		_, err := p.Send(context.Background(), msg("t"))
 		require.NoError(t, err)
 		assert.Equal(t, 4, s.count())
@@ -48,9 +49,9 @@ func TestFailureRetryNotPaced(t *testing.T) {
 		near(t, 160*time.Millisecond, got[1])
 	})
 	t.Run("paced", func(t *testing.T) {
-		waits := fakeTime(t)
+		clk, waits := fakeTime()
 		s := &stub{script: []error{err530, err500, err530}}
-		p := newTestProducer(t, startStub(t, s), WithRand(nil), WithMaxAttempts(4), WithThrottleSchedule(sched))
+		p := newTestProducer(t, startStub(t, s), clk, WithRand(nil), WithMaxAttempts(4), WithThrottleSchedule(sched))
 		ps := v1Of(p).FixedPacers(0)
 		require.NotNil(t, ps, "a host:port target has fixed endpoints")
 		pc := ps.Of("t").Topic

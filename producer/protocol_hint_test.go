@@ -36,6 +36,7 @@ func startV1Only(t *testing.T) string {
 // other protocol fails at once, never retried, with ErrWrongProtocol, the
 // server's UNIMPLEMENTED reachable, and the option to use in the text.
 func TestWrongProtocolNamesTheOption(t *testing.T) {
+	t.Parallel()
 	t.Run("rocketry.v1 producer, RocketMQ 5 server", func(t *testing.T) {
 		srv := rmqtest.Start(t)
 		srv.SetSettings(rmqtest.Settings(0))

@@ -140,6 +140,7 @@ func TestDecisionsOnBothProtocols(t *testing.T) {
 // the next attempt goes to a queue of another broker name (RocketMQ's own
 // rule); the message is stored once, on the healthy broker.
 func TestRocketMQFailsOverToAnotherBroker(t *testing.T) {
+	t.Parallel()
 	bs := brokertest.StartCluster(t, 2)
 	require.NoError(t, bs[0].SetFaults(broker.Faults{Unavailable: true}))
 	p := newTestProducer(t, bs[0].Addr(), WithProtocol(RocketMQ5), WithPacing(false))
@@ -157,6 +158,7 @@ func TestRocketMQFailsOverToAnotherBroker(t *testing.T) {
 // client code through it is retried by the same rules: 50001 and 42900 are
 // retried, a 4xxxx is returned at once.
 func TestInterceptorRetriesRocketMQ5(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t, broker.WithFaults(broker.Faults{InternalRate: 1}))
 	rec := &recorder{}
 	cc := dialWith(t, b.Addr(), UnaryClientInterceptor(WithMaxAttempts(4), WithObserver(rec.observe)))
@@ -189,6 +191,7 @@ func TestInterceptorRetriesRocketMQ5(t *testing.T) {
 // TestRocketMQSinkCheckedFirst: a body limit over the dead-letter sink's is
 // reported before New reaches the proxy (here, nothing answers).
 func TestRocketMQSinkCheckedFirst(t *testing.T) {
+	t.Parallel()
 	_, err := New("127.0.0.1:1", WithProtocol(RocketMQ5), WithDeadLetterSink(limitedSink{newMemSink(), 10}), WithMaxBodyBytes(11))
 	var oe *OptionError
 	require.ErrorAs(t, err, &oe)

@@ -30,6 +30,7 @@ func sends(bs []*broker.Broker) []int64 {
 // is resent there, over both protocols, even to a broker that fails it:
 // its retries stay, and a failure keeps the pin for the next replay.
 func TestResendStaysOnThePin(t *testing.T) {
+	t.Parallel()
 	bs := brokertest.StartCluster(t, 3)
 	addrs := []string{bs[0].Addr(), bs[1].Addr(), bs[2].Addr()}
 	for _, tt := range []struct {
@@ -68,6 +69,7 @@ func TestResendStaysOnThePin(t *testing.T) {
 }
 
 func TestResendRefuses(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	p := newTestProducer(t, b.Addr())
 	_, err := p.Resend(context.Background(), &DeadLetter{Message: &Message{Topic: "t"}})
@@ -89,6 +91,7 @@ func TestResendRefuses(t *testing.T) {
 // resend goes to the resolved address it is pinned to, every attempt, and
 // fails with ErrEndpointUnknown when the resolver no longer gives it.
 func TestResendStaysOnThePinOfASchemeTarget(t *testing.T) {
+	t.Parallel()
 	bs := brokertest.StartCluster(t, 3)
 	addrs := []string{bs[0].Addr(), bs[1].Addr(), bs[2].Addr()}
 	target, r, opt := schemeTarget(addrs...)
@@ -136,6 +139,8 @@ func TestResendWaitsForTheResolverAsAnAttempt(t *testing.T) {
 // hold the message: no message is stored on two brokers, and none is lost,
 // while one of the brokers crashes and comes back.
 func TestEveryAccessPointNoCopyOnTwoBrokers(t *testing.T) {
+	// Not parallel: a broker crashes and comes back while 10 attempts a
+	// millisecond apart run; a loaded machine stretches the one, not the other.
 	bs := brokertest.StartCluster(t, 3, broker.WithQueues(2), broker.WithSeed(7))
 	addrs := make([]string, len(bs))
 	for i, b := range bs {

@@ -53,6 +53,7 @@ func assertRefusal(t *testing.T, err error, accessKey, secret string, code codes
 }
 
 func TestRmqWrongSecretFailsNewAtOnce(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t, broker.WithACL(map[string]string{"app": "right-secret"}))
 	_, err := New(b.Addr(), WithProtocol(RocketMQ5), WithAttemptTimeout(aclTimeout),
 		WithCredentials("app", "wrong-secret", ""))
@@ -70,6 +71,7 @@ func TestRmqWrongSecretFailsNewAtOnce(t *testing.T) {
 }
 
 func TestRmqUnknownKeyAndNoCredentialsRefused(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t, broker.WithACL(map[string]string{"app": "secret"}))
 	_, err := New(b.Addr(), WithProtocol(RocketMQ5), WithAttemptTimeout(aclTimeout),
 		WithCredentials("stranger", "secret", ""))
@@ -84,6 +86,7 @@ func TestRmqUnknownKeyAndNoCredentialsRefused(t *testing.T) {
 }
 
 func TestRmqRightCredentialsWork(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t, broker.WithACL(map[string]string{"app": "right-secret"}))
 	p := newTestProducer(t, b.Addr(), WithProtocol(RocketMQ5), WithCredentials("app", "right-secret", ""))
 	_, err := p.Send(context.Background(), &Message{Topic: "t", Body: []byte("x")})
@@ -96,6 +99,7 @@ func TestRmqRightCredentialsWork(t *testing.T) {
 // it runs: the next send fails after its one attempt, though it may make
 // five, and the broker refused that one call.
 func TestRmqRevokedCredentialsFailSendAtOnce(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t, broker.WithACL(map[string]string{"app": "right-secret"}))
 	p := newTestProducer(t, b.Addr(), WithProtocol(RocketMQ5), WithCredentials("app", "right-secret", ""),
 		WithMaxAttempts(5), WithAttemptTimeout(aclTimeout))
@@ -145,6 +149,7 @@ func startRefuser(t *testing.T, code codes.Code) (*grpcRefuser, string) {
 }
 
 func TestRmqGRPCRefusalFailsNewAtOnce(t *testing.T) {
+	t.Parallel()
 	for _, code := range []codes.Code{codes.Unauthenticated, codes.PermissionDenied} {
 		t.Run(code.String(), func(t *testing.T) {
 			s, addr := startRefuser(t, code)
@@ -160,6 +165,7 @@ func TestRmqGRPCRefusalFailsNewAtOnce(t *testing.T) {
 // TestAuthErrorOfForbidden reads a 40300 answer: both sentinels, and
 // PERMISSION_DENIED.
 func TestAuthErrorOfForbidden(t *testing.T) {
+	t.Parallel()
 	err := error(&AuthError{AccessKey: "app", Denied: true, Err: &RocketMQStatusError{Code: 40300, Message: "no"}})
 	assertRefusal(t, err, "app", "", codes.PermissionDenied)
 	assert.False(t, IsThrottled(err))

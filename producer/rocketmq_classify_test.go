@@ -17,6 +17,7 @@ import (
 // TestRocketMQClassifierCodes pins the kind and rocketry.v1 code of every
 // apache.rocketmq.v2 code, each as the status of a one-entry answer.
 func TestRocketMQClassifierCodes(t *testing.T) {
+	t.Parallel()
 	const (
 		unspec   = brokercode.Unspecified
 		bad      = brokercode.BadRequest
@@ -113,6 +114,7 @@ func TestRocketMQClassifierCodes(t *testing.T) {
 }
 
 func TestRocketMQClassifierThrottleReason(t *testing.T) {
+	t.Parallel()
 	for msg, want := range map[string]brokercode.Reason{
 		"":                                   brokercode.ReasonUnspecified,
 		"throttled: BACKLOG over 1000":       brokercode.ReasonBacklog,
@@ -131,6 +133,7 @@ func TestRocketMQClassifierThrottleReason(t *testing.T) {
 // TestRocketMQClassifierEntries pins which status decides a one-message
 // answer: the first entry that is not OK, else the top-level status.
 func TestRocketMQClassifierEntries(t *testing.T) {
+	t.Parallel()
 	st := func(c rocketmqv2.Code) *rocketmqv2.Status { return &rocketmqv2.Status{Code: c} }
 	entry := func(c rocketmqv2.Code) *rocketmqv2.SendResultEntry { return &rocketmqv2.SendResultEntry{Status: st(c)} }
 	for _, tc := range []struct {
@@ -158,6 +161,7 @@ func TestRocketMQClassifierEntries(t *testing.T) {
 // TestRocketMQClassifierGRPCErrors: a gRPC error is read as GRPCClassifier
 // reads it, whatever the reply.
 func TestRocketMQClassifierGRPCErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		err  error
 		kind OutcomeKind
@@ -178,6 +182,7 @@ func TestRocketMQClassifierGRPCErrors(t *testing.T) {
 }
 
 func TestRocketMQStatusError(t *testing.T) {
+	t.Parallel()
 	e := &RocketMQStatusError{Code: 42900, Message: "BACKLOG over 10"}
 	assert.Equal(t, "producer: rocketmq status 42900 TOO_MANY_REQUESTS: BACKLOG over 10", e.Error())
 	assert.Equal(t, "producer: rocketmq status 41999 41999", (&RocketMQStatusError{Code: 41999}).Error())
@@ -192,6 +197,7 @@ func TestRocketMQStatusError(t *testing.T) {
 
 // Other v2 answers are read by their status too.
 func TestRocketMQClassifierOtherAnswers(t *testing.T) {
+	t.Parallel()
 	o := RocketMQClassifier.Classify(&rocketmqv2.EndTransactionResponse{Status: &rocketmqv2.Status{Code: rocketmqv2.Code_OK}}, nil)
 	assert.Equal(t, Stored, o.Kind)
 	o = RocketMQClassifier.Classify(&rocketmqv2.QueryRouteResponse{Status: &rocketmqv2.Status{Code: rocketmqv2.Code_TOPIC_NOT_FOUND}}, nil)
@@ -205,6 +211,7 @@ func TestRocketMQClassifierOtherAnswers(t *testing.T) {
 // broker's busy tag is a throttle (the reading itself is
 // producer/internal/wire/rocketmq's TestRocketMQBusyTags).
 func TestRocketMQBusyTagsPublic(t *testing.T) {
+	t.Parallel()
 	assert.True(t, IsThrottled(&RocketMQStatusError{Code: 50001, Message: "[PC_SYNCHRONIZED]broker busy"}))
 	assert.False(t, IsThrottled(&RocketMQStatusError{Code: 50000, Message: "[PC_SYNCHRONIZED]broker busy"}), "only 50001 carries a refusal's remark")
 }

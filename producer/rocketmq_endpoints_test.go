@@ -48,6 +48,7 @@ func TestRmqBrokerAddressFailsOver(t *testing.T) {
 // clients write them, host:port;host:port, as well as with commas; one of
 // them closed does not stop the producer.
 func TestRmqAccessPointsSemicolon(t *testing.T) {
+	t.Parallel()
 	got, err := splitTarget(" 10.0.0.1:8081;10.0.0.2:8081, 10.0.0.3:8081; ", true)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"10.0.0.1:8081", "10.0.0.2:8081", "10.0.0.3:8081"}, got)

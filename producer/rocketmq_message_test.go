@@ -11,6 +11,7 @@ import (
 // TestRmqOptions: the RocketMQ 5 options set the config (their invalid
 // values are rows of TestBadOptions).
 func TestRmqOptions(t *testing.T) {
+	t.Parallel()
 	tlsCfg := &tls.Config{ServerName: "proxy"}
 	cfg, err := build(scopeNew, "New", []Option{WithProtocol(RocketMQ5),
 		WithCredentials("ak", "sk", "tok"), WithTLS(tlsCfg), WithNamespace("MQ_INST_1|ns-a%b"), WithServerRetryPolicy(),

@@ -23,6 +23,7 @@ func sendCount(s *rmqtest.Server) (n int) {
 // the broker and its endpoints; a broker of that name at other addresses
 // is refused with ErrEndpointUnknown, without a send.
 func TestRmqPinNamesBrokerAndAddresses(t *testing.T) {
+	t.Parallel()
 	// Broker A answers 50400 (the proxy gave up waiting: maybe stored).
 	a := rmqtest.Start(t)
 	a.SetSettings(rmqtest.Settings(0))
@@ -71,6 +72,7 @@ func TestRmqPinNamesBrokerAndAddresses(t *testing.T) {
 // endpoints are the same set of addresses, in any order, and is sent
 // there; the order the route gives does not matter.
 func TestRmqPinAddressSet(t *testing.T) {
+	t.Parallel()
 	srv := rmqtest.Start(t)
 	srv.SetSettings(rmqtest.Settings(0))
 	other := rmqtest.ClosedAddr(t)

@@ -15,6 +15,8 @@ import (
 // TestSendRetrySequences runs scripted broker answers through Send and
 // checks the attempts, the events and the delays chosen.
 func TestSendRetrySequences(t *testing.T) {
+	// Not parallel: its 20 and 50 ms deadlines must let an attempt reach
+	// the stub, which a loaded machine does not promise.
 	hinted := brokerErr(codes.ResourceExhausted, rocketryv1.Code_CODE_TOO_MANY_REQUESTS, rocketryv1.ThrottleReason_THROTTLE_REASON_STORAGE_LOAD, 40*time.Millisecond)
 	tests := []struct {
 		name          string
@@ -133,6 +135,7 @@ func TestSendRetrySequences(t *testing.T) {
 
 // TestSendKeepsTheID: every attempt of a send carries the same ID.
 func TestSendKeepsTheID(t *testing.T) {
+	t.Parallel()
 	s := &stub{script: []error{err503, err530}}
 	addr := startStub(t, s)
 	rec := &recorder{}
@@ -154,6 +157,7 @@ func TestSendKeepsTheID(t *testing.T) {
 // TestSendInvalidMessage: an invalid message makes no attempt and is not
 // handed to the fallback.
 func TestSendInvalidMessage(t *testing.T) {
+	t.Parallel()
 	s := &stub{}
 	addr := startStub(t, s)
 	var fellBack atomic.Int32

@@ -206,6 +206,7 @@ func TestSchemeTargetSlowAnswerStaysOnItsBroker(t *testing.T) {
 // first answer waits for it within its attempt; a resolver with no address
 // fails the attempt at once, known not stored, with ErrNoEndpoints.
 func TestSchemeTargetWaitsForTheResolver(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	r := manual.NewBuilderWithScheme("rocketrytest")
 	attempt := make(chan struct{})
@@ -239,6 +240,7 @@ func TestSchemeTargetWaitsForTheResolver(t *testing.T) {
 // connection asks the target's resolver to resolve again (a DNS resolver
 // resolves only when asked), and the sends follow the new answer.
 func TestSchemeTargetResolvesAgain(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	dead := rmqtest.ClosedAddr(t)
 	target, r, res := schemeTarget(dead)
@@ -265,6 +267,7 @@ func TestSchemeTargetResolvesAgain(t *testing.T) {
 
 // TestSchemeTargetDNS: the real dns resolver, from gRPC's registry.
 func TestSchemeTargetDNS(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	_, port, err := net.SplitHostPort(b.Addr())
 	require.NoError(t, err)
@@ -303,6 +306,7 @@ func TestSchemeTargetUnix(t *testing.T) {
 // TestSchemeTargetRefused: targets New cannot use fail there, with
 // ErrInvalidTarget and a line that says why.
 func TestSchemeTargetRefused(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		target string
 		opts   []Option

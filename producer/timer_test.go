@@ -11,46 +11,28 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
-
-	"github.com/rocketry-go/rocketry/producer/internal/clock"
 )
 
-// fakeWaits replaces clock.NewTimer, the timer of the executor's and the pacer's waits, for
-// the test: every wait is recorded and ends at once (the time does not move on).
-func fakeWaits(t *testing.T) func() []time.Duration {
-	var mu sync.Mutex
-	var waits []time.Duration
-	t.Cleanup(func() { clock.NewTimer = time.NewTimer })
-	clock.NewTimer = func(d time.Duration) *time.Timer {
-		mu.Lock()
-		waits = append(waits, d)
-		mu.Unlock()
-		return time.NewTimer(0)
-	}
-	return func() []time.Duration {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]time.Duration(nil), waits...)
-	}
-}
-
-// fakeTime replaces clock.Real for the test with a clock whose waits are recorded and end
-// at once, its time moving on by each (the pacer reads a turn's time again as it waits);
-// it returns the waits so far. Deadlines sent on the wire are off by the time moved on.
-func fakeTime(t *testing.T) func() []time.Duration {
+// fakeWaits is a clock for one producer (withClock), the time of its
+// executor's and its pacer's waits: every wait is recorded and ends at once
+// (the time does not move on). It returns the option and the waits so far.
+func fakeWaits() (Option, func() []time.Duration) {
 	f := &fakeClock{}
-	real := clock.Real
-	t.Cleanup(func() { clock.Real = real })
-	clock.Real = f
-	return func() []time.Duration {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		return append([]time.Duration(nil), f.waits...)
-	}
+	return withClock(f), f.recorded
 }
 
-// fakeClock is the wall clock moved on by the waits it was asked for, which end at once.
+// fakeTime is fakeWaits whose time moves on by each wait (the pacer reads a
+// turn's time again as it waits). Deadlines sent on the wire are off by
+// the time moved on.
+func fakeTime() (Option, func() []time.Duration) {
+	f := &fakeClock{moves: true}
+	return withClock(f), f.recorded
+}
+
+// fakeClock is the wall clock, moved on by the waits it was asked for when
+// moves is set; its waits end at once.
 type fakeClock struct {
+	moves bool
 	mu    sync.Mutex
 	ahead time.Duration
 	waits []time.Duration
@@ -68,9 +50,17 @@ func (f *fakeClock) Sleep(ctx context.Context, d time.Duration) bool {
 	}
 	f.mu.Lock()
 	f.waits = append(f.waits, d)
-	f.ahead += d
+	if f.moves {
+		f.ahead += d
+	}
 	f.mu.Unlock()
 	return ctx.Err() == nil
+}
+
+func (f *fakeClock) recorded() []time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]time.Duration(nil), f.waits...)
 }
 
 // TestDefaultThrottleSchedule: with the defaults, throttled sends wait 1 s,
@@ -78,13 +68,14 @@ func (f *fakeClock) Sleep(ctx context.Context, d time.Duration) bool {
 // attempt after a wait is given at least MinConnectTimeout (20 s) instead of
 // the 3 s attempt timeout. The waits are faked, so the test takes no time.
 func TestDefaultThrottleSchedule(t *testing.T) {
-	waits := fakeWaits(t)
+	t.Parallel()
+	clk, waits := fakeWaits()
 	s := &stub{script: []error{err530, err530, err530}}
 	addr := startStub(t, s)
 	rec := &recorder{}
 	var givenMu sync.Mutex
 	var given []time.Duration
-	p := newTestProducer(t, addr, WithRand(nil), WithMaxAttempts(4), WithObserver(rec.observe), WithPacing(false),
+	p := newTestProducer(t, addr, clk, WithRand(nil), WithMaxAttempts(4), WithObserver(rec.observe), WithPacing(false),
 		WithDialOptions(withAttemptProbe(func(d time.Duration) {
 			givenMu.Lock()
 			given = append(given, d)
@@ -126,10 +117,11 @@ func TestDefaultThrottleSchedule(t *testing.T) {
 // TestRateLimitDeadline: a wait for the rate limiter that would end after
 // the caller's deadline fails the send at once.
 func TestRateLimitDeadline(t *testing.T) {
-	waits := fakeWaits(t)
+	t.Parallel()
+	clk, waits := fakeWaits()
 	s := &stub{}
 	addr := startStub(t, s)
-	p := newTestProducer(t, addr, WithRateLimit(0.001, 1), WithFallback(func(*Message, error) {}))
+	p := newTestProducer(t, addr, clk, WithRateLimit(0.001, 1), WithFallback(func(*Message, error) {}))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := p.Send(ctx, msg("t")); err != nil { // the burst
@@ -164,12 +156,13 @@ func withAttemptProbe(report func(time.Duration)) grpc.DialOption {
 // shorter, then the backoff itself (1.6^7 s = 26.8 s after the 7th
 // throttle). Regression: attempts were cut at 20 s.
 func TestConnectionBackoffAttemptTime(t *testing.T) {
-	fakeWaits(t)
+	t.Parallel()
+	clk, _ := fakeWaits()
 	s := &stub{script: []error{err530, err530, err530, err530, err530, err530, err530, err530}}
 	addr := startStub(t, s)
 	var mu sync.Mutex
 	var given []time.Duration
-	p := newTestProducer(t, addr, WithRand(nil), WithMaxAttempts(9),
+	p := newTestProducer(t, addr, clk, WithRand(nil), WithMaxAttempts(9),
 		WithDialOptions(withAttemptProbe(func(d time.Duration) {
 			mu.Lock()
 			given = append(given, d)

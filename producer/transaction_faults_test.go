@@ -26,6 +26,7 @@ import (
 // every message meant to be committed whose half message the broker held
 // is delivered, once, and nothing meant to be rolled back is.
 func TestTransactionsUnderFaults(t *testing.T) {
+	t.Parallel()
 	const topic, n = "tx-faults", 120
 	var mu sync.Mutex
 	records := map[string][]broker.SendRecord{}

@@ -34,6 +34,7 @@ func visibleIDs(b *broker.Broker, topic string) []string {
 // visible until Commit; Rollback drops them; an ended transaction refuses
 // more; a transactional message outside a transaction is refused.
 func TestTransactionCommitRollback(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t, broker.WithQueues(1))
 	p := newTestProducer(t, b.Addr(), WithProtocol(RocketMQ5))
 	ctx := context.Background()
@@ -81,6 +82,7 @@ func TestTransactionCommitRollback(t *testing.T) {
 // checker when the broker's check asks; a checker that does not know
 // leaves it to the broker, which rolls it back after its last check.
 func TestTransactionChecker(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t, broker.WithQueues(1), broker.WithTransactionCheck(20*time.Millisecond, 3))
 	var mu sync.Mutex
 	asked := map[string]int{}
@@ -138,6 +140,7 @@ func TestTransactionChecker(t *testing.T) {
 // but answered 50001 is not sent again; the error says the check resolves
 // it, and the checker's answer commits it.
 func TestTransactionSendNotRetriedAfterUnknownOutcome(t *testing.T) {
+	t.Parallel()
 	var sends atomic.Int32
 	b := brokertest.Start(t, broker.WithQueues(1), broker.WithTransactionCheck(20*time.Millisecond, 5),
 		broker.WithFaults(broker.Faults{StoredInternalRate: 1}),
@@ -169,6 +172,7 @@ func TestTransactionSendNotRetriedAfterUnknownOutcome(t *testing.T) {
 
 // TestTransactionEndRetried: an EndTransaction that fails is retried.
 func TestTransactionEndRetried(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t, broker.WithQueues(1))
 	var fails atomic.Int32
 	fails.Store(2)
@@ -194,6 +198,7 @@ func TestTransactionEndRetried(t *testing.T) {
 // TestTransactionEndedByTheCheck: a commit of a transaction the broker
 // rolled back after its last check says so.
 func TestTransactionEndedByTheCheck(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t, broker.WithQueues(1), broker.WithTransactionCheck(10*time.Millisecond, 1))
 	p := newTestProducer(t, b.Addr(), WithProtocol(RocketMQ5))
 	ctx := context.Background()
@@ -215,6 +220,7 @@ func TestTransactionEndedByTheCheck(t *testing.T) {
 // TestRecall: a timed message's receipt has a recall handle; recalled, the
 // message is gone; a due message or a bad handle is refused clearly.
 func TestRecall(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t, broker.WithQueues(1))
 	p := newTestProducer(t, b.Addr(), WithProtocol(RocketMQ5))
 	ctx := context.Background()
@@ -254,6 +260,7 @@ func TestRecall(t *testing.T) {
 // TestTransactionsNeedRocketMQ5: over rocketry.v1 the RocketMQ 5 calls
 // and option are refused clearly.
 func TestTransactionsNeedRocketMQ5(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	p := newTestProducer(t, b.Addr())
 	_, err := p.BeginTransaction(context.Background())
@@ -273,6 +280,7 @@ func TestTransactionsNeedRocketMQ5(t *testing.T) {
 // TestHalfMessageRetryRule: Decide retries a half message only when it is
 // known not stored.
 func TestHalfMessageRetryRule(t *testing.T) {
+	t.Parallel()
 	cfg := defaultConfig()
 	cfg.Failure = msSchedule(t)
 	cfg.Throttle = msSchedule(t)

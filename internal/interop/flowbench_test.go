@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -166,6 +167,17 @@ func TestFlowControlBench(t *testing.T) {
 	run(contenderNode, func(addr string) flowRow { return sendNodeFlow(t, sc, addr, certFile) })
 	t.Logf("load average at end: %s", loadAverage())
 	t.Logf("scenario: %s\n%s", sc, flowTable(sc, rows))
+	// The table is the measure; what must hold of rocketry whatever the
+	// machine: it ran, accounted for every message, and lost none it
+	// reported sent.
+	for _, row := range rows {
+		if row.Contender != contenderRocketry {
+			continue
+		}
+		require.Empty(t, row.Skipped, "rocketry was skipped")
+		assert.Equal(t, sc.Messages, row.Sent+row.Failed, "rocketry: messages sent or failed")
+		assert.GreaterOrEqual(t, row.Stored, int64(row.Sent), "rocketry: stored at least every message reported sent")
+	}
 }
 
 // flowTable is the markdown table of rows; the first is the baseline.

@@ -86,6 +86,16 @@ func New(cfg Config, slots chan struct{}, hard context.Context) *Batcher {
 // MaxMessages is the most messages of one of its batches.
 func (bt *Batcher) MaxMessages() int { return bt.cfg.MaxMessages }
 
+// Waiting is the entries in open batches and the entries in batches sent
+// and not yet answered: what the producer's tests wait for instead of
+// sleeping until their sends have joined a batch, or their batch is on the
+// wire.
+func (bt *Batcher) Waiting() (pending, sending int) {
+	bt.mu.Lock()
+	defer bt.mu.Unlock()
+	return bt.pending, bt.sending
+}
+
 // A Sender sends a batch in one request over its protocol and answers each
 // of its entries (Batch.Answer, Batch.FailAll) before it returns. It runs
 // on the batch's goroutine; it calls MarkEncoded once the request is

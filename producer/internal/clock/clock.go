@@ -19,10 +19,6 @@ type Clock interface {
 	Sleep(ctx context.Context, d time.Duration) bool
 }
 
-// NewTimer makes the timer of every wait of the Real clock; tests swap it
-// (and restore it with t.Cleanup) to see the waits without taking them.
-var NewTimer = time.NewTimer
-
 // Real is the wall clock.
 var Real Clock = wall{}
 
@@ -34,7 +30,7 @@ func (wall) Sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return true
 	}
-	t := NewTimer(d)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:

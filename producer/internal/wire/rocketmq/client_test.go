@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,14 +221,18 @@ func TestRmqSendUnreachable(t *testing.T) {
 func TestRmqStartWaitsForSettings(t *testing.T) {
 	srv := rmqtest.Start(t)
 	c := newTestRMQClient(t, []string{srv.Addr}, func(c *Config) { c.Send.AttemptTimeout = 5 * time.Second })
+	var given atomic.Bool
 	go func() {
-		time.Sleep(100 * time.Millisecond)
+		// The client has sent its Settings and waits for the server's.
+		for end := time.Now().Add(10 * time.Second); len(srv.ClientSettings()) == 0 && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+		}
+		given.Store(true)
 		srv.SetSettings(rmqtest.Settings(4096))
 		srv.EndStreams() // the client reopens and gets the Settings now
 	}()
-	start := time.Now()
 	require.NoError(t, c.start(context.Background()))
-	assert.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond)
+	assert.True(t, given.Load(), "start returned before the server had Settings to give")
 	assert.Equal(t, 4096, c.maxBodySize())
 	require.NotNil(t, c.serverRetryPolicy())
 	assert.Equal(t, int32(4), c.serverRetryPolicy().GetMaxAttempts())

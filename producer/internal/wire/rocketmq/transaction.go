@@ -125,12 +125,8 @@ func (c *rmqClient) retry(ctx context.Context, addrs []string, call func(context
 		if !ok {
 			return n, fmt.Errorf("%w: %w", senderr.ErrAttemptsExhausted, err)
 		}
-		t := clock.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !clock.Or(cfg.Clock).Sleep(ctx, d) {
 			return n, fmt.Errorf("%w (last attempt: %w)", context.Cause(ctx), err)
-		case <-t.C:
 		}
 	}
 }

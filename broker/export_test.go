@@ -1,0 +1,10 @@
+package broker
+
+import "time"
+
+// WithGracePeriod sets how long Stop lets calls in flight finish before it
+// ends them (2 s by default): an hour makes a test that passes show that
+// Stop did not wait for it.
+func WithGracePeriod(d time.Duration) Option {
+	return func(c *config) { c.gracePeriod = d }
+}
