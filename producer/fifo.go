@@ -237,7 +237,7 @@ func (p *Producer) sendInTurn(ctx context.Context, m, wm *Message, t *ticket, pn
 	switch {
 	case t.first != nil:
 		cause := fmt.Errorf("message group %q: message %q failed first: %w", m.MessageGroup, t.first.MessageID, t.first)
-		se = newSendError(&send.Failure{ID: m.ID, End: send.EndGroupFailed, Last: send.Outcome{Err: cause}})
+		se = newSendError(&send.Failure{ID: m.ID, End: send.EndGroupFailed, Last: Outcome{Err: cause}})
 		p.putDeadLetter(m, se)
 	case ctx.Err() != nil || p.hardCtx.Err() != nil:
 		se = p.stoppedSend(ctx, m)

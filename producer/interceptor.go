@@ -80,7 +80,7 @@ func NewUnaryClientInterceptor(opts ...Option) (grpc.UnaryClientInterceptor, err
 			}
 		}
 		if o, ok := tooLargeToSend(req, copts); !ok {
-			f := x.Refuse(o.internal(), send.EndNotRetryable)
+			f := x.Refuse(o, send.EndNotRetryable)
 			se := newSendError(&f)
 			cfg.finish(ctx, se)
 			return se
@@ -142,11 +142,11 @@ func (c *interceptCall) Endpoint(int) string {
 
 // Attempt is attempt's outcome as the executor reads it
 // (send.Attempter).
-func (c *interceptCall) Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (send.Outcome, bool) {
+func (c *interceptCall) Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (Outcome, bool) {
 	return c.attempt(ctx, ep, waitForReady, deadline)
 }
 
-func (c *interceptCall) attempt(ctx context.Context, _ int, wait bool, deadline time.Time) (send.Outcome, bool) {
+func (c *interceptCall) attempt(ctx context.Context, _ int, wait bool, deadline time.Time) (Outcome, bool) {
 	ctx, cancel := send.AttemptContext(ctx, deadline)
 	defer cancel()
 	c.peer = peer.Peer{}
@@ -155,7 +155,7 @@ func (c *interceptCall) attempt(ctx context.Context, _ int, wait bool, deadline 
 		opts = append(opts[:len(opts):len(opts)], wirev1.WaitForReady)
 	}
 	err := c.invoker(ctx, c.method, c.req, c.reply, c.cc, opts...)
-	return wire.NotSent(c.cls.Classify(c.reply, err).internal(), err, &c.peer, c.Endpoint(0))
+	return wire.NotSent(c.cls.Classify(c.reply, err), err, &c.peer, c.Endpoint(0))
 }
 
 // tooLargeToSend fails a request over the call's grpc.MaxCallSendMsgSize

@@ -302,10 +302,10 @@ func (tx *Transaction) end(ctx context.Context, op string, commit bool) error {
 // connection that stored it, for EndTransaction.
 func (p *Producer) sendHalf(ctx context.Context, tt wire.Transactions, m *Message) (*SendReceipt, string, *SendError) {
 	if err := ctx.Err(); err != nil {
-		return nil, "", newSendError(&send.Failure{ID: m.ID, End: send.EndContext, Cause: err, CtxErr: err, Last: send.Outcome{Err: err}})
+		return nil, "", newSendError(&send.Failure{ID: m.ID, End: send.EndContext, Cause: err, CtxErr: err, Last: Outcome{Err: err}})
 	}
 	if !p.enter() {
-		return nil, "", newSendError(&send.Failure{ID: m.ID, End: send.EndClosed, Last: send.Outcome{Err: ErrClosed}})
+		return nil, "", newSendError(&send.Failure{ID: m.ID, End: send.EndClosed, Last: Outcome{Err: ErrClosed}})
 	}
 	ctx, wm := p.startSend(ctx, m, false)
 	sctx, cancel := context.WithCancelCause(ctx)

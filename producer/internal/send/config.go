@@ -9,6 +9,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/brokercode"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/clock"
 )
 
@@ -65,7 +66,7 @@ type Event struct {
 	ID       string
 	Attempt  int
 	Delay    time.Duration
-	Why      Kind
+	Why      outcome.Kind
 	Code     brokercode.Code
 	Reason   brokercode.Reason
 	Endpoint string
@@ -95,7 +96,7 @@ type Failure struct {
 	Cause    error // EndContext: the context's cause
 	CtxErr   error // the caller's context error, when it stopped the send
 	Attempts int
-	Last     Outcome           // the last attempt's outcome; zero when none was made
+	Last     outcome.Outcome   // the last attempt's outcome; zero when none was made
 	Reason   brokercode.Reason // of the last throttled attempt
 	MaybeAt  string            // the endpoint of the last attempt whose outcome was unknown
 }

@@ -1,9 +1,10 @@
 // Package send is the executor of the producer: it runs one send from its
 // first attempt to its end, over an Attempter of a wire protocol, and
 // Decide, the one function that says what follows an attempt, holds the
-// retry contract (docs/retries.md's retry table). It knows no protocol and
-// no public type: the producer converts its Outcome to this package's, maps
-// End to its sentinel errors (newSendError) and Event to its public Event.
+// retry contract (docs/retries.md's retry table). It knows no protocol. An
+// attempt's answer is an outcome.Outcome (the public leaf package outcome,
+// which the producer's API speaks too); the producer maps End to its
+// sentinel errors (newSendError) and Event to its public Event.
 //
 // Counting: MaxAttempts counts attempts, the first included. The schedules
 // number retries: retry n of the throttle schedule follows the n-th
@@ -20,6 +21,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/brokercode"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/clock"
 	"github.com/rocketry-go/rocketry/producer/internal/deadline"
 )
@@ -67,7 +69,7 @@ type Executor struct {
 	attempts  int               // written by Run
 	failures  int               // written by Decide
 	throttles int               // written by Decide
-	last      Outcome           // written by Decide (and Refuse, before any attempt): the last attempt's outcome
+	last      outcome.Outcome   // written by Decide (and Refuse, before any attempt): the last attempt's outcome
 	reason    brokercode.Reason // written by Decide: of the last throttled attempt
 
 	// The throttle schedule's delay for retry drawnFor, drawn in advance:
@@ -145,7 +147,7 @@ func (x *Executor) Run(ctx context.Context) (f Failure, failed bool) {
 		}
 		end := clk.Now()
 		pc.Record(paceResult(o), start, end)
-		if o.Kind == Stored {
+		if o.Kind == outcome.Stored {
 			c.Budget.success()
 			if c.Event != nil {
 				c.Event(ctx, Event{Kind: EventSuccess, ID: x.ID, Attempt: x.attempts, Endpoint: x.A.Endpoint(x.EP)})
@@ -153,7 +155,7 @@ func (x *Executor) Run(ctx context.Context) (f Failure, failed bool) {
 			return Failure{}, false
 		}
 
-		if o.Kind == FailedUnknown && !unsent {
+		if o.Kind == outcome.FailedUnknown && !unsent {
 			x.maybeAt = pinName(x.A, x.EP) // the message may be stored there
 		}
 		d := x.Decide(ctx, o, unsent, start, end)
@@ -208,10 +210,10 @@ func (x *Executor) Run(ctx context.Context) (f Failure, failed bool) {
 //     send now (EndDeadlineTooShort).
 //
 // It updates the executor's counts, pin and last outcome, and the budget.
-func (x *Executor) Decide(ctx context.Context, o Outcome, unsent bool, start, now time.Time) Decision {
+func (x *Executor) Decide(ctx context.Context, o outcome.Outcome, unsent bool, start, now time.Time) Decision {
 	c := x.Cfg
 	x.last = o
-	if o.Kind == Stored {
+	if o.Kind == outcome.Stored {
 		return Decision{Act: Done}
 	}
 	if ctx.Err() != nil {
@@ -224,13 +226,13 @@ func (x *Executor) Decide(ctx context.Context, o Outcome, unsent bool, start, no
 
 	throttled := false
 	switch o.Kind {
-	case Throttled:
+	case outcome.Throttled:
 		throttled = true
 		x.throttles++
 		x.reason = o.Reason
-	case FailedNotStored, FailedUnknown:
+	case outcome.FailedNotStored, outcome.FailedUnknown:
 		x.failures++
-		if x.Transactional && !unsent && (!x.Half || o.Kind == FailedUnknown) {
+		if x.Transactional && !unsent && (!x.Half || o.Kind == outcome.FailedUnknown) {
 			return Decision{Act: Fail, End: EndNotRetryable}
 		}
 	default:
@@ -274,7 +276,7 @@ func (x *Executor) Decide(ctx context.Context, o Outcome, unsent bool, start, no
 		// Known not stored: the request never left, or the broker said so.
 		// After an unknown outcome the message may be stored on this
 		// endpoint already: the send stays (pinned).
-		known := unsent || o.Kind == FailedNotStored
+		known := unsent || o.Kind == outcome.FailedNotStored
 		x.pinned = x.pinned || !known
 		d.Failover = known && !x.pinned
 	}
@@ -355,7 +357,7 @@ func Stopped(ctx context.Context, id string, closed error) Failure {
 
 // Refuse ends the send before any attempt, for the reason o gives (the
 // interceptor's check of the call's size limit).
-func (x *Executor) Refuse(o Outcome, end End) Failure {
+func (x *Executor) Refuse(o outcome.Outcome, end End) Failure {
 	x.last = o
 	return x.failure(Decision{Act: Fail, End: end})
 }

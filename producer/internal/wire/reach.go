@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/senderr"
 )
 
@@ -35,7 +35,7 @@ func Passthrough(addr string) string { return "passthrough:///" + addr }
 // protocols): a call that failed before gRPC gave it a peer. It returns o,
 // read as Unreachable says when the request never left for the broker at
 // endpoint, and whether it never left (the message is known not stored).
-func NotSent(o send.Outcome, err error, pr *peer.Peer, endpoint string) (send.Outcome, bool) {
+func NotSent(o outcome.Outcome, err error, pr *peer.Peer, endpoint string) (outcome.Outcome, bool) {
 	if err == nil || pr.Addr != nil {
 		return o, false
 	}
@@ -48,7 +48,7 @@ func NotSent(o send.Outcome, err error, pr *peer.Peer, endpoint string) (send.Ou
 // the broker at endpoint could not be reached, the outcome is
 // FailedNotStored with a *senderr.ConnectError naming the cause; otherwise o is
 // returned as it is.
-func Unreachable(o send.Outcome, endpoint string) send.Outcome {
+func Unreachable(o outcome.Outcome, endpoint string) outcome.Outcome {
 	s, ok := status.FromError(o.Err)
 	if !ok || (s.Code() != codes.Unavailable && s.Code() != codes.DeadlineExceeded) {
 		return o
@@ -57,7 +57,7 @@ func Unreachable(o send.Outcome, endpoint string) send.Outcome {
 	if reason == nil {
 		return o
 	}
-	o.Kind = send.FailedNotStored
+	o.Kind = outcome.FailedNotStored
 	o.Err = &senderr.ConnectError{Endpoint: endpoint, Reason: reason, Err: o.Err}
 	return o
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
-	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,7 +24,7 @@ func TestRmqAgainstBundledBroker(t *testing.T) {
 	m := &wire.Message{ID: c.ids.next(), Topic: "orders", Tag: "t", Keys: []string{"k"}, Body: []byte("hello")}
 	call := c.newCall(m)
 	o, unsent := call.attempt(context.Background(), 1, true, time.Time{})
-	require.Equal(t, send.Stored, o.Kind, "%v", o.Err)
+	require.Equal(t, outcome.Stored, o.Kind, "%v", o.Err)
 	assert.False(t, unsent)
 	assert.Equal(t, "broker-a", call.Endpoint(1))
 	q, _, _, ok := call.result()
@@ -37,7 +37,7 @@ func TestRmqAgainstBundledBroker(t *testing.T) {
 
 	require.NoError(t, b.SetFaults(broker.Faults{InternalRate: 1}))
 	o, unsent = c.newCall(&wire.Message{ID: c.ids.next(), Topic: "orders", Body: []byte("x")}).attempt(context.Background(), 0, true, time.Time{})
-	assert.Equal(t, send.FailedUnknown, o.Kind, "50001 says nothing of storage: %v", o.Err)
+	assert.Equal(t, outcome.FailedUnknown, o.Kind, "50001 says nothing of storage: %v", o.Err)
 	assert.Equal(t, int32(50001), o.WireCode)
 	assert.False(t, unsent)
 }

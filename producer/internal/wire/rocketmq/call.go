@@ -8,6 +8,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
@@ -71,7 +72,7 @@ func (c *rmqClient) initCall(a *rmqCall, m *wire.Message) *rmqCall {
 
 // Attempt is attempt's outcome as the executor reads it
 // (send.Attempter).
-func (a *rmqCall) Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (send.Outcome, bool) {
+func (a *rmqCall) Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (outcome.Outcome, bool) {
 	return a.attempt(ctx, ep, waitForReady, deadline)
 }
 
@@ -80,10 +81,10 @@ func (a *rmqCall) Attempt(ctx context.Context, ep int, waitForReady bool, deadli
 // request never left the client: the body is over the server's
 // max_body_size (Permanent, MESSAGE_TOO_LARGE), the route could not be
 // read, or gRPC failed the call before it reached a transport (no peer).
-func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (send.Outcome, bool) {
+func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (outcome.Outcome, bool) {
 	if n := a.c.maxBodySize(); n > 0 && len(a.msg.Body) > n {
 		err := fmt.Errorf("%w: body is %d bytes, over the server's max_body_size of %d", senderr.ErrInvalidMessage, len(a.msg.Body), n)
-		return send.Outcome{Kind: send.Permanent, Code: brokercode.MessageTooLarge, Err: err}, true
+		return outcome.Outcome{Kind: outcome.Permanent, Code: brokercode.MessageTooLarge, Err: err}, true
 	}
 	if !a.cachedRoute() {
 		rctx, cancel := send.AttemptContext(ctx, deadline)
@@ -97,7 +98,7 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 	q := a.route.queue(ep)
 	cn, err := a.c.conn(q.addr)
 	if err != nil {
-		return send.Outcome{Kind: send.FailedNotStored, Err: err}, true
+		return outcome.Outcome{Kind: outcome.FailedNotStored, Err: err}, true
 	}
 	a.cn = cn
 	if a.bt != nil {
@@ -126,7 +127,7 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 // producer.GRPCClassifier reads it (wirev1.Classify), and a route without
 // a writable queue, the client's end or the caller's context as failures
 // known not stored.
-func routeOutcome(err error) send.Outcome {
+func routeOutcome(err error) outcome.Outcome {
 	var se *senderr.StatusError
 	switch {
 	case errors.As(err, &se):
@@ -136,11 +137,11 @@ func routeOutcome(err error) send.Outcome {
 		}
 		return o
 	case errors.Is(err, errNoWritableQueue), errors.Is(err, senderr.ErrClosed):
-		return send.Outcome{Kind: send.FailedNotStored, Err: err}
+		return outcome.Outcome{Kind: outcome.FailedNotStored, Err: err}
 	}
 	o := wirev1.Classify(err)
-	if o.Kind == send.FailedUnknown {
-		o.Kind = send.FailedNotStored // nothing was sent
+	if o.Kind == outcome.FailedUnknown {
+		o.Kind = outcome.FailedNotStored // nothing was sent
 	}
 	return o
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
-	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 	"github.com/rocketry-go/rocketry/senderr"
@@ -51,7 +51,7 @@ func TestRmqMetadataOnEveryCall(t *testing.T) {
 
 	m := &wire.Message{ID: c.ids.next(), Topic: "orders", Body: []byte("x")}
 	o, unsent := c.newCall(m).attempt(context.Background(), 0, false, time.Time{})
-	require.Equal(t, send.Stored, o.Kind, "%v", o.Err)
+	require.Equal(t, outcome.Stored, o.Kind, "%v", o.Err)
 	require.False(t, unsent)
 	require.Eventually(t, func() bool {
 		n := 0
@@ -145,7 +145,7 @@ func TestRmqRouteThroughAttempts(t *testing.T) {
 	call := c.newCall(&wire.Message{ID: c.ids.next(), Topic: "t", Body: []byte("b")})
 	for ep, want := range []string{"broker-a", "broker-b", "broker-a"} {
 		o, _ := call.attempt(context.Background(), ep, false, time.Time{})
-		require.Equal(t, send.Stored, o.Kind, "ep %d: %v", ep, o.Err)
+		require.Equal(t, outcome.Stored, o.Kind, "ep %d: %v", ep, o.Err)
 		assert.Equal(t, want, call.Endpoint(ep), "ep %d", ep)
 	}
 	var queuesA, queuesB []int32
@@ -183,7 +183,7 @@ func TestRmqRouteErrors(t *testing.T) {
 
 	// TOPIC_NOT_FOUND: permanent, and nothing was sent.
 	o, unsent := c.newCall(&wire.Message{ID: "1", Topic: "nope"}).attempt(context.Background(), 0, false, time.Time{})
-	assert.Equal(t, send.Permanent, o.Kind)
+	assert.Equal(t, outcome.Permanent, o.Kind)
 	assert.Equal(t, int32(rocketmqv2.Code_TOPIC_NOT_FOUND), o.WireCode)
 	assert.True(t, unsent)
 
@@ -192,7 +192,7 @@ func TestRmqRouteErrors(t *testing.T) {
 	ro.Permission = rocketmqv2.Permission_READ
 	srv.SetRoute("ro", ro)
 	o, unsent = c.newCall(&wire.Message{ID: "2", Topic: "ro"}).attempt(context.Background(), 0, false, time.Time{})
-	assert.Equal(t, send.FailedNotStored, o.Kind)
+	assert.Equal(t, outcome.FailedNotStored, o.Kind)
 	assert.True(t, errors.Is(o.Err, errNoWritableQueue), "%v", o.Err)
 	assert.True(t, unsent)
 }
@@ -211,7 +211,7 @@ func TestRmqSendUnreachable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	o, unsent := c.newCall(&wire.Message{ID: "1", Topic: "t"}).attempt(ctx, 0, false, time.Time{})
-	assert.Equal(t, send.FailedNotStored, o.Kind, "a refused connection: %v", o.Err)
+	assert.Equal(t, outcome.FailedNotStored, o.Kind, "a refused connection: %v", o.Err)
 	assert.ErrorIs(t, o.Err, senderr.ErrConnectionRefused, "named as the public API names it (senderr)")
 	assert.True(t, unsent, "the request never left: %v", o.Err)
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 	"github.com/stretchr/testify/assert"
@@ -28,7 +28,7 @@ func TestRmqBrokerSeveralAddresses(t *testing.T) {
 		for i := range 4 { // the addresses are shuffled per connection: several sends, one connection
 			call := c.newCall(&wire.Message{ID: topic + strconv.Itoa(i), Topic: topic})
 			o, unsent := call.attempt(context.Background(), 0, false, time.Time{})
-			require.Equal(t, send.Stored, o.Kind, "%s: %v", topic, o.Err)
+			require.Equal(t, outcome.Stored, o.Kind, "%s: %v", topic, o.Err)
 			assert.False(t, unsent)
 			assert.Equal(t, "broker-a", call.Endpoint(0))
 		}

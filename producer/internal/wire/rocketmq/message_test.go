@@ -13,7 +13,7 @@ import (
 	"time"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
-	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 	"github.com/rocketry-go/rocketry/senderr"
@@ -101,7 +101,7 @@ func TestRmqSendAttempt(t *testing.T) {
 	m := &wire.Message{ID: c.ids.next(), Topic: "orders", Tag: "t", Body: []byte("hello"), Transactional: true}
 	call := c.newCall(m)
 	o, unsent := call.attempt(context.Background(), 0, true, time.Time{})
-	require.Equal(t, send.Stored, o.Kind, "%v", o.Err)
+	require.Equal(t, outcome.Stored, o.Kind, "%v", o.Err)
 	assert.False(t, unsent)
 	q, off, _, ok := call.result()
 	assert.True(t, ok)
@@ -123,7 +123,7 @@ func TestRmqSendAttempt(t *testing.T) {
 		return &rocketmqv2.SendMessageResponse{Status: &rocketmqv2.Status{Code: rocketmqv2.Code_TOO_MANY_REQUESTS, Message: "STORAGE_LOAD"}}
 	})
 	o, unsent = call.attempt(context.Background(), 0, false, time.Time{})
-	assert.Equal(t, send.Throttled, o.Kind)
+	assert.Equal(t, outcome.Throttled, o.Kind)
 	assert.False(t, unsent)
 	var se *senderr.StatusError
 	require.True(t, errors.As(o.Err, &se))

@@ -9,6 +9,7 @@ import (
 	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
@@ -72,12 +73,12 @@ func TestRmqMaxBodySize(t *testing.T) {
 	require.Equal(t, 4, c.maxBodySize())
 
 	o, unsent := c.newCall(&wire.Message{ID: "1", Topic: "t", Body: []byte("12345")}).attempt(context.Background(), 0, false, time.Time{})
-	assert.Equal(t, send.Permanent, o.Kind)
+	assert.Equal(t, outcome.Permanent, o.Kind)
 	assert.Equal(t, brokercode.MessageTooLarge, o.Code)
 	assert.True(t, errors.Is(o.Err, senderr.ErrInvalidMessage))
 	assert.True(t, unsent)
 	o, _ = c.newCall(&wire.Message{ID: "2", Topic: "t", Body: []byte("1234")}).attempt(context.Background(), 0, false, time.Time{})
-	assert.Equal(t, send.Stored, o.Kind, "%v", o.Err)
+	assert.Equal(t, outcome.Stored, o.Kind, "%v", o.Err)
 	srv.Seen(func(s *rmqtest.Server) { assert.Len(t, s.Sends, 1) })
 }
 
@@ -96,7 +97,7 @@ func TestRmqPacerPerBroker(t *testing.T) {
 	first := c.newCall(&wire.Message{ID: "1", Topic: "t"})
 	assert.Nil(t, first.Pacer(0).Endpoint, "route not known yet")
 	o, _ := first.attempt(context.Background(), 0, false, time.Time{})
-	require.Equal(t, send.Stored, o.Kind, "%v", o.Err)
+	require.Equal(t, outcome.Stored, o.Kind, "%v", o.Err)
 	// Queues interleave a0 b0 a1: ep 0 and 2 are broker-a.
 	require.NotNil(t, first.Pacer(0).Endpoint)
 	assert.Same(t, first.Pacer(0).Endpoint, first.Pacer(2).Endpoint)
@@ -120,7 +121,7 @@ func TestRmqEndpointName(t *testing.T) {
 	first := c.newCall(&wire.Message{ID: "1", Topic: "t"})
 	assert.Equal(t, "rocketmq:t", first.Endpoint(0))
 	o, _ := first.attempt(context.Background(), 0, false, time.Time{})
-	require.Equal(t, send.Stored, o.Kind, "%v", o.Err)
+	require.Equal(t, outcome.Stored, o.Kind, "%v", o.Err)
 	assert.Equal(t, "broker-a", first.Endpoint(0))
 	assert.Equal(t, "broker-a", c.newCall(&wire.Message{ID: "2", Topic: "t"}).Endpoint(5))
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
-	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 )
 
@@ -53,7 +53,7 @@ func BenchmarkRefreshUnderSends(b *testing.B) {
 	one := func(topic string) time.Duration {
 		start := time.Now()
 		o, _ := c.newCall(&wire.Message{ID: c.ids.next(), Topic: topic, Body: make([]byte, 100)}).attempt(ctx, 0, true, time.Time{})
-		if o.Kind != send.Stored {
+		if o.Kind != outcome.Stored {
 			b.Fatalf("%s: %v", topic, o.Err)
 		}
 		return time.Since(start)

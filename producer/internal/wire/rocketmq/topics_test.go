@@ -9,7 +9,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
-	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 	"github.com/stretchr/testify/assert"
@@ -29,7 +29,7 @@ func (f *fakeNow) add(d time.Duration) { f.ns.Add(int64(d)) }
 func sendTo(t *testing.T, c *rmqClient, topic string) {
 	t.Helper()
 	o, _ := c.newCall(&wire.Message{ID: c.ids.next(), Topic: topic, Body: []byte("x")}).attempt(context.Background(), 0, true, time.Time{})
-	require.Equal(t, send.Stored, o.Kind, "%s: %v", topic, o.Err)
+	require.Equal(t, outcome.Stored, o.Kind, "%s: %v", topic, o.Err)
 }
 
 // TestRmqNewTopicsCoalesceSettings: new topics do not each write the

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/clock"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
@@ -66,16 +67,16 @@ func (c *rmqClient) endTransaction(ctx context.Context, h wire.Half, res rocketm
 		Source:        src,
 	}
 	lostBefore := false // an earlier attempt's outcome was unknown
-	return c.retry(ctx, []string{h.Addr}, func(ctx context.Context, cn *rmqConn) (send.Outcome, error) {
+	return c.retry(ctx, []string{h.Addr}, func(ctx context.Context, cn *rmqConn) (outcome.Outcome, error) {
 		resp, err := cn.stub.EndTransaction(ctx, req)
 		if err != nil {
 			o := wirev1.Classify(err)
-			lostBefore = lostBefore || o.Kind == send.FailedUnknown
+			lostBefore = lostBefore || o.Kind == outcome.FailedUnknown
 			return o, err
 		}
 		st := resp.GetStatus()
 		if st.GetCode() == rocketmqv2.Code_OK {
-			return send.Outcome{Kind: send.Stored}, nil
+			return outcome.Outcome{Kind: outcome.Stored}, nil
 		}
 		serr := &senderr.StatusError{Code: int32(st.GetCode()), Message: st.GetMessage()}
 		if st.GetCode() == rocketmqv2.Code_INTERNAL_SERVER_ERROR && strings.Contains(st.GetMessage(), "transaction data") {
@@ -84,10 +85,10 @@ func (c *rmqClient) endTransaction(ctx context.Context, h wire.Half, res rocketm
 			if lostBefore {
 				note = " (an earlier attempt's answer was lost: it may have ended it)"
 			}
-			return send.Outcome{Kind: send.Permanent}, fmt.Errorf("%w%s: %w", senderr.ErrTransactionNotFound, note, serr)
+			return outcome.Outcome{Kind: outcome.Permanent}, fmt.Errorf("%w%s: %w", senderr.ErrTransactionNotFound, note, serr)
 		}
 		o := StatusOutcome(serr)
-		lostBefore = lostBefore || o.Kind == send.FailedUnknown
+		lostBefore = lostBefore || o.Kind == outcome.FailedUnknown
 		return o, serr
 	})
 }
@@ -97,7 +98,7 @@ func (c *rmqClient) endTransaction(ctx context.Context, h wire.Half, res rocketm
 // or Permanent, the attempts are spent (the producer's MaxAttempts), the
 // failure schedule has no more retries, or ctx ends; each attempt within
 // the attempt timeout. It returns the attempts made and the last error.
-func (c *rmqClient) retry(ctx context.Context, addrs []string, call func(context.Context, *rmqConn) (send.Outcome, error)) (int, error) {
+func (c *rmqClient) retry(ctx context.Context, addrs []string, call func(context.Context, *rmqConn) (outcome.Outcome, error)) (int, error) {
 	cfg := c.cfg
 	ai := 0
 	for n := 1; ; n++ {
@@ -109,16 +110,16 @@ func (c *rmqClient) retry(ctx context.Context, addrs []string, call func(context
 		o, err := call(actx, cn)
 		cancel()
 		switch {
-		case o.Kind == send.Stored:
+		case o.Kind == outcome.Stored:
 			return n, nil
-		case o.Kind == send.Permanent:
+		case o.Kind == outcome.Permanent:
 			return n, err
 		case ctx.Err() != nil:
 			return n, fmt.Errorf("%w (last attempt: %w)", context.Cause(ctx), err)
 		case n >= cfg.MaxAttempts:
 			return n, fmt.Errorf("%w: %w", senderr.ErrAttemptsExhausted, err)
 		}
-		if o.Kind == send.FailedNotStored {
+		if o.Kind == outcome.FailedNotStored {
 			ai++
 		}
 		d, ok := cfg.Failure.Delay(n, cfg.Rand)

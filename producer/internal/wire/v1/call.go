@@ -6,6 +6,7 @@ import (
 	"time"
 
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"github.com/rocketry-go/rocketry/producer/internal/pace"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
@@ -115,7 +116,7 @@ func (c *sendCall[R]) Reach(ep int) *send.Reach {
 
 // Attempt is attempt's outcome as the executor reads it
 // (send.Attempter).
-func (c *sendCall[R]) Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (send.Outcome, bool) {
+func (c *sendCall[R]) Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (outcome.Outcome, bool) {
 	return c.attempt(ctx, ep, waitForReady, deadline)
 }
 
@@ -124,7 +125,7 @@ func (c *sendCall[R]) Attempt(ctx context.Context, ep int, waitForReady bool, de
 // never sent, so its message is known not stored (and when gRPC says the
 // broker could not be reached, the outcome names why: a
 // *senderr.ConnectError, wire.NotSent).
-func (c *sendCall[R]) attempt(ctx context.Context, ep int, wait bool, deadline time.Time) (send.Outcome, bool) {
+func (c *sendCall[R]) attempt(ctx context.Context, ep int, wait bool, deadline time.Time) (outcome.Outcome, bool) {
 	if c.set == nil {
 		if o, ok := c.resolve(ctx, deadline); !ok {
 			return o, true
@@ -147,9 +148,9 @@ func (c *sendCall[R]) attempt(ctx context.Context, ep int, wait bool, deadline t
 	if err == nil {
 		if n := len(c.resp.Results); n != 1 {
 			err = fmt.Errorf("producer: broker answered %d results for one message", n)
-			return send.Outcome{Kind: send.FailedUnknown, Err: err}, false
+			return outcome.Outcome{Kind: outcome.FailedUnknown, Err: err}, false
 		}
-		return send.Outcome{Kind: send.Stored}, false
+		return outcome.Outcome{Kind: outcome.Stored}, false
 	}
 	return wire.NotSent(Classify(err), err, &c.peer, e.name)
 }
@@ -157,13 +158,13 @@ func (c *sendCall[R]) attempt(ctx context.Context, ep int, wait bool, deadline t
 // resolve takes the endpoints of a target with a scheme for the rest of
 // the send, waiting for the resolver's first answer within the attempt; ok
 // is false when there is none (the attempt's outcome, known not stored).
-func (c *sendCall[R]) resolve(ctx context.Context, deadline time.Time) (o send.Outcome, ok bool) {
+func (c *sendCall[R]) resolve(ctx context.Context, deadline time.Time) (o outcome.Outcome, ok bool) {
 	actx, cancel := send.AttemptContext(ctx, deadline)
 	s, err := c.t.targets.acquire(actx)
 	cancel()
 	if err != nil {
-		return send.Outcome{Kind: send.FailedNotStored, Err: err}, false
+		return outcome.Outcome{Kind: outcome.FailedNotStored, Err: err}, false
 	}
 	c.set = s
-	return send.Outcome{}, true
+	return outcome.Outcome{}, true
 }
