@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/rocketry-go/rocketry/producer/internal/send"
-	"github.com/rocketry-go/rocketry/producer/internal/wire"
 )
 
 // This file holds the order of FIFO messages (Message.MessageGroup): the
@@ -231,7 +230,7 @@ func (p *Producer) awaitTurn(ctx context.Context, m *Message, t *ticket) *SendEr
 // turn to the next send of its group: it fails behind the group's failure
 // (ErrGroupFailed), or without an attempt when its context has ended,
 // else it runs as any send.
-func (p *Producer) sendInTurn(ctx context.Context, m, wm *Message, t *ticket, pn *wire.Pin) (*SendReceipt, *SendError) {
+func (p *Producer) sendInTurn(ctx context.Context, m, wm *Message, t *ticket, pn *send.Pin) (*SendReceipt, *SendError) {
 	var r *SendReceipt
 	var se *SendError
 	switch {

@@ -70,15 +70,16 @@ func NewUnaryClientInterceptor(opts ...Option) (grpc.UnaryClientInterceptor, err
 		}
 		c.opts = append(make([]grpc.CallOption, 0, len(copts)+2), copts...)
 		c.opts = append(c.opts, grpc.Peer(&c.peer))
-		x := send.Executor{Cfg: &cfg.Config, A: c}
+		var f send.Facts
 		if r, ok := req.(*rocketryv1.SendMessageRequest); ok {
 			for i, m := range r.GetMessages() {
 				if i == 0 {
-					x.ID = m.GetMessageId()
+					f.ID = m.GetMessageId()
 				}
-				x.Transactional = x.Transactional || m.GetTransactional()
+				f.Transactional = f.Transactional || m.GetTransactional()
 			}
 		}
+		x := send.New(&cfg.Config, c, f)
 		if o, ok := tooLargeToSend(req, copts); !ok {
 			f := x.Refuse(o, send.EndNotRetryable)
 			se := newSendError(&f)

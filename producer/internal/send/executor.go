@@ -1,10 +1,11 @@
 // Package send is the executor of the producer: it runs one send from its
 // first attempt to its end, over an Attempter of a wire protocol, and
 // Decide, the one function that says what follows an attempt, holds the
-// retry contract (docs/retries.md's retry table). It knows no protocol. An
-// attempt's answer is an outcome.Outcome (the public leaf package outcome,
-// which the producer's API speaks too); the producer maps End to its
-// sentinel errors (newSendError) and Event to its public Event.
+// retry contract (docs/retries.md's retry table). It knows no protocol.
+// Its vocabulary is the public leaf packages the producer's API speaks
+// too: an attempt's answer is an outcome.Outcome, each event of a send an
+// event.Event; the producer maps End to its sentinel errors
+// (newSendError).
 //
 // Counting: MaxAttempts counts attempts, the first included. The schedules
 // number retries: retry n of the throttle schedule follows the n-th
@@ -16,11 +17,13 @@ package send
 import (
 	"context"
 	"errors"
+	"hash/fnv"
 	"log/slog"
 	"time"
 
 	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/brokercode"
+	"github.com/rocketry-go/rocketry/event"
 	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/clock"
 	"github.com/rocketry-go/rocketry/producer/internal/deadline"
@@ -49,9 +52,8 @@ type Decision struct {
 }
 
 // Executor is one send's state, owned by the goroutine that runs it; the
-// config is shared and read-only. One writer per field, as named: the
-// transport that makes the executor sets the send's fixed facts (the
-// exported fields) before Run; after that only Run, Decide and their
+// config is shared and read-only. One writer per field, as named: New
+// sets the send's fixed facts (the exported fields) before Run; after that only Run, Decide and their
 // helpers here write, on the send's goroutine (as grpc-go's clientStream
 // owns its attempt).
 type Executor struct {
@@ -79,6 +81,54 @@ type Executor struct {
 	drawn    time.Duration
 	drawnFor int
 	drawnOK  bool
+}
+
+// Facts are a send's fixed facts, which the transport that makes its
+// executor knows before the first attempt.
+type Facts struct {
+	ID            string
+	Transactional bool
+	Half          bool   // a RocketMQ 5 half message, retried when known not stored
+	EP            int    // the first attempt's endpoint (a transport's round robin)
+	Group         string // a FIFO message's group: every attempt on GroupEndpoint(Group)
+	Pin           *Pin   // a resend: every attempt where the message may be stored
+}
+
+// Pin is where a resend starts and stays: endpoint EP, named At. Hold is
+// the protocol's own, what EP indexes for the whole send: rocketry.v1's
+// endpoints of a target with a scheme (held until the send ends), or a
+// RocketMQ 5 route; nil when EP indexes the transport's fixed endpoints.
+type Pin struct {
+	EP   int
+	At   string
+	Hold any
+}
+
+// New is the executor of one send with policy cfg over attempter a: the
+// one constructor, which every transport and the interceptor use. Where
+// its first attempt goes and whether its retries stay: a FIFO message's
+// group (its first attempt on the group's endpoint, every retry there),
+// then a resend's pin (on the pin's endpoint, as after an unknown outcome
+// there: a retry stays unless FailoverAlways); else f.EP.
+func New(cfg *Config, a Attempter, f Facts) Executor {
+	x := Executor{Cfg: cfg, A: a, ID: f.ID, Transactional: f.Transactional, Half: f.Half, EP: f.EP}
+	if f.Group != "" {
+		x.EP, x.Stay = GroupEndpoint(f.Group), true
+	}
+	if f.Pin != nil {
+		x.Pin(f.Pin.EP, f.Pin.At)
+	}
+	return x
+}
+
+// GroupEndpoint is the endpoint a group's sends go to, every attempt: the
+// FNV-1a hash of the group, so that a group goes to one broker while the
+// endpoints stay the same (a proxy in cluster mode hashes the group over
+// its own queues again).
+func GroupEndpoint(group string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(group))
+	return int(h.Sum32() & 0x7fffffff)
 }
 
 // Attempts is the number of attempts made, counting the first.
@@ -134,7 +184,7 @@ func (x *Executor) Run(ctx context.Context) (f Failure, failed bool) {
 		}
 		x.attempts++
 		if c.Event != nil {
-			c.Event(ctx, Event{Kind: EventAttempt, ID: x.ID, Attempt: x.attempts, Endpoint: x.A.Endpoint(x.EP)})
+			c.Event(ctx, event.Event{Kind: event.Attempt, MessageID: x.ID, Attempt: x.attempts, Endpoint: x.A.Endpoint(x.EP)})
 		}
 		start := clk.Now()
 		var adl time.Time // the attempt's deadline, when sooner than ctx's
@@ -150,7 +200,7 @@ func (x *Executor) Run(ctx context.Context) (f Failure, failed bool) {
 		if o.Kind == outcome.Stored {
 			c.Budget.success()
 			if c.Event != nil {
-				c.Event(ctx, Event{Kind: EventSuccess, ID: x.ID, Attempt: x.attempts, Endpoint: x.A.Endpoint(x.EP)})
+				c.Event(ctx, event.Event{Kind: event.Success, MessageID: x.ID, Attempt: x.attempts, Endpoint: x.A.Endpoint(x.EP)})
 			}
 			return Failure{}, false
 		}
@@ -160,13 +210,13 @@ func (x *Executor) Run(ctx context.Context) (f Failure, failed bool) {
 		}
 		d := x.Decide(ctx, o, unsent, start, end)
 		if d.Throttled && c.Event != nil {
-			c.Event(ctx, Event{Kind: EventThrottle, ID: x.ID, Attempt: x.attempts, Code: o.Code, Reason: o.Reason, Endpoint: x.A.Endpoint(x.EP), Err: o.Err})
+			c.Event(ctx, event.Event{Kind: event.Throttle, MessageID: x.ID, Attempt: x.attempts, Code: o.Code, Reason: o.Reason, Endpoint: x.A.Endpoint(x.EP), Err: o.Err})
 		}
 		if d.Act != Retry {
 			return x.failure(d), true
 		}
 		if c.Event != nil {
-			c.Event(ctx, Event{Kind: EventRetry, ID: x.ID, Attempt: x.attempts, Delay: d.Delay, Why: o.Kind, Code: o.Code, Endpoint: x.A.Endpoint(x.EP), Err: o.Err})
+			c.Event(ctx, event.Event{Kind: event.Retry, MessageID: x.ID, Attempt: x.attempts, Delay: d.Delay, Why: o.Kind, Code: o.Code, Endpoint: x.A.Endpoint(x.EP), Err: o.Err})
 		}
 		if c.Logger.Enabled(ctx, slog.LevelDebug) {
 			c.Logger.LogAttrs(ctx, slog.LevelDebug, "producer: retry",

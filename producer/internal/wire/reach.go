@@ -3,13 +3,15 @@
 // an attempt that never left the client (NotSent, with its
 // senderr.ConnectError), a constructor's error for a bad target
 // (TargetError), each protocol's side of the batcher (FailAll, CutShort,
-// BatchCodec), the message, receipt and pin a transport takes and gives
-// (Message, Receipt, Pin, Transport), and what only RocketMQ 5 has, which
-// the producer asserts its transport for (Transactions, Half).
+// BatchCodec), the interface of a transport (Transport, over the public
+// message.Message and message.Receipt, with a resend's send.Pin), and what
+// only RocketMQ 5 has, which the producer asserts its transport for
+// (Transactions, Half).
 //
 // It knows no protocol. Its errors are the public ones of package senderr
-// (the sentinels, ConnectError), which the producer re-exports as they
-// are; its messages and receipts the producer maps field for field.
+// (the sentinels, ConnectError), and its messages, receipts and outcomes
+// those of the leaf packages message and outcome, which the producer
+// names as they are (aliases): nothing is mapped field for field.
 package wire
 
 import (

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/message"
 	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
@@ -46,25 +47,25 @@ type rmqCall struct {
 	resp  *rocketmqv2.SendMessageResponse // written by attempt: the last answer
 	bt    *batch.Batcher                  // set by send, cleared by the first attempt, which joins a batch (async sends); nil: alone
 	be    *rmqEntry                       // written by attempt: the message's entry in the batch it joined; nil: none
-	own   wire.Message                    // written by newWireCall: the copy msg points into; zero from newCall
+	own   message.Message                 // written by newWireCall: the copy msg points into; zero from newCall
 }
 
 // newCall returns the attempter of m, which must be validated and have its
 // ID (the Producer's prepare and the transport's Prepare); m is converted
 // once, its slices and map shared.
-func (c *rmqClient) newCall(m *wire.Message) *rmqCall {
+func (c *rmqClient) newCall(m *message.Message) *rmqCall {
 	return c.initCall(&rmqCall{}, m)
 }
 
 // newWireCall is newCall of the message the transport was given: a copy
 // in the call itself (own), which the v2 message points into (its tag and
 // group), so that the copy costs no allocation of its own.
-func (c *rmqClient) newWireCall(m wire.Message) *rmqCall {
+func (c *rmqClient) newWireCall(m message.Message) *rmqCall {
 	a := &rmqCall{own: m}
 	return c.initCall(a, &a.own)
 }
 
-func (c *rmqClient) initCall(a *rmqCall, m *wire.Message) *rmqCall {
+func (c *rmqClient) initCall(a *rmqCall, m *message.Message) *rmqCall {
 	a.c, a.topic, a.msg = c, m.Topic, toRMQ(m, c.set.Namespace, c.bornHost, c.now())
 	a.req.Messages = []*rocketmqv2.Message{a.msg}
 	return a

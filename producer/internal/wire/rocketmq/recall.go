@@ -22,7 +22,7 @@ func (a *rmqCall) recallHandle() string { return a.entry().GetRecallHandle() }
 // EndTransaction is (recall is safe to repeat), on the access points in
 // turn. A message due already wraps senderr.ErrRecallTooLate, a handle the server
 // refuses senderr.ErrRecallHandle; both wrap the server's *senderr.StatusError.
-func (t *Transport[R]) Recall(ctx context.Context, topic, handle string) (string, string, int, error) {
+func (t *Transport) Recall(ctx context.Context, topic, handle string) (string, string, int, error) {
 	c := t.c
 	req := &rocketmqv2.RecallMessageRequest{Topic: &rocketmqv2.Resource{ResourceNamespace: c.set.Namespace, Name: topic}, RecallHandle: handle}
 	var id, at string

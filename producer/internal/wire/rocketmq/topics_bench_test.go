@@ -11,8 +11,8 @@ import (
 
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
+	"github.com/rocketry-go/rocketry/message"
 	"github.com/rocketry-go/rocketry/outcome"
-	"github.com/rocketry-go/rocketry/producer/internal/wire"
 )
 
 // BenchmarkRefreshUnderSends measures what a route refresh of
@@ -52,7 +52,7 @@ func BenchmarkRefreshUnderSends(b *testing.B) {
 	}
 	one := func(topic string) time.Duration {
 		start := time.Now()
-		o, _ := c.newCall(&wire.Message{ID: c.ids.next(), Topic: topic, Body: make([]byte, 100)}).attempt(ctx, 0, true, time.Time{})
+		o, _ := c.newCall(&message.Message{ID: c.ids.next(), Topic: topic, Body: make([]byte, 100)}).attempt(ctx, 0, true, time.Time{})
 		if o.Kind != outcome.Stored {
 			b.Fatalf("%s: %v", topic, o.Err)
 		}

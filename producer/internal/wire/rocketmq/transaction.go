@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/message"
 	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/clock"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
@@ -18,24 +19,24 @@ import (
 // public API is producer's transaction.go): a half message's send, EndTransaction
 // and its retries (which Recall's share), as wire.Transactions.
 
-var _ wire.Transactions = (*Transport[struct{}])(nil)
+var _ wire.Transactions = (*Transport)(nil)
 
 // SendHalf sends the prepared half message m: the executor's rule of a
 // transactional message (retried only while known not stored), first
 // attempts round robin over the queues of the topic's route.
-func (t *Transport[R]) SendHalf(ctx context.Context, m wire.Message) (wire.Receipt, string, *send.Failure) {
+func (t *Transport) SendHalf(ctx context.Context, m message.Message) (*message.Receipt, string, *send.Failure) {
 	c := t.c.newWireCall(m)
-	x := send.Executor{Cfg: t.cfg, A: c, ID: m.ID, EP: int(t.next.Add(1)), Transactional: true, Half: true}
+	x := send.New(t.cfg, c, send.Facts{ID: m.ID, EP: int(t.next.Add(1)), Transactional: true, Half: true})
 	if f := wire.Run(ctx, &x); f != nil {
-		return wire.Receipt{}, "", f
+		return nil, "", f
 	}
 	q, off, txID, _ := c.result()
-	return wire.Receipt{MessageID: m.ID, QueueID: q, Offset: off, Attempts: x.Attempts(), TransactionID: txID}, c.cn.addr, nil
+	return &message.Receipt{MessageID: m.ID, QueueID: q, Offset: off, Attempts: x.Attempts(), TransactionID: txID}, c.cn.addr, nil
 }
 
 // EndTransaction ends h's transaction: COMMIT or ROLLBACK, from the
 // client (SOURCE_CLIENT).
-func (t *Transport[R]) EndTransaction(ctx context.Context, h wire.Half, commit bool) (int, error) {
+func (t *Transport) EndTransaction(ctx context.Context, h wire.Half, commit bool) (int, error) {
 	res := rocketmqv2.TransactionResolution_ROLLBACK
 	if commit {
 		res = rocketmqv2.TransactionResolution_COMMIT

@@ -73,7 +73,7 @@ func (s v1Batch) SendBatch(ctx context.Context, b *batch.Batch[v1Item, outcome.O
 // its message joins the batch of its connection and topic. ok is false
 // when the message goes alone instead: it could not join, or the batch's
 // answer said nothing of it.
-func (c *sendCall[R]) attemptBatched(ctx context.Context, ep *endpoint, deadline time.Time) (o outcome.Outcome, unsent, ok bool) {
+func (c *sendCall) attemptBatched(ctx context.Context, ep *endpoint, deadline time.Time) (o outcome.Outcome, unsent, ok bool) {
 	bt := c.bt
 	c.bt = nil // only the first attempt joins a batch
 	e := &v1Entry{
