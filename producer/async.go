@@ -153,18 +153,9 @@ func (p *Producer) runAsync(j asyncJob) {
 	} else {
 		r, se = p.send(ctx, j.m, j.wm, p.async.batch, nil)
 	}
-	p.core.leave()
-	if se != nil {
-		p.handOff(ctx, j.m, se)
-		p.endSend(ctx, nil, se)
-		if j.cb != nil {
-			j.cb(nil, se)
-		}
-	} else {
-		p.endSend(ctx, r, nil)
-		if j.cb != nil {
-			j.cb(r, nil)
-		}
+	r, err := p.end(ctx, j.m, r, se)
+	if j.cb != nil {
+		j.cb(r, err)
 	}
 	if slot {
 		<-p.async.slots

@@ -49,7 +49,7 @@ import (
 // file: producer/internal/wire/v1/batch.go (rocketry.v1),
 // producer/internal/wire/rocketmq/batch.go (apache.rocketmq.v2);
 // what they share is in producer/internal/wire (batch.go), where an
-// entry's answer is a send.Outcome, the executor's reading.
+// entry's answer is a Outcome, the executor's reading.
 // The batcher costs a sync Send nothing: Send never batches.
 
 // Defaults of WithBatching.

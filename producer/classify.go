@@ -45,9 +45,9 @@ func (autoClassifier) Classify(reply any, err error) Outcome {
 }
 
 // classifyError classifies a gRPC error; nil is Stored. rocketry.v1's
-// reading (producer/internal/wire/v1), as a public Outcome.
+// reading (producer/internal/wire/v1), as the producer returns it.
 func classifyError(err error) Outcome {
-	return publicOutcome(wirev1.Classify(err))
+	return wirev1.Classify(err)
 }
 
 // errOutcome reads an error returned by a send or an attempt: a *SendError
@@ -64,7 +64,7 @@ func errOutcome(err error) Outcome {
 	}
 	var rs *RocketMQStatusError
 	if errors.As(err, &rs) {
-		return publicOutcome(wirermq.StatusOutcome(rs))
+		return wirermq.StatusOutcome(rs)
 	}
 	return classifyError(err) // a context error, not a status, is FailedUnknown there
 

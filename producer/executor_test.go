@@ -97,7 +97,7 @@ func TestDecide(t *testing.T) {
 			}
 			x := &send.Executor{Cfg: &c.Config, Transactional: tt.transactional}
 			x.SetCounts(tt.attempts, tt.throttles)
-			got := decisionOf(x.Decide(ctx, classifyError(tt.err).internal(), tt.unsent, t0, t0.Add(tt.elapsed)))
+			got := decisionOf(x.Decide(ctx, classifyError(tt.err), tt.unsent, t0, t0.Add(tt.elapsed)))
 			if got != tt.want {
 				t.Errorf("decide(%v) = %+v; want %+v", tt.err, got, tt.want)
 			}

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/rocketry-go/rocketry/producer/internal/clock"
-	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
 )
 
@@ -24,13 +23,13 @@ func OptionPlaces(o Option) map[string]bool {
 func OptionName(o Option) string { return o.name() }
 
 // v1Of is p's rocketry.v1 transport, for a look at its endpoints' state.
-func v1Of(p *Producer) *wirev1.Transport[SendReceipt] {
-	return p.tr.(*wirev1.Transport[SendReceipt])
+func v1Of(p *Producer) *wirev1.Transport {
+	return p.tr.(*wirev1.Transport)
 }
 
 // rmqID is a new message ID of p's RocketMQ 5 transport, in its format.
 func rmqID(p *Producer) string {
-	id, _ := p.tr.Prepare(wire.Message{})
+	id, _ := p.tr.Prepare(Message{})
 	return id
 }
 

@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/rocketry-go/rocketry/producer/internal/send"
-	"github.com/rocketry-go/rocketry/producer/internal/wire"
 )
 
 // This file holds the order of FIFO messages (Message.MessageGroup): the
@@ -231,13 +230,13 @@ func (p *Producer) awaitTurn(ctx context.Context, m *Message, t *ticket) *SendEr
 // turn to the next send of its group: it fails behind the group's failure
 // (ErrGroupFailed), or without an attempt when its context has ended,
 // else it runs as any send.
-func (p *Producer) sendInTurn(ctx context.Context, m, wm *Message, t *ticket, pn *wire.Pin) (*SendReceipt, *SendError) {
+func (p *Producer) sendInTurn(ctx context.Context, m, wm *Message, t *ticket, pn *send.Pin) (*SendReceipt, *SendError) {
 	var r *SendReceipt
 	var se *SendError
 	switch {
 	case t.first != nil:
 		cause := fmt.Errorf("message group %q: message %q failed first: %w", m.MessageGroup, t.first.MessageID, t.first)
-		se = newSendError(&send.Failure{ID: m.ID, End: send.EndGroupFailed, Last: send.Outcome{Err: cause}})
+		se = newSendError(&send.Failure{ID: m.ID, End: send.EndGroupFailed, Last: Outcome{Err: cause}})
 		p.putDeadLetter(m, se)
 	case ctx.Err() != nil || p.hardCtx.Err() != nil:
 		se = p.stoppedSend(ctx, m)

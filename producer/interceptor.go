@@ -70,17 +70,18 @@ func NewUnaryClientInterceptor(opts ...Option) (grpc.UnaryClientInterceptor, err
 		}
 		c.opts = append(make([]grpc.CallOption, 0, len(copts)+2), copts...)
 		c.opts = append(c.opts, grpc.Peer(&c.peer))
-		x := send.Executor{Cfg: &cfg.Config, A: c}
+		var f send.Facts
 		if r, ok := req.(*rocketryv1.SendMessageRequest); ok {
 			for i, m := range r.GetMessages() {
 				if i == 0 {
-					x.ID = m.GetMessageId()
+					f.ID = m.GetMessageId()
 				}
-				x.Transactional = x.Transactional || m.GetTransactional()
+				f.Transactional = f.Transactional || m.GetTransactional()
 			}
 		}
+		x := send.New(&cfg.Config, c, f)
 		if o, ok := tooLargeToSend(req, copts); !ok {
-			f := x.Refuse(o.internal(), send.EndNotRetryable)
+			f := x.Refuse(o, send.EndNotRetryable)
 			se := newSendError(&f)
 			cfg.finish(ctx, se)
 			return se
@@ -142,11 +143,11 @@ func (c *interceptCall) Endpoint(int) string {
 
 // Attempt is attempt's outcome as the executor reads it
 // (send.Attempter).
-func (c *interceptCall) Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (send.Outcome, bool) {
+func (c *interceptCall) Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (Outcome, bool) {
 	return c.attempt(ctx, ep, waitForReady, deadline)
 }
 
-func (c *interceptCall) attempt(ctx context.Context, _ int, wait bool, deadline time.Time) (send.Outcome, bool) {
+func (c *interceptCall) attempt(ctx context.Context, _ int, wait bool, deadline time.Time) (Outcome, bool) {
 	ctx, cancel := send.AttemptContext(ctx, deadline)
 	defer cancel()
 	c.peer = peer.Peer{}
@@ -155,7 +156,7 @@ func (c *interceptCall) attempt(ctx context.Context, _ int, wait bool, deadline 
 		opts = append(opts[:len(opts):len(opts)], wirev1.WaitForReady)
 	}
 	err := c.invoker(ctx, c.method, c.req, c.reply, c.cc, opts...)
-	return wire.NotSent(c.cls.Classify(c.reply, err).internal(), err, &c.peer, c.Endpoint(0))
+	return wire.NotSent(c.cls.Classify(c.reply, err), err, &c.peer, c.Endpoint(0))
 }
 
 // tooLargeToSend fails a request over the call's grpc.MaxCallSendMsgSize

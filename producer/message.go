@@ -6,6 +6,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/rocketry-go/rocketry/message"
 )
 
 // The limits a RocketMQ 5 proxy puts on a message group and a delivery time
@@ -20,47 +22,14 @@ const (
 // WithMaxBodyBytes says otherwise: the test broker's default limit, 4 MiB.
 const DefaultMaxBodyBytes = 4 << 20
 
-// Message is one message to send. A Message must not be changed while a send
-// of it is in flight.
-type Message struct {
-	// ID identifies the message to the broker, which stores each ID once.
-	// When empty, the producer sets it before the first attempt; every
-	// attempt of a send reuses it, so a retry never stores a duplicate.
-	ID string
-	// Topic is required.
-	Topic string
-	// Tag is an optional sub-topic a consumer may filter on.
-	Tag string
-	// Keys are optional business keys, for look-up.
-	Keys []string
-	// Properties are optional user properties.
-	Properties map[string]string
-	// Body is the payload; at most the producer's MaxBodyBytes.
-	Body []byte
-	// Transactional marks a message that is never retried after an outcome
-	// that is unknown (an attempt's timeout, a lost connection, a 5xx): only
-	// after an explicit "not stored" such as 530 TOO_MANY_REQUESTS.
-	Transactional bool
-	// MessageGroup makes a FIFO message: the messages of one group of a
-	// topic are stored on one queue in the order they were sent, whatever
-	// the retries (docs/retries.md): the producer sends a group's next
-	// message only after the previous one's outcome, never batches it, and
-	// keeps its retries on the endpoint the group hashes to. Empty: no
-	// group. At most MaxMessageGroupBytes bytes, not blank, without control
-	// characters.
-	MessageGroup string
-	// DeliveryTime makes a timed message: the broker keeps it from
-	// consumers until then. The zero time (or a time past) delivers at
-	// once; at most MaxDeliveryDelay ahead.
-	//
-	// A message is of one type, as in the official RocketMQ clients:
-	// MessageGroup (FIFO), DeliveryTime (timed) and Transactional exclude
-	// each other.
-	DeliveryTime time.Time
-}
+// Message is one message to send. It is message.Message (package
+// github.com/rocketry-go/rocketry/message, which documents its fields):
+// the wire protocols take it as it is. A Message must not be changed while
+// a send of it is in flight.
+type Message = message.Message
 
 // validate checks m before any network call.
-func (m *Message) validate(maxBody int) error {
+func validate(m *Message, maxBody int) error {
 	switch {
 	case m == nil:
 		return fmt.Errorf("%w: message is nil", ErrInvalidMessage)
@@ -75,7 +44,7 @@ func (m *Message) validate(maxBody int) error {
 	case !utf8.ValidString(m.Tag):
 		return fmt.Errorf("%w: tag is not valid UTF-8", ErrInvalidMessage)
 	}
-	if err := m.validateType(time.Now()); err != nil {
+	if err := validateType(m, time.Now()); err != nil {
 		return err
 	}
 	// proto3 strings must be UTF-8: gRPC would refuse to marshal them (an
@@ -102,7 +71,7 @@ func (m *Message) validate(maxBody int) error {
 // MaxDeliveryDelay ahead is refused, as the proxy refuses it with 40012
 // (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/producer/SendMessageActivity.java,
 // validateMessageGroup and validateDelayTime).
-func (m *Message) validateType(now time.Time) error {
+func validateType(m *Message, now time.Time) error {
 	g, timed := m.MessageGroup, !m.DeliveryTime.IsZero()
 	switch {
 	case g != "" && timed:

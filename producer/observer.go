@@ -4,104 +4,57 @@ import (
 	"context"
 	"maps"
 	"slices"
-	"strconv"
-	"time"
 
-	"github.com/rocketry-go/rocketry/brokercode"
-	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/event"
 )
 
 // Observer is called on every event of every send (WithObserver). It runs on
 // the sending goroutine, must be safe for concurrent use and must not block.
 type Observer func(Event)
 
-// EventKind says what an Event is about.
-type EventKind int
+// EventKind says what an Event is about. It is event.Kind (package
+// github.com/rocketry-go/rocketry/event, which documents each kind).
+type EventKind = event.Kind
 
+// The kinds of an Event (event.Attempt, ...; see there).
 const (
 	// EventAttempt: attempt Attempt is about to be made, to Endpoint.
-	EventAttempt EventKind = iota + 1
+	EventAttempt = event.Attempt
 	// EventSuccess: attempt Attempt stored the message.
-	EventSuccess
+	EventSuccess = event.Success
 	// EventRetry: attempt Attempt failed with Err and attempt Attempt+1
 	// will be made after Delay, counted from the start of attempt Attempt;
 	// Why is the outcome's kind.
-	EventRetry
+	EventRetry = event.Retry
 	// EventThrottle: attempt Attempt was throttled (rocketry.v1 530,
 	// apache.rocketmq.v2 42900, RESOURCE_EXHAUSTED) for Reason. An
 	// EventRetry or EventExhausted follows.
-	EventThrottle
+	EventThrottle = event.Throttle
 	// EventExhausted: the send failed for good after Attempt attempts; Err
 	// is its *SendError (errors.Is says why: attempts exhausted, deadline
 	// too short, not retryable, retry budget, closed, cancelled).
-	EventExhausted
+	EventExhausted = event.Exhausted
 	// EventDeadLetter: the failed message was handed to the dead-letter
 	// sink (WithFallback's function, or a store); Err is its *SendError.
-	EventDeadLetter
+	EventDeadLetter = event.DeadLetter
 	// EventCommit: the transaction of half message MessageID was committed
 	// (Transaction.Commit, or, with Check, the answer to the broker's check
 	// of an orphaned transaction) after Attempt EndTransaction attempts;
 	// Err is set when it failed. It is no send's event: a Hook sees it
 	// with the caller's context (the producer's for a check).
-	EventCommit
+	EventCommit = event.Commit
 	// EventRollback: the same, for a roll back.
-	EventRollback
+	EventRollback = event.Rollback
 	// EventRecall: Producer.Recall of the timed message MessageID (empty
 	// when the server did not say) after Attempt attempts; Err is set when
 	// it failed. No send's event either.
-	EventRecall
+	EventRecall = event.Recall
 )
 
-var eventNames = [...]string{
-	EventAttempt:    "attempt",
-	EventSuccess:    "success",
-	EventRetry:      "retry",
-	EventThrottle:   "throttle",
-	EventExhausted:  "exhausted",
-	EventDeadLetter: "dead-letter",
-	EventCommit:     "commit",
-	EventRollback:   "rollback",
-	EventRecall:     "recall",
-}
-
-// String returns the kind's name, such as "retry".
-func (k EventKind) String() string {
-	if k > 0 && int(k) < len(eventNames) {
-		return eventNames[k]
-	}
-	return "EventKind(" + strconv.Itoa(int(k)) + ")"
-}
-
-// Event is one thing that happened to one send.
-type Event struct {
-	Kind EventKind
-	// MessageID is the message's ID; for a call through the interceptor,
-	// the ID of the first message of a SendMessageRequest, else empty.
-	MessageID string
-	// Attempt is the 1-based attempt number this event is about.
-	Attempt int
-	// Delay (EventRetry) is the wait chosen before the next attempt,
-	// counted from the start of attempt Attempt: the schedule's delay,
-	// lengthened by a broker's RetryInfo hint if that ends later.
-	Delay time.Duration
-	// Why (EventRetry) is the kind of the attempt's outcome: Throttled,
-	// FailedNotStored or FailedUnknown.
-	Why OutcomeKind
-	// Code is the broker code of the attempt's answer, brokercode.Unspecified
-	// when it had none.
-	Code brokercode.Code
-	// Reason (EventThrottle) is the throttle reason.
-	Reason brokercode.Reason
-	// Endpoint is the target of the attempt.
-	Endpoint string
-	// Err is the attempt's error (EventRetry, EventThrottle) or the send's
-	// *SendError (EventExhausted, EventDeadLetter), or the step's error
-	// (EventCommit, EventRollback, EventRecall).
-	Err error
-	// Check (EventCommit, EventRollback) marks the answer to the broker's
-	// check of an orphaned transaction (WithTransactionChecker).
-	Check bool
-}
+// Event is one thing that happened to one send. It is event.Event, which
+// documents its fields: the executor makes a send's events as Events, and
+// the producer hands them on as they are.
+type Event = event.Event
 
 // Hook follows each send of a Producer from its start to its end, with the
 // send's context: the seam for telemetry, such as the OpenTelemetry adapter
@@ -194,30 +147,23 @@ func (c *config) watched() bool { return c.observer != nil || c.hook != nil }
 
 // events sets the executor's event callback (send.Config.Event): nil when
 // nobody watches, so that a send makes no event; else one that reports
-// each of the executor's events as an Event to the observer and the hook.
+// each of the executor's events to the observer and the hook, its error
+// as the public API gives it (publicError).
 func (c *config) events() {
 	c.Event = nil
 	if !c.watched() {
 		return
 	}
 	obs, hook := c.observer, c.hook
-	c.Event = func(ctx context.Context, e send.Event) {
-		pe := Event{Kind: eventKinds[e.Kind], MessageID: e.ID, Attempt: e.Attempt, Delay: e.Delay, Why: OutcomeKind(e.Why), Code: e.Code, Reason: e.Reason, Endpoint: e.Endpoint, Err: publicError(e.Err)}
+	c.Event = func(ctx context.Context, e Event) {
+		e.Err = publicError(e.Err)
 		if obs != nil {
-			obs(pe)
+			obs(e)
 		}
 		if hook != nil {
-			hook.OnEvent(ctx, pe)
+			hook.OnEvent(ctx, e)
 		}
 	}
-}
-
-// eventKinds are the executor's event kinds as this package's.
-var eventKinds = [...]EventKind{
-	send.EventAttempt:  EventAttempt,
-	send.EventSuccess:  EventSuccess,
-	send.EventThrottle: EventThrottle,
-	send.EventRetry:    EventRetry,
 }
 
 // finish reports the end of a failed send: EventExhausted, then

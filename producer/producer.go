@@ -8,8 +8,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/rocketry-go/rocketry/message"
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
-	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
 	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
 	"google.golang.org/grpc"
 )
@@ -86,7 +87,7 @@ func New(target string, opts ...Option) (*Producer, error) {
 		return newRocketMQ(target, cfg, addrs)
 	}
 	p := newProducer(cfg)
-	tr, err := wirev1.New(target, addrs, cfg.v1DialOptions(), p.env(), fillReceipt)
+	tr, err := wirev1.New(target, addrs, cfg.v1DialOptions(), p.env())
 	if err != nil {
 		p.abandon()
 		return nil, err
@@ -99,7 +100,7 @@ func New(target string, opts ...Option) (*Producer, error) {
 // (producer/internal/wire/v1, targets.go).
 func newResolved(target string, cfg config) (*Producer, error) {
 	p := newProducer(cfg)
-	tr, err := wirev1.NewResolved(target, cfg.resolvers, cfg.v1DialOptions(), p.env(), fillReceipt)
+	tr, err := wirev1.NewResolved(target, cfg.resolvers, cfg.v1DialOptions(), p.env())
 	if err != nil {
 		p.abandon()
 		return nil, publicError(err)
@@ -120,7 +121,7 @@ func NewFromConn(cc grpc.ClientConnInterface, opts ...Option) (*Producer, error)
 		return nil, err
 	}
 	p := newProducer(cfg)
-	p.tr = wirev1.NewFromConn(cc, p.env(), fillReceipt)
+	p.tr = wirev1.NewFromConn(cc, p.env())
 	return p, nil
 }
 
@@ -220,7 +221,7 @@ func (p *Producer) sendSync(ctx context.Context, m *Message, maybeAt string) (*S
 	if !p.enter() {
 		return nil, ErrClosed
 	}
-	var pn *wire.Pin
+	var pn *send.Pin
 	if maybeAt != "" {
 		var err error
 		if pn, err = p.pinFor(ctx, m, maybeAt); err != nil {
@@ -240,8 +241,18 @@ func (p *Producer) sendSync(ctx context.Context, m *Message, maybeAt string) (*S
 	} else if se = p.awaitTurn(ctx, m, t); se == nil {
 		r, se = p.sendInTurn(ctx, m, wm, t, pn)
 	}
-	p.core.leave()
 	defer p.sends.leave()
+	return p.end(ctx, m, r, se)
+}
+
+// end is the one ending of a send that ran, sync (sendSync) or async
+// (runAsync): it leaves core, hands a failed message to the fallback
+// (handOff), reports the send's end to the hook, and returns what the
+// caller is given, the receipt or the *SendError (a nil error when the
+// message was stored). The caller then leaves sends, after its callback
+// for an async send.
+func (p *Producer) end(ctx context.Context, m *Message, r *SendReceipt, se *SendError) (*SendReceipt, error) {
+	p.core.leave()
 	if se != nil {
 		p.handOff(ctx, m, se)
 		p.endSend(ctx, nil, se)
@@ -251,41 +262,20 @@ func (p *Producer) sendSync(ctx context.Context, m *Message, maybeAt string) (*S
 	return r, nil
 }
 
-// SendReceipt says where a message was stored.
-type SendReceipt struct {
-	// MessageID is the message's ID.
-	MessageID string
-	// QueueID and Offset are the message's place in the topic. Over
-	// RocketMQ 5, QueueID is the queue the request named: a proxy chooses
-	// the queue itself and its answer does not say which, so only Offset
-	// is the broker's word.
-	QueueID int32
-	Offset  int64
-	// Duplicate is true when the broker had already stored this ID (an
-	// earlier attempt whose answer was lost); QueueID and Offset are then
-	// the original's.
-	Duplicate bool
-	// Attempts is the number of attempts made, counting the first.
-	Attempts int
-	// TransactionID is the broker's id of the transaction of a half
-	// message (Transaction.Send); empty otherwise.
-	TransactionID string
-	// RecallHandle, over RocketMQ 5, names a timed message (DeliveryTime)
-	// that waits for its delivery time, for Producer.Recall; empty for
-	// any other message, or when the server gave none.
-	RecallHandle string
-}
+// SendReceipt says where a message was stored. It is message.Receipt
+// (package github.com/rocketry-go/rocketry/message, which documents its
+// fields), as the wire protocols make it.
+type SendReceipt = message.Receipt
 
 // prepare validates m and gives it an ID when it has none.
 func (p *Producer) prepare(m *Message) error {
-	if err := m.validate(p.cfg.maxBody); err != nil {
+	if err := validate(m, p.cfg.maxBody); err != nil {
 		return err
 	}
-	wm := m.toWire()
-	if err := p.tr.Refuse(wm); err != nil {
+	if err := p.tr.Refuse(*m); err != nil {
 		return publicError(err)
 	}
-	id, err := p.tr.Prepare(wm)
+	id, err := p.tr.Prepare(*m)
 	if err != nil {
 		return publicError(err)
 	}
@@ -299,7 +289,7 @@ func (p *Producer) prepare(m *Message) error {
 // caller's (handOff), after core.leave. With bt, the send's first attempt
 // joins a batch (batch.go); with pn, every attempt goes to the endpoint
 // where the message may be stored (Resend).
-func (p *Producer) send(ctx context.Context, m, wm *Message, bt *batch.Batcher, pn *wire.Pin) (*SendReceipt, *SendError) {
+func (p *Producer) send(ctx context.Context, m, wm *Message, bt *batch.Batcher, pn *send.Pin) (*SendReceipt, *SendError) {
 	// One cancellation path: the send's context ends with the caller's,
 	// or with ErrClosed when Close gives up waiting. A caller's
 	// context.Background() can never end and carries nothing: the send
@@ -315,7 +305,7 @@ func (p *Producer) send(ctx context.Context, m, wm *Message, bt *batch.Batcher, 
 		sctx = c
 	}
 
-	r, f := p.tr.Send(sctx, wm.toWire(), bt, pn)
+	r, f := p.tr.Send(sctx, *wm, bt, pn)
 	if f == nil {
 		return r, nil
 	}

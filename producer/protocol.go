@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	wirermq "github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq"
 )
 
@@ -88,7 +87,7 @@ func (c *config) checkProtocol(where string) error {
 // client (producer/internal/wire/rocketmq): it returns once a server has
 // answered with its Settings.
 func newRocketMQ(target string, cfg config, addrs []string) (*Producer, error) {
-	t, err := wirermq.New(addrs, cfg.rmqConfig(), fillReceipt)
+	t, err := wirermq.New(addrs, cfg.rmqConfig())
 	if err != nil {
 		return nil, fmt.Errorf("producer: New(%q): %w", target, err)
 	}
@@ -122,8 +121,7 @@ func (c *config) rmqConfig() wirermq.Config {
 		Pacing: c.pacing,
 	}
 	if check := c.rmq.txChecker; check != nil {
-		rc.Checker = func(ctx context.Context, wm wire.Message, info wirermq.CheckInfo) wirermq.Resolution {
-			m := Message(wm)
+		rc.Checker = func(ctx context.Context, m Message, info wirermq.CheckInfo) wirermq.Resolution {
 			tc := &TransactionCheck{TransactionID: info.TransactionID, SystemProperties: info.System}
 			return wirermq.Resolution(check(context.WithValue(ctx, transactionCheckKey{}, tc), &m))
 		}

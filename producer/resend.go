@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
 )
 
 // ErrEndpointUnknown is returned by Resend, without an attempt, for a dead
@@ -59,7 +59,7 @@ func (p *Producer) Resend(ctx context.Context, d *DeadLetter) (*SendReceipt, err
 // when this Producer does not have it and may send elsewhere
 // (WithFailoverOnUnknownOutcome), an error wrapping ErrEndpointUnknown when
 // it may not.
-func (p *Producer) pinFor(ctx context.Context, m *Message, at string) (*wire.Pin, error) {
+func (p *Producer) pinFor(ctx context.Context, m *Message, at string) (*send.Pin, error) {
 	pn, err := p.tr.FindPin(ctx, m.Topic, at)
 	switch {
 	case err != nil:

@@ -19,12 +19,12 @@ var RocketMQClassifier Classifier = rmqClassifier{}
 
 // rmqClassifier is the public face of RocketMQ 5's reading, which is
 // producer/internal/wire/rocketmq's (wirermq.Classify, with its table of
-// codes, rmqCodeClass): its outcome as the public Outcome, its error as
+// codes, rmqCodeClass): its outcome as it is (an outcome.Outcome), its error as
 // the public one (a *RocketMQStatusError).
 type rmqClassifier struct{}
 
 func (rmqClassifier) Classify(reply any, err error) Outcome {
 	o := wirermq.Classify(reply, err)
 	o.Err = publicError(o.Err)
-	return publicOutcome(o)
+	return o
 }

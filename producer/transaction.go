@@ -225,10 +225,10 @@ func (tx *Transaction) Send(ctx context.Context, m *Message) (*SendReceipt, erro
 		return nil, fmt.Errorf("%w: message is nil", ErrInvalidMessage)
 	}
 	m.Transactional = true
-	if err := m.validate(tx.p.cfg.maxBody); err != nil {
+	if err := validate(m, tx.p.cfg.maxBody); err != nil {
 		return nil, err
 	}
-	id, err := tx.p.tr.Prepare(m.toWire())
+	id, err := tx.p.tr.Prepare(*m)
 	if err != nil {
 		return nil, publicError(err)
 	}
@@ -302,15 +302,15 @@ func (tx *Transaction) end(ctx context.Context, op string, commit bool) error {
 // connection that stored it, for EndTransaction.
 func (p *Producer) sendHalf(ctx context.Context, tt wire.Transactions, m *Message) (*SendReceipt, string, *SendError) {
 	if err := ctx.Err(); err != nil {
-		return nil, "", newSendError(&send.Failure{ID: m.ID, End: send.EndContext, Cause: err, CtxErr: err, Last: send.Outcome{Err: err}})
+		return nil, "", newSendError(&send.Failure{ID: m.ID, End: send.EndContext, Cause: err, CtxErr: err, Last: Outcome{Err: err}})
 	}
 	if !p.enter() {
-		return nil, "", newSendError(&send.Failure{ID: m.ID, End: send.EndClosed, Last: send.Outcome{Err: ErrClosed}})
+		return nil, "", newSendError(&send.Failure{ID: m.ID, End: send.EndClosed, Last: Outcome{Err: ErrClosed}})
 	}
 	ctx, wm := p.startSend(ctx, m, false)
 	sctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(p.hardCtx, func() { cancel(ErrClosed) })
-	wr, addr, f := tt.SendHalf(sctx, wm.toWire())
+	wr, addr, f := tt.SendHalf(sctx, *wm)
 	stop()
 	cancel(nil)
 	p.core.leave()
@@ -321,8 +321,6 @@ func (p *Producer) sendHalf(ctx context.Context, tt wire.Transactions, m *Messag
 		p.endSend(ctx, nil, se)
 		return nil, "", se
 	}
-	r := &SendReceipt{}
-	fillReceipt(r, wr)
-	p.endSend(ctx, r, nil)
-	return r, addr, nil
+	p.endSend(ctx, wr, nil)
+	return wr, addr, nil
 }

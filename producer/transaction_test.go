@@ -299,12 +299,12 @@ func TestHalfMessageRetryRule(t *testing.T) {
 	} {
 		x := send.Executor{Cfg: &cfg.Config, Transactional: true, Half: true}
 		x.SetCounts(1, 0)
-		d := x.Decide(context.Background(), Outcome{Kind: tc.kind}.internal(), tc.unsent, now, now)
+		d := x.Decide(context.Background(), Outcome{Kind: tc.kind}, tc.unsent, now, now)
 		assert.Equal(t, tc.want, d.Act, "%v, unsent %v", tc.kind, tc.unsent)
 		v1 := send.Executor{Cfg: &cfg.Config, Transactional: true}
 		v1.SetCounts(1, 0)
 		if tc.kind == FailedNotStored && !tc.unsent {
-			assert.Equal(t, actFail, v1.Decide(context.Background(), Outcome{Kind: tc.kind}.internal(), tc.unsent, now, now).Act,
+			assert.Equal(t, actFail, v1.Decide(context.Background(), Outcome{Kind: tc.kind}, tc.unsent, now, now).Act,
 				"rocketry.v1's rule is unchanged: no retry once the request left")
 		}
 	}

@@ -9,17 +9,9 @@ import "github.com/rocketry-go/rocketry/producer/internal/wire"
 // (producer/internal/wire/rocketmq) through a RocketMQ 5 proxy.
 // What only RocketMQ 5 has (BeginTransaction, Recall) asserts the
 // transport for wire.Transactions, and is ErrNotRocketMQ5 without it.
-type transport = wire.Transport[SendReceipt]
+type transport = wire.Transport
 
 // env is what a transport takes of p, made once in New.
 func (p *Producer) env() wire.Env {
 	return wire.Env{Cfg: &p.cfg.Config, Pacing: p.cfg.pacing, HardCtx: p.hardCtx}
 }
-
-// fillReceipt is the receipt a transport made, as the public SendReceipt
-// (a field copy).
-func fillReceipt(dst *SendReceipt, r wire.Receipt) { *dst = SendReceipt(r) }
-
-// toWire is m as the transport takes it (a field copy: wire.Message has
-// Message's fields, which this conversion keeps in step).
-func (m *Message) toWire() wire.Message { return wire.Message(*m) }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/brokercode"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/pace"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 )
@@ -209,25 +210,25 @@ type attempter struct {
 	refused int
 }
 
-func (a *attempter) Attempt(ctx context.Context, ep int, wait bool, deadline time.Time) (send.Outcome, bool) {
+func (a *attempter) Attempt(ctx context.Context, ep int, wait bool, deadline time.Time) (outcome.Outcome, bool) {
 	s := a.p.s
 	half := a.p.b.cfg.RTT / 2
 	if !s.until(s.now.Add(half)) {
-		return send.Outcome{Kind: send.FailedNotStored}, true
+		return outcome.Outcome{Kind: outcome.FailedNotStored}, true
 	}
 	at, err := a.p.b.decide(a.topic, a.id, s.now)
 
 	if !s.until(at.Add(half + a.p.late())) {
-		return send.Outcome{Kind: send.FailedNotStored}, true
+		return outcome.Outcome{Kind: outcome.FailedNotStored}, true
 	}
 	if err != nil {
 		a.refused++
 		if i := int(s.now.Sub(a.p.start) / Bin); i < len(a.p.res.RefusedBins) {
 			a.p.res.RefusedBins[i]++
 		}
-		return send.Outcome{Kind: send.Throttled, Code: brokercode.TooManyRequests, Err: err}, false
+		return outcome.Outcome{Kind: outcome.Throttled, Code: brokercode.TooManyRequests, Err: err}, false
 	}
-	return send.Outcome{Kind: send.Stored}, false
+	return outcome.Outcome{Kind: outcome.Stored}, false
 }
 
 func (a *attempter) Endpoint(int) string { return "broker" }

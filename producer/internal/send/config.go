@@ -9,6 +9,8 @@ import (
 
 	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/brokercode"
+	"github.com/rocketry-go/rocketry/event"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/clock"
 )
 
@@ -32,9 +34,10 @@ type Config struct {
 	// sends it gave up waiting for: a send stopped with it ends EndClosed.
 	Closed error
 	// Event receives the events of a send (but its end, which the
-	// producer reports after the dead-letter hand-off); nil when nobody
-	// watches, and then none is made.
-	Event func(context.Context, Event)
+	// producer reports after the dead-letter hand-off): event.Attempt,
+	// Success, Throttle and Retry; nil when nobody watches, and then none
+	// is made.
+	Event func(context.Context, event.Event)
 }
 
 // WaitMode says when a retry after a request that never left waits for
@@ -46,31 +49,6 @@ const (
 	WaitAlways                  // every time
 	WaitNever                   // never
 )
-
-// EventKind is what an Event reports; the producer maps each to its
-// public EventKind of the same name.
-type EventKind uint8
-
-const (
-	EventAttempt  EventKind = iota + 1 // attempt Attempt is about to be made, to Endpoint
-	EventSuccess                       // attempt Attempt stored the message
-	EventThrottle                      // attempt Attempt was throttled
-	EventRetry                         // attempt Attempt+1 follows after Delay
-)
-
-// Event is one thing that happened to one send: the public
-// producer.Event's fields that the executor fills.
-type Event struct {
-	Kind     EventKind
-	ID       string
-	Attempt  int
-	Delay    time.Duration
-	Why      Kind
-	Code     brokercode.Code
-	Reason   brokercode.Reason
-	Endpoint string
-	Err      error
-}
 
 // End is why a send ended without storing its message; the producer maps
 // each to its sentinel error in one place (newSendError).
@@ -95,7 +73,7 @@ type Failure struct {
 	Cause    error // EndContext: the context's cause
 	CtxErr   error // the caller's context error, when it stopped the send
 	Attempts int
-	Last     Outcome           // the last attempt's outcome; zero when none was made
+	Last     outcome.Outcome   // the last attempt's outcome; zero when none was made
 	Reason   brokercode.Reason // of the last throttled attempt
 	MaybeAt  string            // the endpoint of the last attempt whose outcome was unknown
 }

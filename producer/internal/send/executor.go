@@ -1,9 +1,11 @@
 // Package send is the executor of the producer: it runs one send from its
 // first attempt to its end, over an Attempter of a wire protocol, and
 // Decide, the one function that says what follows an attempt, holds the
-// retry contract (docs/retries.md's retry table). It knows no protocol and
-// no public type: the producer converts its Outcome to this package's, maps
-// End to its sentinel errors (newSendError) and Event to its public Event.
+// retry contract (docs/retries.md's retry table). It knows no protocol.
+// Its vocabulary is the public leaf packages the producer's API speaks
+// too: an attempt's answer is an outcome.Outcome, each event of a send an
+// event.Event; the producer maps End to its sentinel errors
+// (newSendError).
 //
 // Counting: MaxAttempts counts attempts, the first included. The schedules
 // number retries: retry n of the throttle schedule follows the n-th
@@ -15,11 +17,14 @@ package send
 import (
 	"context"
 	"errors"
+	"hash/fnv"
 	"log/slog"
 	"time"
 
 	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/brokercode"
+	"github.com/rocketry-go/rocketry/event"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/clock"
 	"github.com/rocketry-go/rocketry/producer/internal/deadline"
 )
@@ -47,9 +52,8 @@ type Decision struct {
 }
 
 // Executor is one send's state, owned by the goroutine that runs it; the
-// config is shared and read-only. One writer per field, as named: the
-// transport that makes the executor sets the send's fixed facts (the
-// exported fields) before Run; after that only Run, Decide and their
+// config is shared and read-only. One writer per field, as named: New
+// sets the send's fixed facts (the exported fields) before Run; after that only Run, Decide and their
 // helpers here write, on the send's goroutine (as grpc-go's clientStream
 // owns its attempt).
 type Executor struct {
@@ -67,7 +71,7 @@ type Executor struct {
 	attempts  int               // written by Run
 	failures  int               // written by Decide
 	throttles int               // written by Decide
-	last      Outcome           // written by Decide (and Refuse, before any attempt): the last attempt's outcome
+	last      outcome.Outcome   // written by Decide (and Refuse, before any attempt): the last attempt's outcome
 	reason    brokercode.Reason // written by Decide: of the last throttled attempt
 
 	// The throttle schedule's delay for retry drawnFor, drawn in advance:
@@ -77,6 +81,54 @@ type Executor struct {
 	drawn    time.Duration
 	drawnFor int
 	drawnOK  bool
+}
+
+// Facts are a send's fixed facts, which the transport that makes its
+// executor knows before the first attempt.
+type Facts struct {
+	ID            string
+	Transactional bool
+	Half          bool   // a RocketMQ 5 half message, retried when known not stored
+	EP            int    // the first attempt's endpoint (a transport's round robin)
+	Group         string // a FIFO message's group: every attempt on GroupEndpoint(Group)
+	Pin           *Pin   // a resend: every attempt where the message may be stored
+}
+
+// Pin is where a resend starts and stays: endpoint EP, named At. Hold is
+// the protocol's own, what EP indexes for the whole send: rocketry.v1's
+// endpoints of a target with a scheme (held until the send ends), or a
+// RocketMQ 5 route; nil when EP indexes the transport's fixed endpoints.
+type Pin struct {
+	EP   int
+	At   string
+	Hold any
+}
+
+// New is the executor of one send with policy cfg over attempter a: the
+// one constructor, which every transport and the interceptor use. Where
+// its first attempt goes and whether its retries stay: a FIFO message's
+// group (its first attempt on the group's endpoint, every retry there),
+// then a resend's pin (on the pin's endpoint, as after an unknown outcome
+// there: a retry stays unless FailoverAlways); else f.EP.
+func New(cfg *Config, a Attempter, f Facts) Executor {
+	x := Executor{Cfg: cfg, A: a, ID: f.ID, Transactional: f.Transactional, Half: f.Half, EP: f.EP}
+	if f.Group != "" {
+		x.EP, x.Stay = GroupEndpoint(f.Group), true
+	}
+	if f.Pin != nil {
+		x.Pin(f.Pin.EP, f.Pin.At)
+	}
+	return x
+}
+
+// GroupEndpoint is the endpoint a group's sends go to, every attempt: the
+// FNV-1a hash of the group, so that a group goes to one broker while the
+// endpoints stay the same (a proxy in cluster mode hashes the group over
+// its own queues again).
+func GroupEndpoint(group string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(group))
+	return int(h.Sum32() & 0x7fffffff)
 }
 
 // Attempts is the number of attempts made, counting the first.
@@ -132,7 +184,7 @@ func (x *Executor) Run(ctx context.Context) (f Failure, failed bool) {
 		}
 		x.attempts++
 		if c.Event != nil {
-			c.Event(ctx, Event{Kind: EventAttempt, ID: x.ID, Attempt: x.attempts, Endpoint: x.A.Endpoint(x.EP)})
+			c.Event(ctx, event.Event{Kind: event.Attempt, MessageID: x.ID, Attempt: x.attempts, Endpoint: x.A.Endpoint(x.EP)})
 		}
 		start := clk.Now()
 		var adl time.Time // the attempt's deadline, when sooner than ctx's
@@ -145,26 +197,26 @@ func (x *Executor) Run(ctx context.Context) (f Failure, failed bool) {
 		}
 		end := clk.Now()
 		pc.Record(paceResult(o), start, end)
-		if o.Kind == Stored {
+		if o.Kind == outcome.Stored {
 			c.Budget.success()
 			if c.Event != nil {
-				c.Event(ctx, Event{Kind: EventSuccess, ID: x.ID, Attempt: x.attempts, Endpoint: x.A.Endpoint(x.EP)})
+				c.Event(ctx, event.Event{Kind: event.Success, MessageID: x.ID, Attempt: x.attempts, Endpoint: x.A.Endpoint(x.EP)})
 			}
 			return Failure{}, false
 		}
 
-		if o.Kind == FailedUnknown && !unsent {
+		if o.Kind == outcome.FailedUnknown && !unsent {
 			x.maybeAt = pinName(x.A, x.EP) // the message may be stored there
 		}
 		d := x.Decide(ctx, o, unsent, start, end)
 		if d.Throttled && c.Event != nil {
-			c.Event(ctx, Event{Kind: EventThrottle, ID: x.ID, Attempt: x.attempts, Code: o.Code, Reason: o.Reason, Endpoint: x.A.Endpoint(x.EP), Err: o.Err})
+			c.Event(ctx, event.Event{Kind: event.Throttle, MessageID: x.ID, Attempt: x.attempts, Code: o.Code, Reason: o.Reason, Endpoint: x.A.Endpoint(x.EP), Err: o.Err})
 		}
 		if d.Act != Retry {
 			return x.failure(d), true
 		}
 		if c.Event != nil {
-			c.Event(ctx, Event{Kind: EventRetry, ID: x.ID, Attempt: x.attempts, Delay: d.Delay, Why: o.Kind, Code: o.Code, Endpoint: x.A.Endpoint(x.EP), Err: o.Err})
+			c.Event(ctx, event.Event{Kind: event.Retry, MessageID: x.ID, Attempt: x.attempts, Delay: d.Delay, Why: o.Kind, Code: o.Code, Endpoint: x.A.Endpoint(x.EP), Err: o.Err})
 		}
 		if c.Logger.Enabled(ctx, slog.LevelDebug) {
 			c.Logger.LogAttrs(ctx, slog.LevelDebug, "producer: retry",
@@ -208,10 +260,10 @@ func (x *Executor) Run(ctx context.Context) (f Failure, failed bool) {
 //     send now (EndDeadlineTooShort).
 //
 // It updates the executor's counts, pin and last outcome, and the budget.
-func (x *Executor) Decide(ctx context.Context, o Outcome, unsent bool, start, now time.Time) Decision {
+func (x *Executor) Decide(ctx context.Context, o outcome.Outcome, unsent bool, start, now time.Time) Decision {
 	c := x.Cfg
 	x.last = o
-	if o.Kind == Stored {
+	if o.Kind == outcome.Stored {
 		return Decision{Act: Done}
 	}
 	if ctx.Err() != nil {
@@ -224,13 +276,13 @@ func (x *Executor) Decide(ctx context.Context, o Outcome, unsent bool, start, no
 
 	throttled := false
 	switch o.Kind {
-	case Throttled:
+	case outcome.Throttled:
 		throttled = true
 		x.throttles++
 		x.reason = o.Reason
-	case FailedNotStored, FailedUnknown:
+	case outcome.FailedNotStored, outcome.FailedUnknown:
 		x.failures++
-		if x.Transactional && !unsent && (!x.Half || o.Kind == FailedUnknown) {
+		if x.Transactional && !unsent && (!x.Half || o.Kind == outcome.FailedUnknown) {
 			return Decision{Act: Fail, End: EndNotRetryable}
 		}
 	default:
@@ -274,7 +326,7 @@ func (x *Executor) Decide(ctx context.Context, o Outcome, unsent bool, start, no
 		// Known not stored: the request never left, or the broker said so.
 		// After an unknown outcome the message may be stored on this
 		// endpoint already: the send stays (pinned).
-		known := unsent || o.Kind == FailedNotStored
+		known := unsent || o.Kind == outcome.FailedNotStored
 		x.pinned = x.pinned || !known
 		d.Failover = known && !x.pinned
 	}
@@ -355,7 +407,7 @@ func Stopped(ctx context.Context, id string, closed error) Failure {
 
 // Refuse ends the send before any attempt, for the reason o gives (the
 // interceptor's check of the call's size limit).
-func (x *Executor) Refuse(o Outcome, end End) Failure {
+func (x *Executor) Refuse(o outcome.Outcome, end End) Failure {
 	x.last = o
 	return x.failure(Decision{Act: Fail, End: end})
 }

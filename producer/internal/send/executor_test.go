@@ -12,6 +12,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/brokercode"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/pace"
 )
 
@@ -36,9 +37,9 @@ func TestDecideCountsEachScheduleApart(t *testing.T) {
 	now := time.Now()
 	var got []time.Duration
 	// 530, 530, 503, 530, 503 as the classifiers read them.
-	for _, k := range []Kind{Throttled, Throttled, FailedNotStored, Throttled, FailedNotStored} {
+	for _, k := range []outcome.Kind{outcome.Throttled, outcome.Throttled, outcome.FailedNotStored, outcome.Throttled, outcome.FailedNotStored} {
 		x.attempts++
-		d := x.Decide(context.Background(), Outcome{Kind: k}, false, now, now)
+		d := x.Decide(context.Background(), outcome.Outcome{Kind: k}, false, now, now)
 		got = append(got, d.Delay)
 	}
 	want := []time.Duration{1 * time.Millisecond, 2 * time.Millisecond, 100 * time.Millisecond, 3 * time.Millisecond, 200 * time.Millisecond}
@@ -61,7 +62,7 @@ func TestDecideScheduleEnd(t *testing.T) {
 	c.MaxAttempts, c.Throttle = 10, p
 	x := &Executor{Cfg: &c, attempts: 2, throttles: 1}
 	now := time.Now()
-	if got := x.Decide(context.Background(), Outcome{Kind: Throttled, Code: brokercode.TooManyRequests}, false, now, now); got.Act != Fail || got.End != EndAttemptsExhausted {
+	if got := x.Decide(context.Background(), outcome.Outcome{Kind: outcome.Throttled, Code: brokercode.TooManyRequests}, false, now, now); got.Act != Fail || got.End != EndAttemptsExhausted {
 		t.Errorf("Decide after the schedule's last retry = %+v; want fail with EndAttemptsExhausted", got)
 	}
 }
@@ -75,10 +76,10 @@ func TestStoppedByClose(t *testing.T) {
 	x := &Executor{Cfg: &c}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(fmt.Errorf("wrapped: %w", closed))
-	assert.Equal(t, Decision{Act: Fail, End: EndClosed}, x.Decide(ctx, Outcome{Kind: FailedUnknown}, false, time.Now(), time.Now()))
+	assert.Equal(t, Decision{Act: Fail, End: EndClosed}, x.Decide(ctx, outcome.Outcome{Kind: outcome.FailedUnknown}, false, time.Now(), time.Now()))
 	ctx, cancel2 := context.WithCancel(context.Background())
 	cancel2()
-	assert.Equal(t, Decision{Act: Fail, End: EndContext, Cause: context.Canceled, CtxErr: context.Canceled}, x.Decide(ctx, Outcome{Kind: FailedUnknown}, false, time.Now(), time.Now()))
+	assert.Equal(t, Decision{Act: Fail, End: EndContext, Cause: context.Canceled, CtxErr: context.Canceled}, x.Decide(ctx, outcome.Outcome{Kind: outcome.FailedUnknown}, false, time.Now(), time.Now()))
 }
 
 // TestRetryBudget follows gRPC's retry throttling arithmetic.
@@ -115,19 +116,19 @@ func TestPaceResult(t *testing.T) {
 	// The texts of gRPC errors as the producer's tests make them.
 	busy := errors.New("rpc error: code = ResourceExhausted desc = test: CODE_TOO_MANY_REQUESTS")
 	err530, err500 := busy, errors.New("rpc error: code = Internal desc = test: CODE_INTERNAL_ERROR")
-	assert.False(t, wideThrottle(Outcome{Kind: Throttled, Err: busy}))
-	assert.True(t, wideThrottle(Outcome{Kind: Throttled, Err: errors.New("42900 [TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while")}))
-	assert.True(t, wideThrottle(Outcome{Kind: Throttled, Reason: brokercode.ReasonStorageLoad}))
+	assert.False(t, wideThrottle(outcome.Outcome{Kind: outcome.Throttled, Err: busy}))
+	assert.True(t, wideThrottle(outcome.Outcome{Kind: outcome.Throttled, Err: errors.New("42900 [TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while")}))
+	assert.True(t, wideThrottle(outcome.Outcome{Kind: outcome.Throttled, Reason: brokercode.ReasonStorageLoad}))
 	for _, c := range []struct {
-		o    Outcome
+		o    outcome.Outcome
 		want pace.Result
 	}{
-		{Outcome{Kind: Stored}, pace.Stored},
-		{Outcome{Kind: Throttled, Reason: brokercode.ReasonBacklog, Err: err530}, pace.Throttled},
-		{Outcome{Kind: Throttled, Err: errors.New("[TIMEOUT_CLEAN_QUEUE]broker busy")}, pace.ThrottledWide},
-		{Outcome{Kind: Throttled, Reason: brokercode.ReasonStorageLoad}, pace.ThrottledWide},
-		{Outcome{Kind: Throttled, Hint: time.Second, Err: errors.New("[TIMEOUT_CLEAN_QUEUE]broker busy")}, pace.Hinted},
-		{Outcome{Kind: FailedUnknown, Err: err500}, pace.Other},
+		{outcome.Outcome{Kind: outcome.Stored}, pace.Stored},
+		{outcome.Outcome{Kind: outcome.Throttled, Reason: brokercode.ReasonBacklog, Err: err530}, pace.Throttled},
+		{outcome.Outcome{Kind: outcome.Throttled, Err: errors.New("[TIMEOUT_CLEAN_QUEUE]broker busy")}, pace.ThrottledWide},
+		{outcome.Outcome{Kind: outcome.Throttled, Reason: brokercode.ReasonStorageLoad}, pace.ThrottledWide},
+		{outcome.Outcome{Kind: outcome.Throttled, Hint: time.Second, Err: errors.New("[TIMEOUT_CLEAN_QUEUE]broker busy")}, pace.Hinted},
+		{outcome.Outcome{Kind: outcome.FailedUnknown, Err: err500}, pace.Other},
 	} {
 		assert.Equal(t, c.want, paceResult(c.o), "paceResult(%+v)", c.o)
 	}

@@ -3,55 +3,12 @@ package send
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync/atomic"
 	"time"
 
-	"github.com/rocketry-go/rocketry/brokercode"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/pace"
 )
-
-// Kind is what one attempt's answer says of its message. Its values are
-// those of the public producer.OutcomeKind, which documents them, so that
-// the producer converts one to the other with a cast.
-type Kind uint8
-
-const (
-	Stored          Kind = iota + 1 // the broker stored the message (or had it already)
-	Throttled                       // refused for overload; known not stored
-	FailedNotStored                 // failed; the broker stored nothing
-	FailedUnknown                   // failed; the message may be stored
-	Permanent                       // refused for good (4xx); not stored
-)
-
-var kindNames = [...]string{
-	Stored:          "stored",
-	Throttled:       "throttled",
-	FailedNotStored: "failed-not-stored",
-	FailedUnknown:   "failed-unknown",
-	Permanent:       "permanent",
-}
-
-// String returns the kind's name, such as "throttled", as
-// producer.OutcomeKind does.
-func (k Kind) String() string {
-	if int(k) < len(kindNames) && kindNames[k] != "" {
-		return kindNames[k]
-	}
-	return "OutcomeKind(" + strconv.Itoa(int(k)) + ")"
-}
-
-// Outcome is one attempt's answer as the executor reads it: the public
-// producer.Outcome, field for field (its docs say what each one means),
-// which an attempter copies into this once per attempt.
-type Outcome struct {
-	Kind     Kind
-	Code     brokercode.Code
-	WireCode int32
-	Reason   brokercode.Reason
-	Hint     time.Duration
-	Err      error
-}
 
 // ErrAttemptTimeout is the cause of an attempt's context when its timeout
 // passes.
@@ -78,7 +35,7 @@ type Attempter interface {
 	// its call (AttemptContext), or of the batch the message joins. It
 	// returns the attempt's outcome and whether the request never left
 	// the client (so the message is known not stored).
-	Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (o Outcome, unsent bool)
+	Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (o outcome.Outcome, unsent bool)
 	// Endpoint names endpoint ep for events and logs; two indexes with the
 	// same name are the same broker.
 	Endpoint(ep int) string

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/rocketry-go/rocketry/brokercode"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/pace"
 )
 
@@ -28,15 +29,15 @@ import (
 // Those widen the scope to the endpoint (pace.ThrottledWide).
 
 // paceResult is what the pacer counts of outcome o.
-func paceResult(o Outcome) pace.Result {
+func paceResult(o outcome.Outcome) pace.Result {
 	switch {
-	case o.Kind == Stored:
+	case o.Kind == outcome.Stored:
 		return pace.Stored
-	case o.Kind == Throttled && o.Hint > 0:
+	case o.Kind == outcome.Throttled && o.Hint > 0:
 		return pace.Hinted
-	case o.Kind == Throttled && wideThrottle(o):
+	case o.Kind == outcome.Throttled && wideThrottle(o):
 		return pace.ThrottledWide
-	case o.Kind == Throttled:
+	case o.Kind == outcome.Throttled:
 		return pace.Throttled
 	}
 	return pace.Other
@@ -44,7 +45,7 @@ func paceResult(o Outcome) pace.Result {
 
 // wideThrottle reports whether a refusal names a state of the whole broker
 // (see above), rather than of the topic.
-func wideThrottle(o Outcome) bool {
+func wideThrottle(o outcome.Outcome) bool {
 	if o.Reason == brokercode.ReasonStorageLoad {
 		return true
 	}

@@ -10,25 +10,25 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
-	"github.com/rocketry-go/rocketry/producer/internal/send"
 )
 
 // This file is what each protocol's batch sender shares (the batcher
 // itself, which knows neither protocol, is producer/internal/batch; how
 // the producer uses it is told in producer/batch.go). An entry's answer is
-// a send.Outcome: the executor's reading, which the public API never sees.
+// a outcome.Outcome: the executor's reading, which the public API never sees.
 
 // Refusal is what the batcher's split decision (batch.Split) reads of o.
-func Refusal(o send.Outcome) batch.Refusal {
-	return batch.Refusal{Permanent: o.Kind == send.Permanent, Code: o.Code}
+func Refusal(o outcome.Outcome) batch.Refusal {
+	return batch.Refusal{Permanent: o.Kind == outcome.Permanent, Code: o.Code}
 }
 
 // FailAll answers every entry of b with the outcome o of a call that
 // failed as a whole with err, whose peer pr is empty when the request
 // never left the client for the broker at name (NotSent), unless the
 // batcher splits b.
-func FailAll[M any](b *batch.Batch[M, send.Outcome], o send.Outcome, err error, pr *peer.Peer, name string) {
+func FailAll[M any](b *batch.Batch[M, outcome.Outcome], o outcome.Outcome, err error, pr *peer.Peer, name string) {
 	r := Refusal(o)
 	o, unsent := NotSent(o, err, pr, name)
 	b.FailAll(o, unsent, r)
@@ -47,8 +47,8 @@ func BatchDeadline(ctx context.Context, deadline time.Time) time.Time {
 // while its message waited in a batch: the context's error as a gRPC
 // status (DEADLINE_EXCEEDED or CANCELLED, which producer.GRPCClassifier
 // reads as FailedUnknown with no code).
-func CutShort(ctx context.Context) send.Outcome {
-	return send.Outcome{Kind: send.FailedUnknown, Err: status.FromContextError(ctx.Err()).Err()}
+func CutShort(ctx context.Context) outcome.Outcome {
+	return outcome.Outcome{Kind: outcome.FailedUnknown, Err: status.FromContextError(ctx.Err()).Err()}
 }
 
 // BatchCodec is the proto codec, which tells the batch when its request

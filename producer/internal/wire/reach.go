@@ -3,13 +3,15 @@
 // an attempt that never left the client (NotSent, with its
 // senderr.ConnectError), a constructor's error for a bad target
 // (TargetError), each protocol's side of the batcher (FailAll, CutShort,
-// BatchCodec), the message, receipt and pin a transport takes and gives
-// (Message, Receipt, Pin, Transport), and what only RocketMQ 5 has, which
-// the producer asserts its transport for (Transactions, Half).
+// BatchCodec), the interface of a transport (Transport, over the public
+// message.Message and message.Receipt, with a resend's send.Pin), and what
+// only RocketMQ 5 has, which the producer asserts its transport for
+// (Transactions, Half).
 //
 // It knows no protocol. Its errors are the public ones of package senderr
-// (the sentinels, ConnectError), which the producer re-exports as they
-// are; its messages and receipts the producer maps field for field.
+// (the sentinels, ConnectError), and its messages, receipts and outcomes
+// those of the leaf packages message and outcome, which the producer
+// names as they are (aliases): nothing is mapped field for field.
 package wire
 
 import (
@@ -19,7 +21,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/senderr"
 )
 
@@ -35,7 +37,7 @@ func Passthrough(addr string) string { return "passthrough:///" + addr }
 // protocols): a call that failed before gRPC gave it a peer. It returns o,
 // read as Unreachable says when the request never left for the broker at
 // endpoint, and whether it never left (the message is known not stored).
-func NotSent(o send.Outcome, err error, pr *peer.Peer, endpoint string) (send.Outcome, bool) {
+func NotSent(o outcome.Outcome, err error, pr *peer.Peer, endpoint string) (outcome.Outcome, bool) {
 	if err == nil || pr.Addr != nil {
 		return o, false
 	}
@@ -48,7 +50,7 @@ func NotSent(o send.Outcome, err error, pr *peer.Peer, endpoint string) (send.Ou
 // the broker at endpoint could not be reached, the outcome is
 // FailedNotStored with a *senderr.ConnectError naming the cause; otherwise o is
 // returned as it is.
-func Unreachable(o send.Outcome, endpoint string) send.Outcome {
+func Unreachable(o outcome.Outcome, endpoint string) outcome.Outcome {
 	s, ok := status.FromError(o.Err)
 	if !ok || (s.Code() != codes.Unavailable && s.Code() != codes.DeadlineExceeded) {
 		return o
@@ -57,7 +59,7 @@ func Unreachable(o send.Outcome, endpoint string) send.Outcome {
 	if reason == nil {
 		return o
 	}
-	o.Kind = send.FailedNotStored
+	o.Kind = outcome.FailedNotStored
 	o.Err = &senderr.ConnectError{Endpoint: endpoint, Reason: reason, Err: o.Err}
 	return o
 }

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/senderr"
 )
 
@@ -49,9 +49,9 @@ func TestNotSent(t *testing.T) {
 
 	pr, err := call(t, closed)
 	require.Error(t, err)
-	o, unsent := NotSent(send.Outcome{Kind: send.FailedUnknown, Err: err}, err, pr, closed)
+	o, unsent := NotSent(outcome.Outcome{Kind: outcome.FailedUnknown, Err: err}, err, pr, closed)
 	assert.True(t, unsent, "a refused connection: %v", err)
-	assert.Equal(t, send.FailedNotStored, o.Kind)
+	assert.Equal(t, outcome.FailedNotStored, o.Kind)
 	var ce *senderr.ConnectError
 	require.ErrorAs(t, o.Err, &ce)
 	assert.Equal(t, closed, ce.Endpoint)
@@ -78,7 +78,7 @@ func TestNotSent(t *testing.T) {
 	var p2 peer.Peer
 	_, err = healthpb.NewHealthClient(cc).Check(context.Background(), &healthpb.HealthCheckRequest{Service: "nope"}, grpc.Peer(&p2))
 	require.Equal(t, codes.NotFound, status.Code(err), "%v", err)
-	in := send.Outcome{Kind: send.Permanent, Err: err}
+	in := outcome.Outcome{Kind: outcome.Permanent, Err: err}
 	o, unsent = NotSent(in, err, &p2, lis.Addr().String())
 	assert.False(t, unsent, "the request reached the server")
 	assert.Equal(t, in, o)

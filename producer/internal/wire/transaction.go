@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 
+	"github.com/rocketry-go/rocketry/message"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 )
 
@@ -16,7 +17,7 @@ type Transactions interface {
 	// stored. It returns the receipt (with the broker's TransactionID) and
 	// the address of the connection that stored it, for EndTransaction; or
 	// the send's failure.
-	SendHalf(ctx context.Context, m Message) (Receipt, string, *send.Failure)
+	SendHalf(ctx context.Context, m message.Message) (*message.Receipt, string, *send.Failure)
 	// EndTransaction ends the transaction of h, committed or rolled back,
 	// retrying failures with the producer's attempts and failure schedule
 	// within ctx; it returns the attempts made. An answer that the

@@ -5,11 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"hash/fnv"
 	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/rocketry-go/rocketry/message"
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/senderr"
@@ -17,26 +17,27 @@ import (
 
 // Transport is one wire protocol under a Producer, which holds one and
 // never asks which: rocketry.v1 (producer/internal/wire/v1) and
-// apache.rocketmq.v2 (producer/internal/wire/rocketmq). R is the public
-// receipt (producer.SendReceipt), which a transport fills from a Receipt:
-// so a send's receipt can be part of its call's one allocation.
-type Transport[R any] interface {
+// apache.rocketmq.v2 (producer/internal/wire/rocketmq). It takes the
+// producer's message and makes its receipt, both of the public leaf
+// package message (producer.Message and producer.SendReceipt are their
+// aliases).
+type Transport interface {
 	// Refuse returns an error for a valid message that this protocol does
 	// not take from Send; nil otherwise.
-	Refuse(m Message) error
+	Refuse(m message.Message) error
 	// Prepare makes the protocol's checks of a valid message before any
 	// attempt (the server's limits), and returns its ID: m's, or a new one
 	// when it has none.
-	Prepare(m Message) (id string, err error)
+	Prepare(m message.Message) (id string, err error)
 	// Send runs one prepared send of m (what goes on the wire) through the
 	// executor; with bt its first attempt joins a batch, with pn every
 	// attempt goes where the message may be stored (a resend). It returns
 	// the receipt, or the send's failure.
-	Send(ctx context.Context, m Message, bt *batch.Batcher, pn *Pin) (*R, *send.Failure)
+	Send(ctx context.Context, m message.Message, bt *batch.Batcher, pn *send.Pin) (*message.Receipt, *send.Failure)
 	// FindPin returns the endpoint of a resend named name (nil when there
 	// is none): one of the rocketry.v1 connections, or for RocketMQ 5 a
 	// queue of the broker of that name and endpoints in topic's route.
-	FindPin(ctx context.Context, topic, name string) (*Pin, error)
+	FindPin(ctx context.Context, topic, name string) (*send.Pin, error)
 	// EndpointNames lists where the producer sends, for an error.
 	EndpointNames() []string
 	// Close ends the protocol's client (RocketMQ 5: NotifyClientTermination
@@ -54,56 +55,6 @@ type Env struct {
 	HardCtx context.Context
 }
 
-// Message is what the wire takes of a producer.Message, field for field
-// (its docs say what each one means); the producer passes it by value.
-type Message struct {
-	ID            string
-	Topic         string
-	Tag           string
-	Keys          []string
-	Properties    map[string]string
-	Body          []byte
-	Transactional bool
-	MessageGroup  string
-	DeliveryTime  time.Time
-}
-
-// Receipt is producer.SendReceipt, field for field (its docs say what
-// each one means).
-type Receipt struct {
-	MessageID     string
-	QueueID       int32
-	Offset        int64
-	Duplicate     bool
-	Attempts      int
-	TransactionID string
-	RecallHandle  string
-}
-
-// Pin is where a resend starts and stays: endpoint EP, named At. Hold is
-// the protocol's own, what EP indexes for the whole send: rocketry.v1's
-// endpoints of a target with a scheme (held until the send ends), or a
-// RocketMQ 5 route; nil when EP indexes the transport's fixed endpoints.
-type Pin struct {
-	EP   int
-	At   string
-	Hold any
-}
-
-// Start sets where x's first attempt goes and whether its retries stay:
-// a FIFO message's group (its first attempt on the group's endpoint,
-// every retry there), then a resend's pin (on pn's endpoint, as after an
-// unknown outcome there: a retry stays unless WithFailoverOnUnknownOutcome).
-// group is empty and pn nil for any other send.
-func Start(x *send.Executor, group string, pn *Pin) {
-	if group != "" {
-		x.EP, x.Stay = GroupEndpoint(group), true
-	}
-	if pn != nil {
-		x.Pin(pn.EP, pn.At)
-	}
-}
-
 // Run runs x to its end: nil when its message is stored, else the send's
 // failure, which a transport's Send returns.
 func Run(ctx context.Context, x *send.Executor) *send.Failure {
@@ -117,16 +68,6 @@ func Run(ctx context.Context, x *send.Executor) *send.Failure {
 // succeeds allocates nothing for it: a variable whose address is returned
 // is allocated where it is declared, on every path.
 func heapFailure(f send.Failure) *send.Failure { return &f }
-
-// GroupEndpoint is the endpoint a group's sends go to, every attempt: the
-// FNV-1a hash of the group, so that a group goes to one broker while the
-// endpoints stay the same (a proxy in cluster mode hashes the group over
-// its own queues again).
-func GroupEndpoint(group string) int {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(group))
-	return int(h.Sum32() & 0x7fffffff)
-}
 
 // IDGen makes message IDs: a random per-process prefix and a counter, so an
 // ID costs one small allocation and never repeats within a process.

@@ -5,7 +5,7 @@ import (
 	"io"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
-	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/senderr"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -76,7 +76,7 @@ func (c *rmqClient) authError(err error, endpoint string) error {
 
 // refused is o with its error made a *senderr.AuthError when it is a refusal by
 // endpoint.
-func (c *rmqClient) refused(o send.Outcome, endpoint string) send.Outcome {
+func (c *rmqClient) refused(o outcome.Outcome, endpoint string) outcome.Outcome {
 	o.Err = c.authError(o.Err, endpoint)
 	return o
 }

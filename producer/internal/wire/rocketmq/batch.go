@@ -6,8 +6,8 @@ import (
 	"time"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
-	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
@@ -45,9 +45,9 @@ type rmqItem struct {
 }
 
 // rmqEntry is an apache.rocketmq.v2 message in a batch.
-type rmqEntry = batch.Entry[rmqItem, send.Outcome]
+type rmqEntry = batch.Entry[rmqItem, outcome.Outcome]
 
-func (s *rmqBatch) SendBatch(ctx context.Context, b *batch.Batch[rmqItem, send.Outcome]) {
+func (s *rmqBatch) SendBatch(ctx context.Context, b *batch.Batch[rmqItem, outcome.Outcome]) {
 	es := b.Entries()
 	n := len(es)
 	req := &rocketmqv2.SendMessageRequest{Messages: make([]*rocketmqv2.Message, n)}
@@ -133,13 +133,13 @@ func batchResult(e *rocketmqv2.SendResultEntry, i int, ids []string) *rocketmqv2
 // message bad alike; sent alone, each gets its own answer. Whether that
 // splits the batch is batch.Split's to say (not for TOPIC_NOT_FOUND, true
 // of every message of a batch's one topic).
-func refusedWhole(resp *rocketmqv2.SendMessageResponse, outs []send.Outcome) bool {
+func refusedWhole(resp *rocketmqv2.SendMessageResponse, outs []outcome.Outcome) bool {
 	top := resp.GetStatus().GetCode()
-	if ClassifyStatus(resp.GetStatus()).Kind != send.Permanent {
+	if ClassifyStatus(resp.GetStatus()).Kind != outcome.Permanent {
 		return false
 	}
 	for _, o := range outs {
-		if o.Kind != send.Permanent || o.WireCode != int32(top) {
+		if o.Kind != outcome.Permanent || o.WireCode != int32(top) {
 			return false
 		}
 	}
@@ -153,7 +153,7 @@ func refusedWhole(resp *rocketmqv2.SendMessageResponse, outs []send.Outcome) boo
 //
 // at is the queue of the attempt: q, or the batch's queue when the batch
 // answered.
-func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, deadline time.Time) (o send.Outcome, unsent bool, at rmqQueue, ok bool) {
+func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, deadline time.Time) (o outcome.Outcome, unsent bool, at rmqQueue, ok bool) {
 	bt := a.bt
 	a.bt = nil // only the first attempt (never a wait-for-ready one) joins a batch
 	sp := a.msg.GetSystemProperties()
@@ -163,7 +163,7 @@ func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, d
 		Deadline: wire.BatchDeadline(ctx, deadline), // the batch's call ends by then, and so does the wait for it
 	}
 	if !batch.Join(bt, batch.Key{To: q.addr, Topic: a.topic}, &rmqBatch{c: a.c, cn: cn, queue: q.id}, e) {
-		return send.Outcome{}, false, q, false
+		return outcome.Outcome{}, false, q, false
 	}
 	a.be = e
 	r, answered := batch.Wait(ctx, bt, e)
@@ -171,7 +171,7 @@ func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, d
 	case !answered:
 		return wire.CutShort(ctx), r.Unsent, q, true // where it may be; what the caller sees of it is unknown
 	case r.Split:
-		return send.Outcome{}, false, q, false
+		return outcome.Outcome{}, false, q, false
 	}
 	q.id = e.Msg.queue
 	return r.Outcome, r.Unsent, q, true

@@ -7,8 +7,8 @@ import (
 
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
-	"github.com/rocketry-go/rocketry/producer/internal/send"
-	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	"github.com/rocketry-go/rocketry/message"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -21,10 +21,10 @@ func TestRmqAgainstBundledBroker(t *testing.T) {
 	c := newTestRMQClient(t, []string{b.Addr()})
 	require.NoError(t, c.start(context.Background()))
 
-	m := &wire.Message{ID: c.ids.next(), Topic: "orders", Tag: "t", Keys: []string{"k"}, Body: []byte("hello")}
+	m := &message.Message{ID: c.ids.next(), Topic: "orders", Tag: "t", Keys: []string{"k"}, Body: []byte("hello")}
 	call := c.newCall(m)
 	o, unsent := call.attempt(context.Background(), 1, true, time.Time{})
-	require.Equal(t, send.Stored, o.Kind, "%v", o.Err)
+	require.Equal(t, outcome.Stored, o.Kind, "%v", o.Err)
 	assert.False(t, unsent)
 	assert.Equal(t, "broker-a", call.Endpoint(1))
 	q, _, _, ok := call.result()
@@ -36,8 +36,8 @@ func TestRmqAgainstBundledBroker(t *testing.T) {
 	assert.Equal(t, []byte("hello"), got[0].GetMessage().GetBody())
 
 	require.NoError(t, b.SetFaults(broker.Faults{InternalRate: 1}))
-	o, unsent = c.newCall(&wire.Message{ID: c.ids.next(), Topic: "orders", Body: []byte("x")}).attempt(context.Background(), 0, true, time.Time{})
-	assert.Equal(t, send.FailedUnknown, o.Kind, "50001 says nothing of storage: %v", o.Err)
+	o, unsent = c.newCall(&message.Message{ID: c.ids.next(), Topic: "orders", Body: []byte("x")}).attempt(context.Background(), 0, true, time.Time{})
+	assert.Equal(t, outcome.FailedUnknown, o.Kind, "50001 says nothing of storage: %v", o.Err)
 	assert.Equal(t, int32(50001), o.WireCode)
 	assert.False(t, unsent)
 }

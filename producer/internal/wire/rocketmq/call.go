@@ -8,6 +8,8 @@ import (
 
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/message"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
@@ -45,25 +47,25 @@ type rmqCall struct {
 	resp  *rocketmqv2.SendMessageResponse // written by attempt: the last answer
 	bt    *batch.Batcher                  // set by send, cleared by the first attempt, which joins a batch (async sends); nil: alone
 	be    *rmqEntry                       // written by attempt: the message's entry in the batch it joined; nil: none
-	own   wire.Message                    // written by newWireCall: the copy msg points into; zero from newCall
+	own   message.Message                 // written by newWireCall: the copy msg points into; zero from newCall
 }
 
 // newCall returns the attempter of m, which must be validated and have its
 // ID (the Producer's prepare and the transport's Prepare); m is converted
 // once, its slices and map shared.
-func (c *rmqClient) newCall(m *wire.Message) *rmqCall {
+func (c *rmqClient) newCall(m *message.Message) *rmqCall {
 	return c.initCall(&rmqCall{}, m)
 }
 
 // newWireCall is newCall of the message the transport was given: a copy
 // in the call itself (own), which the v2 message points into (its tag and
 // group), so that the copy costs no allocation of its own.
-func (c *rmqClient) newWireCall(m wire.Message) *rmqCall {
+func (c *rmqClient) newWireCall(m message.Message) *rmqCall {
 	a := &rmqCall{own: m}
 	return c.initCall(a, &a.own)
 }
 
-func (c *rmqClient) initCall(a *rmqCall, m *wire.Message) *rmqCall {
+func (c *rmqClient) initCall(a *rmqCall, m *message.Message) *rmqCall {
 	a.c, a.topic, a.msg = c, m.Topic, toRMQ(m, c.set.Namespace, c.bornHost, c.now())
 	a.req.Messages = []*rocketmqv2.Message{a.msg}
 	return a
@@ -71,7 +73,7 @@ func (c *rmqClient) initCall(a *rmqCall, m *wire.Message) *rmqCall {
 
 // Attempt is attempt's outcome as the executor reads it
 // (send.Attempter).
-func (a *rmqCall) Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (send.Outcome, bool) {
+func (a *rmqCall) Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (outcome.Outcome, bool) {
 	return a.attempt(ctx, ep, waitForReady, deadline)
 }
 
@@ -80,10 +82,10 @@ func (a *rmqCall) Attempt(ctx context.Context, ep int, waitForReady bool, deadli
 // request never left the client: the body is over the server's
 // max_body_size (Permanent, MESSAGE_TOO_LARGE), the route could not be
 // read, or gRPC failed the call before it reached a transport (no peer).
-func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (send.Outcome, bool) {
+func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (outcome.Outcome, bool) {
 	if n := a.c.maxBodySize(); n > 0 && len(a.msg.Body) > n {
 		err := fmt.Errorf("%w: body is %d bytes, over the server's max_body_size of %d", senderr.ErrInvalidMessage, len(a.msg.Body), n)
-		return send.Outcome{Kind: send.Permanent, Code: brokercode.MessageTooLarge, Err: err}, true
+		return outcome.Outcome{Kind: outcome.Permanent, Code: brokercode.MessageTooLarge, Err: err}, true
 	}
 	if !a.cachedRoute() {
 		rctx, cancel := send.AttemptContext(ctx, deadline)
@@ -97,7 +99,7 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 	q := a.route.queue(ep)
 	cn, err := a.c.conn(q.addr)
 	if err != nil {
-		return send.Outcome{Kind: send.FailedNotStored, Err: err}, true
+		return outcome.Outcome{Kind: outcome.FailedNotStored, Err: err}, true
 	}
 	a.cn = cn
 	if a.bt != nil {
@@ -126,7 +128,7 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 // producer.GRPCClassifier reads it (wirev1.Classify), and a route without
 // a writable queue, the client's end or the caller's context as failures
 // known not stored.
-func routeOutcome(err error) send.Outcome {
+func routeOutcome(err error) outcome.Outcome {
 	var se *senderr.StatusError
 	switch {
 	case errors.As(err, &se):
@@ -136,11 +138,11 @@ func routeOutcome(err error) send.Outcome {
 		}
 		return o
 	case errors.Is(err, errNoWritableQueue), errors.Is(err, senderr.ErrClosed):
-		return send.Outcome{Kind: send.FailedNotStored, Err: err}
+		return outcome.Outcome{Kind: outcome.FailedNotStored, Err: err}
 	}
 	o := wirev1.Classify(err)
-	if o.Kind == send.FailedUnknown {
-		o.Kind = send.FailedNotStored // nothing was sent
+	if o.Kind == outcome.FailedUnknown {
+		o.Kind = outcome.FailedNotStored // nothing was sent
 	}
 	return o
 }

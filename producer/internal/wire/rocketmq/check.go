@@ -7,6 +7,7 @@ import (
 	"maps"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/message"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 )
 
@@ -37,7 +38,7 @@ func (r Resolution) String() string {
 // whether the transaction of a half message m is to be committed or rolled
 // back; info is what the server said of it apart from the message as sent.
 // ctx ends when the client stops.
-type Checker func(ctx context.Context, m wire.Message, info CheckInfo) Resolution
+type Checker func(ctx context.Context, m message.Message, info CheckInfo) Resolution
 
 // CheckInfo is producer.TransactionCheck below the public API.
 type CheckInfo struct {
@@ -116,7 +117,7 @@ func (c *rmqClient) recoverOrphan(cn *rmqConn, cmd *rocketmqv2.RecoverOrphanedTr
 }
 
 // runChecker calls check, a panic read as Unknown.
-func (c *rmqClient) runChecker(check Checker, m wire.Message, info CheckInfo) (res Resolution) {
+func (c *rmqClient) runChecker(check Checker, m message.Message, info CheckInfo) (res Resolution) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.logger.Error("rocketmq: transaction checker panicked; transaction left open", "message_id", m.ID, "panic", fmt.Sprint(r))
@@ -127,10 +128,10 @@ func (c *rmqClient) runChecker(check Checker, m wire.Message, info CheckInfo) (r
 }
 
 // fromRMQ converts a v2 message the server sent (a half message) to a
-// wire.Message: id, topic, tag, keys, properties as sent and body,
+// message.Message: id, topic, tag, keys, properties as sent and body,
 // Transactional set; system holds the broker's properties found among the
 // user properties (brokerProperties), nil when none.
-func fromRMQ(v *rocketmqv2.Message) (m wire.Message, system map[string]string) {
+func fromRMQ(v *rocketmqv2.Message) (m message.Message, system map[string]string) {
 	sp := v.GetSystemProperties()
 	props := v.GetUserProperties()
 	for k, val := range props {
@@ -147,7 +148,7 @@ func fromRMQ(v *rocketmqv2.Message) (m wire.Message, system map[string]string) {
 	if len(props) == 0 {
 		props = nil
 	}
-	return wire.Message{
+	return message.Message{
 		ID:            sp.GetMessageId(),
 		Topic:         v.GetTopic().GetName(),
 		Tag:           sp.GetTag(),

@@ -4,7 +4,7 @@
 // wire.Transport), its attempter and batch sender, and what only RocketMQ
 // 5 has: transactions (half messages, EndTransaction, the server's
 // checks) and recall (wire.Transactions). Its outcomes are the executor's
-// (send.Outcome); its errors are package senderr's (StatusError,
+// (outcome.Outcome); its errors are package senderr's (StatusError,
 // AuthError, the sentinels), which the producer re-exports as they are.
 package wirermq
 
@@ -15,17 +15,17 @@ import (
 
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
-	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/outcome"
 	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
 	"github.com/rocketry-go/rocketry/senderr"
 )
 
 // Classify reads the answer of an apache.rocketmq.v2 call, whose status is
 // in the response body: producer.RocketMQClassifier's reading (whose doc
-// says how), which the producer converts to its public Outcome. A gRPC
+// says how), which the producer returns as it is. A gRPC
 // error (err != nil) is read as producer.GRPCClassifier reads it
 // (wirev1.Classify). The Err of a status that is not OK is a *senderr.StatusError.
-func Classify(reply any, err error) send.Outcome {
+func Classify(reply any, err error) outcome.Outcome {
 	if err != nil {
 		return wirev1.Classify(err)
 	}
@@ -35,12 +35,12 @@ func Classify(reply any, err error) send.Outcome {
 	case interface{ GetStatus() *rocketmqv2.Status }:
 		return ClassifyStatus(r.GetStatus())
 	}
-	return send.Outcome{Kind: send.FailedUnknown, Err: fmt.Errorf("producer: rocketmq answer of type %T has no status", reply)}
+	return outcome.Outcome{Kind: outcome.FailedUnknown, Err: fmt.Errorf("producer: rocketmq answer of type %T has no status", reply)}
 }
 
 // StatusOutcome is the reading of e, its Err e: the producer's errOutcome
 // (IsThrottled, CodeOf) reads a RocketMQStatusError so.
-func StatusOutcome(e *senderr.StatusError) send.Outcome {
+func StatusOutcome(e *senderr.StatusError) outcome.Outcome {
 	o := ClassifyCode(e.Code, e.Message)
 	o.Err = e
 	return o
@@ -48,7 +48,7 @@ func StatusOutcome(e *senderr.StatusError) send.Outcome {
 
 // classifySend reads a SendMessageResponse of one message.
 // A top-level MULTIPLE_RESULTS whose entries all say OK is Stored.
-func classifySend(r *rocketmqv2.SendMessageResponse) send.Outcome {
+func classifySend(r *rocketmqv2.SendMessageResponse) outcome.Outcome {
 	entries := r.GetEntries()
 	allOK := len(entries) > 0
 	for _, e := range entries {
@@ -63,8 +63,8 @@ func classifySend(r *rocketmqv2.SendMessageResponse) send.Outcome {
 		st = entries[0].GetStatus()
 	}
 	o := ClassifyStatus(st)
-	if o.Kind == send.Stored && len(entries) == 0 {
-		o = send.Outcome{Kind: send.FailedUnknown, WireCode: o.WireCode, Err: errors.New("producer: rocketmq answered OK without a result entry")}
+	if o.Kind == outcome.Stored && len(entries) == 0 {
+		o = outcome.Outcome{Kind: outcome.FailedUnknown, WireCode: o.WireCode, Err: errors.New("producer: rocketmq answered OK without a result entry")}
 	}
 	return o
 }
@@ -95,8 +95,8 @@ func classifySend(r *rocketmqv2.SendMessageResponse) send.Outcome {
 //     the top-level status when that is OK or a failure, and as
 //     FailedUnknown when it is MULTIPLE_RESULTS or there is no entry (the
 //     server said nothing of it).
-func ClassifyEntries(r *rocketmqv2.SendMessageResponse, n int) []send.Outcome {
-	out := make([]send.Outcome, n)
+func ClassifyEntries(r *rocketmqv2.SendMessageResponse, n int) []outcome.Outcome {
+	out := make([]outcome.Outcome, n)
 	entries := r.GetEntries()
 	if n > 1 && len(entries) == 1 {
 		o := classifySend(r)
@@ -111,10 +111,10 @@ func ClassifyEntries(r *rocketmqv2.SendMessageResponse, n int) []send.Outcome {
 		switch {
 		case i < len(entries) && entries[i].GetStatus() != nil:
 			out[i] = ClassifyStatus(entries[i].GetStatus())
-		case !multiple && (top.Kind != send.Stored || i < len(entries)):
+		case !multiple && (top.Kind != outcome.Stored || i < len(entries)):
 			out[i] = top
 		default:
-			out[i] = send.Outcome{Kind: send.FailedUnknown, WireCode: top.WireCode,
+			out[i] = outcome.Outcome{Kind: outcome.FailedUnknown, WireCode: top.WireCode,
 				Err: fmt.Errorf("producer: rocketmq answered no status for message %d of %d (%d entries)", i, n, len(entries))}
 		}
 	}
@@ -122,10 +122,10 @@ func ClassifyEntries(r *rocketmqv2.SendMessageResponse, n int) []send.Outcome {
 }
 
 // ClassifyStatus classifies one v2 status; nil reads as v2's CODE_UNSPECIFIED.
-func ClassifyStatus(s *rocketmqv2.Status) send.Outcome {
+func ClassifyStatus(s *rocketmqv2.Status) outcome.Outcome {
 	code, msg := int32(s.GetCode()), s.GetMessage()
 	o := ClassifyCode(code, msg)
-	if o.Kind != send.Stored {
+	if o.Kind != outcome.Stored {
 		o.Err = &senderr.StatusError{Code: code, Message: msg}
 	}
 	return o
@@ -133,7 +133,7 @@ func ClassifyStatus(s *rocketmqv2.Status) send.Outcome {
 
 // rmqClass is a row of the code table.
 type rmqClass struct {
-	kind send.Kind
+	kind outcome.Kind
 	code brokercode.Code
 }
 
@@ -184,63 +184,63 @@ type rmqClass struct {
 //	60000 FAILED_TO_CONSUME_MESSAGE           Permanent (not a send code)
 //	other 429xx Throttled; other 4xxxx Permanent; anything else FailedUnknown
 var rmqCodeClass = map[rocketmqv2.Code]rmqClass{
-	rocketmqv2.Code_OK:                               {send.Stored, brokercode.Unspecified},
-	rocketmqv2.Code_CODE_UNSPECIFIED:                 {send.FailedUnknown, brokercode.Unspecified},
-	rocketmqv2.Code_MULTIPLE_RESULTS:                 {send.FailedUnknown, brokercode.Unspecified},
-	rocketmqv2.Code_UNAUTHORIZED:                     {send.Permanent, brokercode.Unspecified},
-	rocketmqv2.Code_PAYMENT_REQUIRED:                 {send.Permanent, brokercode.Unspecified},
-	rocketmqv2.Code_FORBIDDEN:                        {send.Permanent, brokercode.Unspecified},
-	rocketmqv2.Code_NOT_FOUND:                        {send.Permanent, brokercode.TopicNotFound},
-	rocketmqv2.Code_TOPIC_NOT_FOUND:                  {send.Permanent, brokercode.TopicNotFound},
-	rocketmqv2.Code_MESSAGE_NOT_FOUND:                {send.Permanent, brokercode.Unspecified},
-	rocketmqv2.Code_CONSUMER_GROUP_NOT_FOUND:         {send.Permanent, brokercode.Unspecified},
-	rocketmqv2.Code_OFFSET_NOT_FOUND:                 {send.Permanent, brokercode.Unspecified},
-	rocketmqv2.Code_REQUEST_TIMEOUT:                  {send.FailedUnknown, brokercode.Unspecified},
-	rocketmqv2.Code_PAYLOAD_TOO_LARGE:                {send.Permanent, brokercode.MessageTooLarge},
-	rocketmqv2.Code_MESSAGE_BODY_TOO_LARGE:           {send.Permanent, brokercode.MessageTooLarge},
-	rocketmqv2.Code_MESSAGE_BODY_EMPTY:               {send.Permanent, brokercode.BadRequest},
-	rocketmqv2.Code_PRECONDITION_FAILED:              {send.Permanent, brokercode.Unspecified},
-	rocketmqv2.Code_TOO_MANY_REQUESTS:                {send.Throttled, brokercode.TooManyRequests},
-	rocketmqv2.Code_LITE_TOPIC_QUOTA_EXCEEDED:        {send.Permanent, brokercode.Unspecified},
-	rocketmqv2.Code_LITE_SUBSCRIPTION_QUOTA_EXCEEDED: {send.Permanent, brokercode.Unspecified},
-	rocketmqv2.Code_REQUEST_HEADER_FIELDS_TOO_LARGE:  {send.Permanent, brokercode.MessageTooLarge},
-	rocketmqv2.Code_MESSAGE_PROPERTIES_TOO_LARGE:     {send.Permanent, brokercode.MessageTooLarge},
-	rocketmqv2.Code_INTERNAL_ERROR:                   {send.FailedUnknown, brokercode.InternalError},
-	rocketmqv2.Code_INTERNAL_SERVER_ERROR:            {send.FailedUnknown, brokercode.InternalError},
-	rocketmqv2.Code_HA_NOT_AVAILABLE:                 {send.FailedUnknown, brokercode.Unavailable},
-	rocketmqv2.Code_NOT_IMPLEMENTED:                  {send.Permanent, brokercode.Unspecified},
-	rocketmqv2.Code_PROXY_TIMEOUT:                    {send.FailedUnknown, brokercode.Unspecified},
-	rocketmqv2.Code_MASTER_PERSISTENCE_TIMEOUT:       {send.FailedUnknown, brokercode.Unspecified},
-	rocketmqv2.Code_SLAVE_PERSISTENCE_TIMEOUT:        {send.FailedUnknown, brokercode.Unspecified},
-	rocketmqv2.Code_UNSUPPORTED:                      {send.Permanent, brokercode.Unspecified},
-	rocketmqv2.Code_VERSION_UNSUPPORTED:              {send.Permanent, brokercode.Unspecified},
-	rocketmqv2.Code_VERIFY_FIFO_MESSAGE_UNSUPPORTED:  {send.Permanent, brokercode.Unspecified},
-	rocketmqv2.Code_FAILED_TO_CONSUME_MESSAGE:        {send.Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_OK:                               {outcome.Stored, brokercode.Unspecified},
+	rocketmqv2.Code_CODE_UNSPECIFIED:                 {outcome.FailedUnknown, brokercode.Unspecified},
+	rocketmqv2.Code_MULTIPLE_RESULTS:                 {outcome.FailedUnknown, brokercode.Unspecified},
+	rocketmqv2.Code_UNAUTHORIZED:                     {outcome.Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_PAYMENT_REQUIRED:                 {outcome.Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_FORBIDDEN:                        {outcome.Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_NOT_FOUND:                        {outcome.Permanent, brokercode.TopicNotFound},
+	rocketmqv2.Code_TOPIC_NOT_FOUND:                  {outcome.Permanent, brokercode.TopicNotFound},
+	rocketmqv2.Code_MESSAGE_NOT_FOUND:                {outcome.Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_CONSUMER_GROUP_NOT_FOUND:         {outcome.Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_OFFSET_NOT_FOUND:                 {outcome.Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_REQUEST_TIMEOUT:                  {outcome.FailedUnknown, brokercode.Unspecified},
+	rocketmqv2.Code_PAYLOAD_TOO_LARGE:                {outcome.Permanent, brokercode.MessageTooLarge},
+	rocketmqv2.Code_MESSAGE_BODY_TOO_LARGE:           {outcome.Permanent, brokercode.MessageTooLarge},
+	rocketmqv2.Code_MESSAGE_BODY_EMPTY:               {outcome.Permanent, brokercode.BadRequest},
+	rocketmqv2.Code_PRECONDITION_FAILED:              {outcome.Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_TOO_MANY_REQUESTS:                {outcome.Throttled, brokercode.TooManyRequests},
+	rocketmqv2.Code_LITE_TOPIC_QUOTA_EXCEEDED:        {outcome.Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_LITE_SUBSCRIPTION_QUOTA_EXCEEDED: {outcome.Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_REQUEST_HEADER_FIELDS_TOO_LARGE:  {outcome.Permanent, brokercode.MessageTooLarge},
+	rocketmqv2.Code_MESSAGE_PROPERTIES_TOO_LARGE:     {outcome.Permanent, brokercode.MessageTooLarge},
+	rocketmqv2.Code_INTERNAL_ERROR:                   {outcome.FailedUnknown, brokercode.InternalError},
+	rocketmqv2.Code_INTERNAL_SERVER_ERROR:            {outcome.FailedUnknown, brokercode.InternalError},
+	rocketmqv2.Code_HA_NOT_AVAILABLE:                 {outcome.FailedUnknown, brokercode.Unavailable},
+	rocketmqv2.Code_NOT_IMPLEMENTED:                  {outcome.Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_PROXY_TIMEOUT:                    {outcome.FailedUnknown, brokercode.Unspecified},
+	rocketmqv2.Code_MASTER_PERSISTENCE_TIMEOUT:       {outcome.FailedUnknown, brokercode.Unspecified},
+	rocketmqv2.Code_SLAVE_PERSISTENCE_TIMEOUT:        {outcome.FailedUnknown, brokercode.Unspecified},
+	rocketmqv2.Code_UNSUPPORTED:                      {outcome.Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_VERSION_UNSUPPORTED:              {outcome.Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_VERIFY_FIFO_MESSAGE_UNSUPPORTED:  {outcome.Permanent, brokercode.Unspecified},
+	rocketmqv2.Code_FAILED_TO_CONSUME_MESSAGE:        {outcome.Permanent, brokercode.Unspecified},
 }
 
 // ClassifyCode reads a v2 code and its status message; Err is left to the
 // caller. A 50001 whose message carries one of the broker's busy tags
 // (rmqBusyTags) is Throttled, not FailedUnknown: see rmqBusyTags.
-func ClassifyCode(code int32, msg string) send.Outcome {
+func ClassifyCode(code int32, msg string) outcome.Outcome {
 	if code == int32(rocketmqv2.Code_INTERNAL_SERVER_ERROR) {
 		if r, ok := busyReason(msg); ok {
-			return send.Outcome{Kind: send.Throttled, Code: brokercode.TooManyRequests, WireCode: code, Reason: r}
+			return outcome.Outcome{Kind: outcome.Throttled, Code: brokercode.TooManyRequests, WireCode: code, Reason: r}
 		}
 	}
 	c, ok := rmqCodeClass[rocketmqv2.Code(code)]
 	switch {
 	case ok:
 	case code >= 40000 && code < 40100:
-		c = rmqClass{send.Permanent, brokercode.BadRequest}
+		c = rmqClass{outcome.Permanent, brokercode.BadRequest}
 	case code >= 42900 && code < 43000:
-		c = rmqClass{send.Throttled, brokercode.TooManyRequests}
+		c = rmqClass{outcome.Throttled, brokercode.TooManyRequests}
 	case code >= 40000 && code < 50000:
-		c = rmqClass{send.Permanent, brokercode.Unspecified}
+		c = rmqClass{outcome.Permanent, brokercode.Unspecified}
 	default:
-		c = rmqClass{send.FailedUnknown, brokercode.Unspecified}
+		c = rmqClass{outcome.FailedUnknown, brokercode.Unspecified}
 	}
-	o := send.Outcome{Kind: c.kind, Code: c.code, WireCode: code}
-	if o.Kind == send.Throttled {
+	o := outcome.Outcome{Kind: c.kind, Code: c.code, WireCode: code}
+	if o.Kind == outcome.Throttled {
 		o.Reason = throttleReasonOf(msg)
 	}
 	return o

@@ -6,7 +6,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
-	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/senderr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,10 +17,10 @@ import (
 func TestRocketMQClassifierUnknownCodes(t *testing.T) {
 	for _, tc := range []struct {
 		code int32
-		kind send.Kind
+		kind outcome.Kind
 	}{
-		{40099, send.Permanent}, {40555, send.Permanent}, {42999, send.Throttled}, {45000, send.Permanent},
-		{50999, send.FailedUnknown}, {20001, send.FailedUnknown}, {70000, send.FailedUnknown},
+		{40099, outcome.Permanent}, {40555, outcome.Permanent}, {42999, outcome.Throttled}, {45000, outcome.Permanent},
+		{50999, outcome.FailedUnknown}, {20001, outcome.FailedUnknown}, {70000, outcome.FailedUnknown},
 	} {
 		o := ClassifyStatus(&rocketmqv2.Status{Code: rocketmqv2.Code(tc.code)})
 		if o.Kind != tc.kind || o.WireCode != tc.code {
@@ -40,24 +40,24 @@ func TestRocketMQClassifyEntriesOfABatch(t *testing.T) {
 	}
 	got := ClassifyEntries(resp, 4)
 	require.Len(t, got, 4)
-	assert.Equal(t, send.Stored, got[0].Kind)
-	assert.Equal(t, send.Throttled, got[1].Kind)
+	assert.Equal(t, outcome.Stored, got[0].Kind)
+	assert.Equal(t, outcome.Throttled, got[1].Kind)
 	assert.Equal(t, brokercode.ReasonBacklog, got[1].Reason)
-	assert.Equal(t, send.Permanent, got[2].Kind)
-	assert.Equal(t, send.FailedUnknown, got[3].Kind, "a message without an entry")
+	assert.Equal(t, outcome.Permanent, got[2].Kind)
+	assert.Equal(t, outcome.FailedUnknown, got[3].Kind, "a message without an entry")
 
 	// A top-level failure without entries is every message's.
 	top := &rocketmqv2.SendMessageResponse{Status: &rocketmqv2.Status{Code: rocketmqv2.Code_TOO_MANY_REQUESTS}}
 	for i, o := range ClassifyEntries(top, 2) {
-		assert.Equal(t, send.Throttled, o.Kind, "message %d", i)
+		assert.Equal(t, outcome.Throttled, o.Kind, "message %d", i)
 	}
 	// Entries without a status: the top-level OK covers them, not
 	// MULTIPLE_RESULTS.
 	bare := []*rocketmqv2.SendResultEntry{{}, {}}
 	ok := ClassifyEntries(&rocketmqv2.SendMessageResponse{Status: &rocketmqv2.Status{Code: rocketmqv2.Code_OK}, Entries: bare}, 3)
-	assert.Equal(t, []send.Kind{send.Stored, send.Stored, send.FailedUnknown}, []send.Kind{ok[0].Kind, ok[1].Kind, ok[2].Kind})
+	assert.Equal(t, []outcome.Kind{outcome.Stored, outcome.Stored, outcome.FailedUnknown}, []outcome.Kind{ok[0].Kind, ok[1].Kind, ok[2].Kind})
 	multi := ClassifyEntries(&rocketmqv2.SendMessageResponse{Status: &rocketmqv2.Status{Code: rocketmqv2.Code_MULTIPLE_RESULTS}, Entries: bare}, 2)
-	assert.Equal(t, []send.Kind{send.FailedUnknown, send.FailedUnknown}, []send.Kind{multi[0].Kind, multi[1].Kind})
+	assert.Equal(t, []outcome.Kind{outcome.FailedUnknown, outcome.FailedUnknown}, []outcome.Kind{multi[0].Kind, multi[1].Kind})
 }
 
 // TestRocketMQClassifyProxyBatchShapes pins the reading of the answers a
@@ -73,17 +73,17 @@ func TestRocketMQClassifyProxyBatchShapes(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		resp *rocketmqv2.SendMessageResponse
-		kind send.Kind
+		kind outcome.Kind
 		wire int32
 	}{
-		{"one OK entry: all stored", one(st(rocketmqv2.Code_OK, "OK"), st(rocketmqv2.Code_OK, "OK")), send.Stored, 20000},
-		{"one flush-timeout entry: all in the leader's log", one(st(rocketmqv2.Code_MASTER_PERSISTENCE_TIMEOUT, ""), st(rocketmqv2.Code_MASTER_PERSISTENCE_TIMEOUT, "")), send.FailedUnknown, 50401},
-		{"one HA entry", one(st(rocketmqv2.Code_HA_NOT_AVAILABLE, ""), st(rocketmqv2.Code_HA_NOT_AVAILABLE, "")), send.FailedUnknown, 50002},
-		{"one OK entry under a failed top status", one(st(rocketmqv2.Code_PROXY_TIMEOUT, ""), st(rocketmqv2.Code_OK, "")), send.FailedUnknown, 50400},
-		{"status alone, 42900 tagged", &rocketmqv2.SendMessageResponse{Status: st(rocketmqv2.Code_TOO_MANY_REQUESTS, "[TIMEOUT_CLEAN_QUEUE]broker busy")}, send.Throttled, 42900},
-		{"status alone, 50001 tagged (local mode)", &rocketmqv2.SendMessageResponse{Status: st(rocketmqv2.Code_INTERNAL_SERVER_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while")}, send.Throttled, 50001},
-		{"status alone, 50001", &rocketmqv2.SendMessageResponse{Status: st(rocketmqv2.Code_INTERNAL_SERVER_ERROR, "NullPointerException")}, send.FailedUnknown, 50001},
-		{"status alone, OK: not a proxy's answer", &rocketmqv2.SendMessageResponse{Status: st(rocketmqv2.Code_OK, "OK")}, send.FailedUnknown, 20000},
+		{"one OK entry: all stored", one(st(rocketmqv2.Code_OK, "OK"), st(rocketmqv2.Code_OK, "OK")), outcome.Stored, 20000},
+		{"one flush-timeout entry: all in the leader's log", one(st(rocketmqv2.Code_MASTER_PERSISTENCE_TIMEOUT, ""), st(rocketmqv2.Code_MASTER_PERSISTENCE_TIMEOUT, "")), outcome.FailedUnknown, 50401},
+		{"one HA entry", one(st(rocketmqv2.Code_HA_NOT_AVAILABLE, ""), st(rocketmqv2.Code_HA_NOT_AVAILABLE, "")), outcome.FailedUnknown, 50002},
+		{"one OK entry under a failed top status", one(st(rocketmqv2.Code_PROXY_TIMEOUT, ""), st(rocketmqv2.Code_OK, "")), outcome.FailedUnknown, 50400},
+		{"status alone, 42900 tagged", &rocketmqv2.SendMessageResponse{Status: st(rocketmqv2.Code_TOO_MANY_REQUESTS, "[TIMEOUT_CLEAN_QUEUE]broker busy")}, outcome.Throttled, 42900},
+		{"status alone, 50001 tagged (local mode)", &rocketmqv2.SendMessageResponse{Status: st(rocketmqv2.Code_INTERNAL_SERVER_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while")}, outcome.Throttled, 50001},
+		{"status alone, 50001", &rocketmqv2.SendMessageResponse{Status: st(rocketmqv2.Code_INTERNAL_SERVER_ERROR, "NullPointerException")}, outcome.FailedUnknown, 50001},
+		{"status alone, OK: not a proxy's answer", &rocketmqv2.SendMessageResponse{Status: st(rocketmqv2.Code_OK, "OK")}, outcome.FailedUnknown, 20000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := ClassifyEntries(tc.resp, 4)
@@ -123,15 +123,15 @@ func TestRocketMQBusyTags(t *testing.T) {
 		{"", unspec},
 	} {
 		o := ClassifyStatus(&rocketmqv2.Status{Code: rocketmqv2.Code_TOO_MANY_REQUESTS, Message: tc.msg})
-		if o.Kind != send.Throttled || o.Reason != tc.reason {
+		if o.Kind != outcome.Throttled || o.Reason != tc.reason {
 			t.Errorf("ClassifyStatus(42900 %q) = {%v %v}; want {Throttled %v}", tc.msg, o.Kind, o.Reason, tc.reason)
 		}
 		o = ClassifyStatus(&rocketmqv2.Status{Code: rocketmqv2.Code_INTERNAL_SERVER_ERROR, Message: tc.msg})
-		want := send.FailedUnknown
+		want := outcome.FailedUnknown
 		if strings.HasPrefix(tc.msg, "[") {
-			want = send.Throttled
+			want = outcome.Throttled
 		}
-		if o.Kind != want || (want == send.Throttled && (o.Reason != tc.reason || o.Code != brokercode.TooManyRequests)) {
+		if o.Kind != want || (want == outcome.Throttled && (o.Reason != tc.reason || o.Code != brokercode.TooManyRequests)) {
 			t.Errorf("ClassifyStatus(50001 %q) = {%v %v %v}; want {%v %v}", tc.msg, o.Kind, o.Reason, o.Code, want, tc.reason)
 		}
 		var se *senderr.StatusError

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"github.com/rocketry-go/rocketry/senderr"
@@ -282,7 +283,7 @@ func (c *rmqClient) unreachable() error {
 		if cn == nil {
 			return nil
 		}
-		o := wire.Unreachable(send.Outcome{Err: cn.tel.err()}, a)
+		o := wire.Unreachable(outcome.Outcome{Err: cn.tel.err()}, a)
 		if _, ok := o.Err.(*senderr.ConnectError); !ok {
 			return nil
 		}

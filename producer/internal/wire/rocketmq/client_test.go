@@ -12,8 +12,8 @@ import (
 	"time"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
-	"github.com/rocketry-go/rocketry/producer/internal/send"
-	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	"github.com/rocketry-go/rocketry/message"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 	"github.com/rocketry-go/rocketry/senderr"
 	"github.com/stretchr/testify/assert"
@@ -49,9 +49,9 @@ func TestRmqMetadataOnEveryCall(t *testing.T) {
 		func(c *Config) { c.AccessKey, c.SecretKey, c.SecurityToken = "ak", "sk", "sts-token" }, func(c *Config) { c.Namespace = "ns-1" })
 	require.NoError(t, c.start(context.Background()))
 
-	m := &wire.Message{ID: c.ids.next(), Topic: "orders", Body: []byte("x")}
+	m := &message.Message{ID: c.ids.next(), Topic: "orders", Body: []byte("x")}
 	o, unsent := c.newCall(m).attempt(context.Background(), 0, false, time.Time{})
-	require.Equal(t, send.Stored, o.Kind, "%v", o.Err)
+	require.Equal(t, outcome.Stored, o.Kind, "%v", o.Err)
 	require.False(t, unsent)
 	require.Eventually(t, func() bool {
 		n := 0
@@ -142,10 +142,10 @@ func TestRmqRouteThroughAttempts(t *testing.T) {
 	c := newTestRMQClient(t, []string{a.Addr})
 	require.NoError(t, c.start(context.Background()))
 
-	call := c.newCall(&wire.Message{ID: c.ids.next(), Topic: "t", Body: []byte("b")})
+	call := c.newCall(&message.Message{ID: c.ids.next(), Topic: "t", Body: []byte("b")})
 	for ep, want := range []string{"broker-a", "broker-b", "broker-a"} {
 		o, _ := call.attempt(context.Background(), ep, false, time.Time{})
-		require.Equal(t, send.Stored, o.Kind, "ep %d: %v", ep, o.Err)
+		require.Equal(t, outcome.Stored, o.Kind, "ep %d: %v", ep, o.Err)
 		assert.Equal(t, want, call.Endpoint(ep), "ep %d", ep)
 	}
 	var queuesA, queuesB []int32
@@ -182,8 +182,8 @@ func TestRmqRouteErrors(t *testing.T) {
 	require.NoError(t, c.start(context.Background()))
 
 	// TOPIC_NOT_FOUND: permanent, and nothing was sent.
-	o, unsent := c.newCall(&wire.Message{ID: "1", Topic: "nope"}).attempt(context.Background(), 0, false, time.Time{})
-	assert.Equal(t, send.Permanent, o.Kind)
+	o, unsent := c.newCall(&message.Message{ID: "1", Topic: "nope"}).attempt(context.Background(), 0, false, time.Time{})
+	assert.Equal(t, outcome.Permanent, o.Kind)
 	assert.Equal(t, int32(rocketmqv2.Code_TOPIC_NOT_FOUND), o.WireCode)
 	assert.True(t, unsent)
 
@@ -191,8 +191,8 @@ func TestRmqRouteErrors(t *testing.T) {
 	ro := rmqtest.QueueOn(t, srv, "ro", "broker-a", 0)
 	ro.Permission = rocketmqv2.Permission_READ
 	srv.SetRoute("ro", ro)
-	o, unsent = c.newCall(&wire.Message{ID: "2", Topic: "ro"}).attempt(context.Background(), 0, false, time.Time{})
-	assert.Equal(t, send.FailedNotStored, o.Kind)
+	o, unsent = c.newCall(&message.Message{ID: "2", Topic: "ro"}).attempt(context.Background(), 0, false, time.Time{})
+	assert.Equal(t, outcome.FailedNotStored, o.Kind)
 	assert.True(t, errors.Is(o.Err, errNoWritableQueue), "%v", o.Err)
 	assert.True(t, unsent)
 }
@@ -210,8 +210,8 @@ func TestRmqSendUnreachable(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	o, unsent := c.newCall(&wire.Message{ID: "1", Topic: "t"}).attempt(ctx, 0, false, time.Time{})
-	assert.Equal(t, send.FailedNotStored, o.Kind, "a refused connection: %v", o.Err)
+	o, unsent := c.newCall(&message.Message{ID: "1", Topic: "t"}).attempt(ctx, 0, false, time.Time{})
+	assert.Equal(t, outcome.FailedNotStored, o.Kind, "a refused connection: %v", o.Err)
 	assert.ErrorIs(t, o.Err, senderr.ErrConnectionRefused, "named as the public API names it (senderr)")
 	assert.True(t, unsent, "the request never left: %v", o.Err)
 }

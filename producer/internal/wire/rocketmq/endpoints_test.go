@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rocketry-go/rocketry/producer/internal/send"
-	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	"github.com/rocketry-go/rocketry/message"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -26,9 +26,9 @@ func TestRmqBrokerSeveralAddresses(t *testing.T) {
 	require.NoError(t, c.start(context.Background()))
 	for _, topic := range []string{"dead-first", "live-first"} {
 		for i := range 4 { // the addresses are shuffled per connection: several sends, one connection
-			call := c.newCall(&wire.Message{ID: topic + strconv.Itoa(i), Topic: topic})
+			call := c.newCall(&message.Message{ID: topic + strconv.Itoa(i), Topic: topic})
 			o, unsent := call.attempt(context.Background(), 0, false, time.Time{})
-			require.Equal(t, send.Stored, o.Kind, "%s: %v", topic, o.Err)
+			require.Equal(t, outcome.Stored, o.Kind, "%s: %v", topic, o.Err)
 			assert.False(t, unsent)
 			assert.Equal(t, "broker-a", call.Endpoint(0))
 		}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
-	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	"github.com/rocketry-go/rocketry/message"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -101,7 +101,7 @@ func rmqBodyDigest(body []byte) *rocketmqv2.Digest {
 // namespace; its type follows from it as in the official clients (FIFO with
 // a message group, DELAY with a delivery time). The queue is chosen per attempt (SystemProperties.QueueId).
 // Keys, properties and body are shared, not copied.
-func toRMQ(m *wire.Message, namespace, bornHost string, now time.Time) *rocketmqv2.Message {
+func toRMQ(m *message.Message, namespace, bornHost string, now time.Time) *rocketmqv2.Message {
 	typ := rocketmqv2.MessageType_NORMAL
 	switch { // exclusive: validateType
 	case m.Transactional:

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
-	"github.com/rocketry-go/rocketry/producer/internal/send"
-	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	"github.com/rocketry-go/rocketry/message"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 	"github.com/rocketry-go/rocketry/senderr"
 	"github.com/stretchr/testify/assert"
@@ -68,7 +68,7 @@ func TestRmqBodyDigest(t *testing.T) {
 
 func TestRmqToMessage(t *testing.T) {
 	born := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	m := &wire.Message{ID: "01ABC", Topic: "orders", Tag: "paid", Keys: []string{"k1", "k2"},
+	m := &message.Message{ID: "01ABC", Topic: "orders", Tag: "paid", Keys: []string{"k1", "k2"},
 		Properties: map[string]string{"p": "v"}, Body: []byte("hello")}
 	w := toRMQ(m, "ns", "10.1.2.3", born)
 	assert.Equal(t, "orders", w.GetTopic().GetName())
@@ -85,7 +85,7 @@ func TestRmqToMessage(t *testing.T) {
 	assert.Equal(t, born, sp.GetBornTimestamp().AsTime())
 	assert.Equal(t, "10.1.2.3", sp.GetBornHost())
 
-	tx := toRMQ(&wire.Message{ID: "x", Topic: "t", Transactional: true}, "", "h", born)
+	tx := toRMQ(&message.Message{ID: "x", Topic: "t", Transactional: true}, "", "h", born)
 	assert.Equal(t, rocketmqv2.MessageType_TRANSACTION, tx.GetSystemProperties().GetMessageType())
 	assert.Nil(t, tx.GetSystemProperties().Tag, "no tag: field absent")
 }
@@ -98,10 +98,10 @@ func TestRmqSendAttempt(t *testing.T) {
 	c := newTestRMQClient(t, []string{srv.Addr}, func(c *Config) { c.Namespace = "ns" })
 	require.NoError(t, c.start(context.Background()))
 
-	m := &wire.Message{ID: c.ids.next(), Topic: "orders", Tag: "t", Body: []byte("hello"), Transactional: true}
+	m := &message.Message{ID: c.ids.next(), Topic: "orders", Tag: "t", Body: []byte("hello"), Transactional: true}
 	call := c.newCall(m)
 	o, unsent := call.attempt(context.Background(), 0, true, time.Time{})
-	require.Equal(t, send.Stored, o.Kind, "%v", o.Err)
+	require.Equal(t, outcome.Stored, o.Kind, "%v", o.Err)
 	assert.False(t, unsent)
 	q, off, _, ok := call.result()
 	assert.True(t, ok)
@@ -123,7 +123,7 @@ func TestRmqSendAttempt(t *testing.T) {
 		return &rocketmqv2.SendMessageResponse{Status: &rocketmqv2.Status{Code: rocketmqv2.Code_TOO_MANY_REQUESTS, Message: "STORAGE_LOAD"}}
 	})
 	o, unsent = call.attempt(context.Background(), 0, false, time.Time{})
-	assert.Equal(t, send.Throttled, o.Kind)
+	assert.Equal(t, outcome.Throttled, o.Kind)
 	assert.False(t, unsent)
 	var se *senderr.StatusError
 	require.True(t, errors.As(o.Err, &se))
@@ -147,9 +147,9 @@ func TestRmqTLS(t *testing.T) {
 // trace_context.
 func TestToRMQTraceContext(t *testing.T) {
 	tp := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-	w := toRMQ(&wire.Message{ID: "x", Topic: "t", Properties: map[string]string{traceParentProperty: tp}}, "", "h", time.Now())
+	w := toRMQ(&message.Message{ID: "x", Topic: "t", Properties: map[string]string{traceParentProperty: tp}}, "", "h", time.Now())
 	assert.Equal(t, tp, w.GetSystemProperties().GetTraceContext())
 	assert.Equal(t, tp, w.GetUserProperties()[traceParentProperty])
-	w = toRMQ(&wire.Message{ID: "x", Topic: "t"}, "", "h", time.Now())
+	w = toRMQ(&message.Message{ID: "x", Topic: "t"}, "", "h", time.Now())
 	assert.Nil(t, w.GetSystemProperties().TraceContext)
 }

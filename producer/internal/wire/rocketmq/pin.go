@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
 )
 
 // findRMQPin returns the pin of a RocketMQ 5 resend to at in route r, nil
@@ -28,11 +28,11 @@ import (
 // SendMessageActivity.java SendMessageQueueSelector): there the pin only
 // names the proxy cluster and a broker name, and neither the resend nor a
 // live retry can be kept on the broker that may hold the message.
-func findRMQPin(r *rmqRoute, at string) *wire.Pin {
+func findRMQPin(r *rmqRoute, at string) *send.Pin {
 	name, addrs, full := splitPin(at)
 	for i, q := range r.queues {
 		if q.broker == name && (!full || sameAddrs(q.addr, addrs)) {
-			return &wire.Pin{EP: i, At: at, Hold: r}
+			return &send.Pin{EP: i, At: at, Hold: r}
 		}
 	}
 	return nil

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
-	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/outcome"
 	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
 	"github.com/rocketry-go/rocketry/senderr"
 )
@@ -22,11 +22,11 @@ func (a *rmqCall) recallHandle() string { return a.entry().GetRecallHandle() }
 // EndTransaction is (recall is safe to repeat), on the access points in
 // turn. A message due already wraps senderr.ErrRecallTooLate, a handle the server
 // refuses senderr.ErrRecallHandle; both wrap the server's *senderr.StatusError.
-func (t *Transport[R]) Recall(ctx context.Context, topic, handle string) (string, string, int, error) {
+func (t *Transport) Recall(ctx context.Context, topic, handle string) (string, string, int, error) {
 	c := t.c
 	req := &rocketmqv2.RecallMessageRequest{Topic: &rocketmqv2.Resource{ResourceNamespace: c.set.Namespace, Name: topic}, RecallHandle: handle}
 	var id, at string
-	n, err := c.retry(ctx, c.access, func(ctx context.Context, cn *rmqConn) (send.Outcome, error) {
+	n, err := c.retry(ctx, c.access, func(ctx context.Context, cn *rmqConn) (outcome.Outcome, error) {
 		at = cn.addr
 		resp, err := cn.stub.RecallMessage(ctx, req)
 		if err != nil {
@@ -35,7 +35,7 @@ func (t *Transport[R]) Recall(ctx context.Context, topic, handle string) (string
 		st := resp.GetStatus()
 		if st.GetCode() == rocketmqv2.Code_OK {
 			id = resp.GetMessageId()
-			return send.Outcome{Kind: send.Stored}, nil
+			return outcome.Outcome{Kind: outcome.Stored}, nil
 		}
 		serr := &senderr.StatusError{Code: int32(st.GetCode()), Message: st.GetMessage()}
 		if st.GetCode() == rocketmqv2.Code_INTERNAL_SERVER_ERROR {
@@ -43,10 +43,10 @@ func (t *Transport[R]) Recall(ctx context.Context, topic, handle string) (string
 			// (broker/src/main/java/org/apache/rocketmq/broker/processor/RecallMessageProcessor.java,
 			// proxy/src/main/java/org/apache/rocketmq/proxy/processor/ProducerProcessor.java).
 			if strings.Contains(st.GetMessage(), "timestamp invalid") {
-				return send.Outcome{Kind: send.Permanent}, fmt.Errorf("%w: %w", senderr.ErrRecallTooLate, serr)
+				return outcome.Outcome{Kind: outcome.Permanent}, fmt.Errorf("%w: %w", senderr.ErrRecallTooLate, serr)
 			}
-			if o := StatusOutcome(serr); o.Kind != send.Throttled {
-				return send.Outcome{Kind: send.Permanent}, fmt.Errorf("%w: %w", senderr.ErrRecallHandle, serr)
+			if o := StatusOutcome(serr); o.Kind != outcome.Throttled {
+				return outcome.Outcome{Kind: outcome.Permanent}, fmt.Errorf("%w: %w", senderr.ErrRecallHandle, serr)
 			}
 		}
 		return StatusOutcome(serr), serr

@@ -9,8 +9,9 @@ import (
 	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/message"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
-	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 	"github.com/rocketry-go/rocketry/senderr"
 	"github.com/stretchr/testify/assert"
@@ -71,13 +72,13 @@ func TestRmqMaxBodySize(t *testing.T) {
 	require.NoError(t, c.start(context.Background()))
 	require.Equal(t, 4, c.maxBodySize())
 
-	o, unsent := c.newCall(&wire.Message{ID: "1", Topic: "t", Body: []byte("12345")}).attempt(context.Background(), 0, false, time.Time{})
-	assert.Equal(t, send.Permanent, o.Kind)
+	o, unsent := c.newCall(&message.Message{ID: "1", Topic: "t", Body: []byte("12345")}).attempt(context.Background(), 0, false, time.Time{})
+	assert.Equal(t, outcome.Permanent, o.Kind)
 	assert.Equal(t, brokercode.MessageTooLarge, o.Code)
 	assert.True(t, errors.Is(o.Err, senderr.ErrInvalidMessage))
 	assert.True(t, unsent)
-	o, _ = c.newCall(&wire.Message{ID: "2", Topic: "t", Body: []byte("1234")}).attempt(context.Background(), 0, false, time.Time{})
-	assert.Equal(t, send.Stored, o.Kind, "%v", o.Err)
+	o, _ = c.newCall(&message.Message{ID: "2", Topic: "t", Body: []byte("1234")}).attempt(context.Background(), 0, false, time.Time{})
+	assert.Equal(t, outcome.Stored, o.Kind, "%v", o.Err)
 	srv.Seen(func(s *rmqtest.Server) { assert.Len(t, s.Sends, 1) })
 }
 
@@ -93,20 +94,20 @@ func TestRmqPacerPerBroker(t *testing.T) {
 	c := newTestRMQClient(t, []string{a.Addr})
 	require.NoError(t, c.start(context.Background()))
 
-	first := c.newCall(&wire.Message{ID: "1", Topic: "t"})
+	first := c.newCall(&message.Message{ID: "1", Topic: "t"})
 	assert.Nil(t, first.Pacer(0).Endpoint, "route not known yet")
 	o, _ := first.attempt(context.Background(), 0, false, time.Time{})
-	require.Equal(t, send.Stored, o.Kind, "%v", o.Err)
+	require.Equal(t, outcome.Stored, o.Kind, "%v", o.Err)
 	// Queues interleave a0 b0 a1: ep 0 and 2 are broker-a.
 	require.NotNil(t, first.Pacer(0).Endpoint)
 	assert.Same(t, first.Pacer(0).Endpoint, first.Pacer(2).Endpoint)
 	assert.NotSame(t, first.Pacer(0).Endpoint, first.Pacer(1).Endpoint)
-	second := c.newCall(&wire.Message{ID: "2", Topic: "t"})
+	second := c.newCall(&message.Message{ID: "2", Topic: "t"})
 	assert.Same(t, first.Pacer(1).Endpoint, second.Pacer(1).Endpoint, "the route is read from the cache")
 	assert.Same(t, first.Pacer(0).Topic, second.Pacer(0).Topic, "and the topic's pacer there")
 
 	off := newTestRMQClient(t, []string{a.Addr}, func(c *Config) { c.Pacing = false })
-	assert.Nil(t, off.newCall(&wire.Message{ID: "3", Topic: "t"}).Pacer(0).Endpoint)
+	assert.Nil(t, off.newCall(&message.Message{ID: "3", Topic: "t"}).Pacer(0).Endpoint)
 }
 
 // An endpoint is named by its broker from the first attempt of a send
@@ -117,12 +118,12 @@ func TestRmqEndpointName(t *testing.T) {
 	srv.SetRoute("t", rmqtest.QueueOn(t, srv, "t", "broker-a", 0))
 	c := newTestRMQClient(t, []string{srv.Addr})
 	require.NoError(t, c.start(context.Background()))
-	first := c.newCall(&wire.Message{ID: "1", Topic: "t"})
+	first := c.newCall(&message.Message{ID: "1", Topic: "t"})
 	assert.Equal(t, "rocketmq:t", first.Endpoint(0))
 	o, _ := first.attempt(context.Background(), 0, false, time.Time{})
-	require.Equal(t, send.Stored, o.Kind, "%v", o.Err)
+	require.Equal(t, outcome.Stored, o.Kind, "%v", o.Err)
 	assert.Equal(t, "broker-a", first.Endpoint(0))
-	assert.Equal(t, "broker-a", c.newCall(&wire.Message{ID: "2", Topic: "t"}).Endpoint(5))
+	assert.Equal(t, "broker-a", c.newCall(&message.Message{ID: "2", Topic: "t"}).Endpoint(5))
 }
 
 // TestServerScheduleKeepsTheFallbacksAttemptFloor: with

@@ -11,8 +11,8 @@ import (
 
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
-	"github.com/rocketry-go/rocketry/producer/internal/send"
-	"github.com/rocketry-go/rocketry/producer/internal/wire"
+	"github.com/rocketry-go/rocketry/message"
+	"github.com/rocketry-go/rocketry/outcome"
 )
 
 // BenchmarkRefreshUnderSends measures what a route refresh of
@@ -52,8 +52,8 @@ func BenchmarkRefreshUnderSends(b *testing.B) {
 	}
 	one := func(topic string) time.Duration {
 		start := time.Now()
-		o, _ := c.newCall(&wire.Message{ID: c.ids.next(), Topic: topic, Body: make([]byte, 100)}).attempt(ctx, 0, true, time.Time{})
-		if o.Kind != send.Stored {
+		o, _ := c.newCall(&message.Message{ID: c.ids.next(), Topic: topic, Body: make([]byte, 100)}).attempt(ctx, 0, true, time.Time{})
+		if o.Kind != outcome.Stored {
 			b.Fatalf("%s: %v", topic, o.Err)
 		}
 		return time.Since(start)

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
+	"github.com/rocketry-go/rocketry/message"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/clock"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
@@ -17,24 +19,24 @@ import (
 // public API is producer's transaction.go): a half message's send, EndTransaction
 // and its retries (which Recall's share), as wire.Transactions.
 
-var _ wire.Transactions = (*Transport[struct{}])(nil)
+var _ wire.Transactions = (*Transport)(nil)
 
 // SendHalf sends the prepared half message m: the executor's rule of a
 // transactional message (retried only while known not stored), first
 // attempts round robin over the queues of the topic's route.
-func (t *Transport[R]) SendHalf(ctx context.Context, m wire.Message) (wire.Receipt, string, *send.Failure) {
+func (t *Transport) SendHalf(ctx context.Context, m message.Message) (*message.Receipt, string, *send.Failure) {
 	c := t.c.newWireCall(m)
-	x := send.Executor{Cfg: t.cfg, A: c, ID: m.ID, EP: int(t.next.Add(1)), Transactional: true, Half: true}
+	x := send.New(t.cfg, c, send.Facts{ID: m.ID, EP: int(t.next.Add(1)), Transactional: true, Half: true})
 	if f := wire.Run(ctx, &x); f != nil {
-		return wire.Receipt{}, "", f
+		return nil, "", f
 	}
 	q, off, txID, _ := c.result()
-	return wire.Receipt{MessageID: m.ID, QueueID: q, Offset: off, Attempts: x.Attempts(), TransactionID: txID}, c.cn.addr, nil
+	return &message.Receipt{MessageID: m.ID, QueueID: q, Offset: off, Attempts: x.Attempts(), TransactionID: txID}, c.cn.addr, nil
 }
 
 // EndTransaction ends h's transaction: COMMIT or ROLLBACK, from the
 // client (SOURCE_CLIENT).
-func (t *Transport[R]) EndTransaction(ctx context.Context, h wire.Half, commit bool) (int, error) {
+func (t *Transport) EndTransaction(ctx context.Context, h wire.Half, commit bool) (int, error) {
 	res := rocketmqv2.TransactionResolution_ROLLBACK
 	if commit {
 		res = rocketmqv2.TransactionResolution_COMMIT
@@ -66,16 +68,16 @@ func (c *rmqClient) endTransaction(ctx context.Context, h wire.Half, res rocketm
 		Source:        src,
 	}
 	lostBefore := false // an earlier attempt's outcome was unknown
-	return c.retry(ctx, []string{h.Addr}, func(ctx context.Context, cn *rmqConn) (send.Outcome, error) {
+	return c.retry(ctx, []string{h.Addr}, func(ctx context.Context, cn *rmqConn) (outcome.Outcome, error) {
 		resp, err := cn.stub.EndTransaction(ctx, req)
 		if err != nil {
 			o := wirev1.Classify(err)
-			lostBefore = lostBefore || o.Kind == send.FailedUnknown
+			lostBefore = lostBefore || o.Kind == outcome.FailedUnknown
 			return o, err
 		}
 		st := resp.GetStatus()
 		if st.GetCode() == rocketmqv2.Code_OK {
-			return send.Outcome{Kind: send.Stored}, nil
+			return outcome.Outcome{Kind: outcome.Stored}, nil
 		}
 		serr := &senderr.StatusError{Code: int32(st.GetCode()), Message: st.GetMessage()}
 		if st.GetCode() == rocketmqv2.Code_INTERNAL_SERVER_ERROR && strings.Contains(st.GetMessage(), "transaction data") {
@@ -84,10 +86,10 @@ func (c *rmqClient) endTransaction(ctx context.Context, h wire.Half, res rocketm
 			if lostBefore {
 				note = " (an earlier attempt's answer was lost: it may have ended it)"
 			}
-			return send.Outcome{Kind: send.Permanent}, fmt.Errorf("%w%s: %w", senderr.ErrTransactionNotFound, note, serr)
+			return outcome.Outcome{Kind: outcome.Permanent}, fmt.Errorf("%w%s: %w", senderr.ErrTransactionNotFound, note, serr)
 		}
 		o := StatusOutcome(serr)
-		lostBefore = lostBefore || o.Kind == send.FailedUnknown
+		lostBefore = lostBefore || o.Kind == outcome.FailedUnknown
 		return o, serr
 	})
 }
@@ -97,7 +99,7 @@ func (c *rmqClient) endTransaction(ctx context.Context, h wire.Half, res rocketm
 // or Permanent, the attempts are spent (the producer's MaxAttempts), the
 // failure schedule has no more retries, or ctx ends; each attempt within
 // the attempt timeout. It returns the attempts made and the last error.
-func (c *rmqClient) retry(ctx context.Context, addrs []string, call func(context.Context, *rmqConn) (send.Outcome, error)) (int, error) {
+func (c *rmqClient) retry(ctx context.Context, addrs []string, call func(context.Context, *rmqConn) (outcome.Outcome, error)) (int, error) {
 	cfg := c.cfg
 	ai := 0
 	for n := 1; ; n++ {
@@ -109,16 +111,16 @@ func (c *rmqClient) retry(ctx context.Context, addrs []string, call func(context
 		o, err := call(actx, cn)
 		cancel()
 		switch {
-		case o.Kind == send.Stored:
+		case o.Kind == outcome.Stored:
 			return n, nil
-		case o.Kind == send.Permanent:
+		case o.Kind == outcome.Permanent:
 			return n, err
 		case ctx.Err() != nil:
 			return n, fmt.Errorf("%w (last attempt: %w)", context.Cause(ctx), err)
 		case n >= cfg.MaxAttempts:
 			return n, fmt.Errorf("%w: %w", senderr.ErrAttemptsExhausted, err)
 		}
-		if o.Kind == send.FailedNotStored {
+		if o.Kind == outcome.FailedNotStored {
 			ai++
 		}
 		d, ok := cfg.Failure.Delay(n, cfg.Rand)

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
-	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
@@ -32,12 +32,12 @@ type v1Item struct {
 }
 
 // v1Entry is a rocketry.v1 message in a batch.
-type v1Entry = batch.Entry[v1Item, send.Outcome]
+type v1Entry = batch.Entry[v1Item, outcome.Outcome]
 
 // v1Batch sends a batch on one endpoint's connection.
 type v1Batch struct{ ep *endpoint }
 
-func (s v1Batch) SendBatch(ctx context.Context, b *batch.Batch[v1Item, send.Outcome]) {
+func (s v1Batch) SendBatch(ctx context.Context, b *batch.Batch[v1Item, outcome.Outcome]) {
 	es := b.Entries()
 	n := len(es)
 	req := &rocketryv1.SendMessageRequest{Messages: make([]*rocketryv1.Message, n)}
@@ -54,17 +54,17 @@ func (s v1Batch) SendBatch(ctx context.Context, b *batch.Batch[v1Item, send.Outc
 	}
 	if len(resp.Results) != n {
 		err = fmt.Errorf("producer: broker answered %d results for %d messages", len(resp.Results), n)
-		b.FailAll(send.Outcome{Kind: send.FailedUnknown, Err: err}, false, batch.Refusal{})
+		b.FailAll(outcome.Outcome{Kind: outcome.FailedUnknown, Err: err}, false, batch.Refusal{})
 		return
 	}
 	for i, e := range es {
 		r := resp.Results[i]
 		if id := r.GetMessageId(); id != "" && id != e.Msg.id {
-			o := send.Outcome{Kind: send.FailedUnknown, Err: fmt.Errorf("producer: broker answered result %d for message %q, sent as %q", i, id, e.Msg.id)}
+			o := outcome.Outcome{Kind: outcome.FailedUnknown, Err: fmt.Errorf("producer: broker answered result %d for message %q, sent as %q", i, id, e.Msg.id)}
 			b.Answer(e, o, true, wire.Refusal(o))
 			continue
 		}
-		b.Answer(e, send.Outcome{Kind: send.Stored}, true, batch.Refusal{})
+		b.Answer(e, outcome.Outcome{Kind: outcome.Stored}, true, batch.Refusal{})
 		e.Msg.res[0] = r
 	}
 }
@@ -73,7 +73,7 @@ func (s v1Batch) SendBatch(ctx context.Context, b *batch.Batch[v1Item, send.Outc
 // its message joins the batch of its connection and topic. ok is false
 // when the message goes alone instead: it could not join, or the batch's
 // answer said nothing of it.
-func (c *sendCall[R]) attemptBatched(ctx context.Context, ep *endpoint, deadline time.Time) (o send.Outcome, unsent, ok bool) {
+func (c *sendCall) attemptBatched(ctx context.Context, ep *endpoint, deadline time.Time) (o outcome.Outcome, unsent, ok bool) {
 	bt := c.bt
 	c.bt = nil // only the first attempt joins a batch
 	e := &v1Entry{
@@ -82,16 +82,16 @@ func (c *sendCall[R]) attemptBatched(ctx context.Context, ep *endpoint, deadline
 		Deadline: wire.BatchDeadline(ctx, deadline), // the batch's call ends by then, and so does the wait for it
 	}
 	if !batch.Join(bt, batch.Key{To: ep, Topic: c.msg.Topic}, v1Batch{ep}, e) {
-		return send.Outcome{}, false, false
+		return outcome.Outcome{}, false, false
 	}
 	a, answered := batch.Wait(ctx, bt, e)
 	switch {
 	case !answered:
 		return wire.CutShort(ctx), a.Unsent, true
 	case a.Split:
-		return send.Outcome{}, false, false
+		return outcome.Outcome{}, false, false
 	}
-	if a.Outcome.Kind == send.Stored {
+	if a.Outcome.Kind == outcome.Stored {
 		c.resp.Results = e.Msg.res[:]
 	}
 	return a.Outcome, a.Unsent, true

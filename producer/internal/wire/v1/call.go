@@ -6,6 +6,8 @@ import (
 	"time"
 
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/message"
+	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"github.com/rocketry-go/rocketry/producer/internal/pace"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
@@ -25,9 +27,9 @@ const sendMethod = "/rocketry.v1.MessagingService/SendMessage"
 // sendCall is one rocketry.v1 send: its attempter and everything it
 // allocates, in one allocation (the receipt it returns, the request, the
 // response).
-type sendCall[R any] struct {
-	t       *Transport[R]
-	receipt R
+type sendCall struct {
+	t       *Transport
+	receipt message.Receipt
 	msg     rocketryv1.Message
 	ptrs    [1]*rocketryv1.Message
 	req     rocketryv1.SendMessageRequest
@@ -47,8 +49,8 @@ const numCallOpts = 2
 var WaitForReady = grpc.WaitForReady(true)
 
 // Send runs the executor over rocketry.v1.
-func (t *Transport[R]) Send(ctx context.Context, m wire.Message, bt *batch.Batcher, pn *wire.Pin) (*R, *send.Failure) {
-	c := &sendCall[R]{t: t, set: t.eps}
+func (t *Transport) Send(ctx context.Context, m message.Message, bt *batch.Batcher, pn *send.Pin) (*message.Receipt, *send.Failure) {
+	c := &sendCall{t: t, set: t.eps}
 	switch {
 	case pn != nil && pn.Hold != nil:
 		c.set = pn.Hold.(*endpointSet) // acquired by FindPin: the set pn.EP indexes
@@ -71,11 +73,11 @@ func (t *Transport[R]) Send(ctx context.Context, m wire.Message, bt *batch.Batch
 	c.req.Messages = c.ptrs[:]
 	c.opts[0] = grpc.Peer(&c.peer)
 
-	x := send.Executor{Cfg: t.env.Cfg, A: c, ID: m.ID, Transactional: m.Transactional}
+	ep := 0
 	if t.targets != nil || len(t.eps.eps) > 1 {
-		x.EP = int(t.next.Add(1))
+		ep = int(t.next.Add(1))
 	}
-	wire.Start(&x, m.MessageGroup, pn)
+	x := send.New(t.env.Cfg, c, send.Facts{ID: m.ID, Transactional: m.Transactional, EP: ep, Group: m.MessageGroup, Pin: pn})
 	f := wire.Run(ctx, &x)
 	if t.targets != nil && c.set != nil {
 		t.targets.release(c.set)
@@ -87,26 +89,26 @@ func (t *Transport[R]) Send(ctx context.Context, m wire.Message, bt *batch.Batch
 		return nil, f
 	}
 	r := c.resp.Results[0]
-	t.fill(&c.receipt, wire.Receipt{MessageID: m.ID, QueueID: r.GetQueueId(), Offset: r.GetOffset(), Duplicate: r.GetDuplicate(), Attempts: x.Attempts()})
+	c.receipt = message.Receipt{MessageID: m.ID, QueueID: r.GetQueueId(), Offset: r.GetOffset(), Duplicate: r.GetDuplicate(), Attempts: x.Attempts()}
 	c.resp.Results = nil
 	return &c.receipt, nil
 }
 
-func (c *sendCall[R]) Endpoint(ep int) string {
+func (c *sendCall) Endpoint(ep int) string {
 	if c.set == nil {
 		return c.t.targets.target // not resolved yet
 	}
 	return c.set.at(ep).name
 }
 
-func (c *sendCall[R]) Pacer(ep int) pace.Pace {
+func (c *sendCall) Pacer(ep int) pace.Pace {
 	if !c.t.env.Pacing || c.set == nil {
 		return pace.Pace{}
 	}
 	return c.set.at(ep).pace.Of(c.msg.Topic)
 }
 
-func (c *sendCall[R]) Reach(ep int) *send.Reach {
+func (c *sendCall) Reach(ep int) *send.Reach {
 	if c.set == nil {
 		return &send.Reach{} // not resolved yet: never reached
 	}
@@ -115,7 +117,7 @@ func (c *sendCall[R]) Reach(ep int) *send.Reach {
 
 // Attempt is attempt's outcome as the executor reads it
 // (send.Attempter).
-func (c *sendCall[R]) Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (send.Outcome, bool) {
+func (c *sendCall) Attempt(ctx context.Context, ep int, waitForReady bool, deadline time.Time) (outcome.Outcome, bool) {
 	return c.attempt(ctx, ep, waitForReady, deadline)
 }
 
@@ -124,7 +126,7 @@ func (c *sendCall[R]) Attempt(ctx context.Context, ep int, waitForReady bool, de
 // never sent, so its message is known not stored (and when gRPC says the
 // broker could not be reached, the outcome names why: a
 // *senderr.ConnectError, wire.NotSent).
-func (c *sendCall[R]) attempt(ctx context.Context, ep int, wait bool, deadline time.Time) (send.Outcome, bool) {
+func (c *sendCall) attempt(ctx context.Context, ep int, wait bool, deadline time.Time) (outcome.Outcome, bool) {
 	if c.set == nil {
 		if o, ok := c.resolve(ctx, deadline); !ok {
 			return o, true
@@ -147,9 +149,9 @@ func (c *sendCall[R]) attempt(ctx context.Context, ep int, wait bool, deadline t
 	if err == nil {
 		if n := len(c.resp.Results); n != 1 {
 			err = fmt.Errorf("producer: broker answered %d results for one message", n)
-			return send.Outcome{Kind: send.FailedUnknown, Err: err}, false
+			return outcome.Outcome{Kind: outcome.FailedUnknown, Err: err}, false
 		}
-		return send.Outcome{Kind: send.Stored}, false
+		return outcome.Outcome{Kind: outcome.Stored}, false
 	}
 	return wire.NotSent(Classify(err), err, &c.peer, e.name)
 }
@@ -157,13 +159,13 @@ func (c *sendCall[R]) attempt(ctx context.Context, ep int, wait bool, deadline t
 // resolve takes the endpoints of a target with a scheme for the rest of
 // the send, waiting for the resolver's first answer within the attempt; ok
 // is false when there is none (the attempt's outcome, known not stored).
-func (c *sendCall[R]) resolve(ctx context.Context, deadline time.Time) (o send.Outcome, ok bool) {
+func (c *sendCall) resolve(ctx context.Context, deadline time.Time) (o outcome.Outcome, ok bool) {
 	actx, cancel := send.AttemptContext(ctx, deadline)
 	s, err := c.t.targets.acquire(actx)
 	cancel()
 	if err != nil {
-		return send.Outcome{Kind: send.FailedNotStored, Err: err}, false
+		return outcome.Outcome{Kind: outcome.FailedNotStored, Err: err}, false
 	}
 	c.set = s
-	return send.Outcome{}, true
+	return outcome.Outcome{}, true
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
-	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/outcome"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -21,18 +21,18 @@ import (
 
 // Classify classifies a gRPC error, reading rocketry.v1's ErrorDetail and
 // google.rpc.RetryInfo when the server sent them; nil is Stored. It is
-// producer.GRPCClassifier's reading (whose doc lists the cases), which the
-// producer converts to its public Outcome.
-func Classify(err error) send.Outcome {
+// producer.GRPCClassifier's reading (whose doc lists the cases), as the
+// producer returns it.
+func Classify(err error) outcome.Outcome {
 	if err == nil {
-		return send.Outcome{Kind: send.Stored}
+		return outcome.Outcome{Kind: outcome.Stored}
 	}
 	s, ok := status.FromError(err)
 	if !ok {
 		// Not a status: the context's own error, or a transport error.
-		return send.Outcome{Kind: send.FailedUnknown, Err: err}
+		return outcome.Outcome{Kind: outcome.FailedUnknown, Err: err}
 	}
-	o := send.Outcome{Err: err}
+	o := outcome.Outcome{Err: err}
 	if len(s.Proto().GetDetails()) > 0 {
 		for _, d := range s.Details() {
 			switch d := d.(type) {
@@ -48,19 +48,19 @@ func Classify(err error) send.Outcome {
 	}
 	switch gc := s.Code(); {
 	case o.Code == brokercode.TooManyRequests:
-		o.Kind = send.Throttled
+		o.Kind = outcome.Throttled
 	case gc == codes.ResourceExhausted && tooLarge(s.Message()):
-		o.Kind, o.Code, o.Hint = send.Permanent, brokercode.MessageTooLarge, 0
+		o.Kind, o.Code, o.Hint = outcome.Permanent, brokercode.MessageTooLarge, 0
 	case gc == codes.ResourceExhausted:
-		o.Kind = send.Throttled
+		o.Kind = outcome.Throttled
 		o.Code = brokercode.TooManyRequests
 	case o.Code == brokercode.InternalError || o.Code == brokercode.Unavailable:
-		o.Kind = send.FailedNotStored
+		o.Kind = outcome.FailedNotStored
 	case gc == codes.Unavailable, gc == codes.Internal, gc == codes.Unknown, gc == codes.Aborted,
 		gc == codes.DeadlineExceeded, gc == codes.Canceled:
-		o.Kind = send.FailedUnknown
+		o.Kind = outcome.FailedUnknown
 	default:
-		o.Kind = send.Permanent
+		o.Kind = outcome.Permanent
 	}
 	return o
 }

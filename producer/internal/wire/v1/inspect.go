@@ -11,7 +11,7 @@ import (
 
 // FixedReach is when endpoint ep of a host:port list (or NewFromConn's
 // connection) was last reached; nil for a target with a scheme.
-func (t *Transport[R]) FixedReach(ep int) *send.Reach {
+func (t *Transport) FixedReach(ep int) *send.Reach {
 	if t.eps == nil {
 		return nil
 	}
@@ -20,7 +20,7 @@ func (t *Transport[R]) FixedReach(ep int) *send.Reach {
 
 // FixedPacers is the pacers of endpoint ep of a host:port list (or
 // NewFromConn's connection); nil for a target with a scheme.
-func (t *Transport[R]) FixedPacers(ep int) *pace.Pacers {
+func (t *Transport) FixedPacers(ep int) *pace.Pacers {
 	if t.eps == nil {
 		return nil
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/rocketry-go/rocketry/backoff"
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
+	"github.com/rocketry-go/rocketry/message"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 )
@@ -41,16 +42,13 @@ func testConfig(attemptTimeout time.Duration) *send.Config {
 	}
 }
 
-// fillTestReceipt fills a receipt as the producer fills its SendReceipt.
-func fillTestReceipt(dst *wire.Receipt, r wire.Receipt) { *dst = r }
-
 // newResolvedTransport is the transport of a target with a scheme whose
 // resolver is r, closed when the test ends.
-func newResolvedTransport(t *testing.T, target string, r resolver.Builder, attemptTimeout time.Duration) *Transport[wire.Receipt] {
+func newResolvedTransport(t *testing.T, target string, r resolver.Builder, attemptTimeout time.Duration) *Transport {
 	t.Helper()
 	env := wire.Env{Cfg: testConfig(attemptTimeout), Pacing: true, HardCtx: context.Background()}
 	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
-	tr, err := NewResolved(target, []resolver.Builder{r}, dial, env, fillTestReceipt)
+	tr, err := NewResolved(target, []resolver.Builder{r}, dial, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +57,7 @@ func newResolvedTransport(t *testing.T, target string, r resolver.Builder, attem
 }
 
 // sendOne prepares m and sends it, as the Producer does.
-func sendOne(ctx context.Context, tr *Transport[wire.Receipt], m wire.Message) error {
+func sendOne(ctx context.Context, tr *Transport, m message.Message) error {
 	id, err := tr.Prepare(m)
 	if err != nil {
 		return err
@@ -71,7 +69,7 @@ func sendOne(ctx context.Context, tr *Transport[wire.Receipt], m wire.Message) e
 	return nil
 }
 
-func msg(topic string) wire.Message { return wire.Message{Topic: topic, Body: []byte("hello")} }
+func msg(topic string) message.Message { return message.Message{Topic: topic, Body: []byte("hello")} }
 
 func stateOf(addrs ...string) resolver.State {
 	var s resolver.State
@@ -124,7 +122,7 @@ func TestSchemeTargetFollowsTheResolver(t *testing.T) {
 
 	held := make(chan error, 1)
 	go func() {
-		held <- sendOne(ctx, tr, wire.Message{ID: "held-1", Topic: "t", Body: []byte("x")})
+		held <- sendOne(ctx, tr, message.Message{ID: "held-1", Topic: "t", Body: []byte("x")})
 	}()
 	<-g.reached
 	old := tr.targets.tryAcquire()

@@ -10,31 +10,31 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/resolver"
 
+	"github.com/rocketry-go/rocketry/message"
+	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 )
 
 // Transport is rocketry.v1 (a wire.Transport): a fixed set of endpoints (a
 // host:port list, NewFromConn's connection) or a target's resolver
-// (targets.go), exactly one of the two. R is the producer's public
-// receipt, which fill makes from a wire.Receipt: it is part of a send's
-// one allocation (sendCall).
-type Transport[R any] struct {
+// (targets.go), exactly one of the two. A send's receipt (a
+// message.Receipt) is part of its one allocation (sendCall).
+type Transport struct {
 	eps     *endpointSet    // rocketry.v1 to host:port endpoints: fixed (targets.go)
 	targets *targetResolver // rocketry.v1 to a target with a scheme: resolved
 	next    atomic.Uint32   // round robin over the endpoints for first attempts
 	ids     *wire.IDGen
 	env     wire.Env
-	fill    func(*R, wire.Receipt)
 }
 
-func newTransport[R any](eps *endpointSet, targets *targetResolver, env wire.Env, fill func(*R, wire.Receipt)) *Transport[R] {
-	return &Transport[R]{eps: eps, targets: targets, ids: wire.NewIDGen(), env: env, fill: fill}
+func newTransport(eps *endpointSet, targets *targetResolver, env wire.Env) *Transport {
+	return &Transport{eps: eps, targets: targets, ids: wire.NewIDGen(), env: env}
 }
 
 // New returns the transport of a host:port list, addrs, one connection
 // each, dialled with dial (lazily: New does no I/O). target is as given to
 // producer.New, for errors.
-func New[R any](target string, addrs []string, dial []grpc.DialOption, env wire.Env, fill func(*R, wire.Receipt)) (*Transport[R], error) {
+func New(target string, addrs []string, dial []grpc.DialOption, env wire.Env) (*Transport, error) {
 	set := &endpointSet{eps: make([]*endpoint, 0, len(addrs))}
 	for _, a := range addrs {
 		cc, err := grpc.NewClient(wire.Passthrough(a), dial...)
@@ -44,35 +44,35 @@ func New[R any](target string, addrs []string, dial []grpc.DialOption, env wire.
 		}
 		set.eps = append(set.eps, &endpoint{name: a, cc: cc, owned: cc})
 	}
-	return newTransport(set, nil, env, fill), nil
+	return newTransport(set, nil, env), nil
 }
 
 // NewFromConn returns the transport of cc, which it does not own.
-func NewFromConn[R any](cc grpc.ClientConnInterface, env wire.Env, fill func(*R, wire.Receipt)) *Transport[R] {
+func NewFromConn(cc grpc.ClientConnInterface, env wire.Env) *Transport {
 	name := ""
 	if c, ok := cc.(interface{ Target() string }); ok {
 		name = c.Target()
 	}
-	return newTransport(&endpointSet{eps: []*endpoint{{name: name, cc: cc}}}, nil, env, fill)
+	return newTransport(&endpointSet{eps: []*endpoint{{name: name, cc: cc}}}, nil, env)
 }
 
 // NewResolved returns the transport of a target with a scheme
 // (targets.go): resolved by the builder of its scheme among resolvers,
 // else gRPC's registry, each endpoint dialled with dial. A bad target is a
 // *wire.TargetError.
-func NewResolved[R any](target string, resolvers []resolver.Builder, dial []grpc.DialOption, env wire.Env, fill func(*R, wire.Receipt)) (*Transport[R], error) {
+func NewResolved(target string, resolvers []resolver.Builder, dial []grpc.DialOption, env wire.Env) (*Transport, error) {
 	t, err := newTargetResolver(target, resolvers, dial)
 	if err != nil {
 		return nil, err
 	}
-	return newTransport(nil, t, env, fill), nil
+	return newTransport(nil, t, env), nil
 }
 
 // Refuse takes every valid message.
-func (t *Transport[R]) Refuse(wire.Message) error { return nil }
+func (t *Transport) Refuse(message.Message) error { return nil }
 
 // Prepare gives m an ID when it has none.
-func (t *Transport[R]) Prepare(m wire.Message) (string, error) {
+func (t *Transport) Prepare(m message.Message) (string, error) {
 	if m.ID == "" {
 		return t.ids.Next(), nil
 	}
@@ -81,7 +81,7 @@ func (t *Transport[R]) Prepare(m wire.Message) (string, error) {
 
 // FindPin finds name among the connections: for a target with a scheme,
 // the resolver's endpoints now, held for the send (Send releases them).
-func (t *Transport[R]) FindPin(ctx context.Context, _, name string) (*wire.Pin, error) {
+func (t *Transport) FindPin(ctx context.Context, _, name string) (*send.Pin, error) {
 	set := t.eps
 	if t.targets != nil {
 		// A resolver that has not answered is waited for as an attempt
@@ -98,7 +98,7 @@ func (t *Transport[R]) FindPin(ctx context.Context, _, name string) (*wire.Pin, 
 	}
 	for i, e := range set.eps {
 		if e.name == name {
-			pn := &wire.Pin{EP: i, At: name}
+			pn := &send.Pin{EP: i, At: name}
 			if t.targets != nil {
 				pn.Hold = set
 			}
@@ -112,7 +112,7 @@ func (t *Transport[R]) FindPin(ctx context.Context, _, name string) (*wire.Pin, 
 }
 
 // EndpointNames lists the endpoints now.
-func (t *Transport[R]) EndpointNames() []string {
+func (t *Transport) EndpointNames() []string {
 	set := t.eps
 	if t.targets != nil {
 		if set = t.targets.tryAcquire(); set == nil {
@@ -128,7 +128,7 @@ func (t *Transport[R]) EndpointNames() []string {
 }
 
 // Close closes the connections New made (and a target's resolver), once.
-func (t *Transport[R]) Close(context.Context, time.Duration) error {
+func (t *Transport) Close(context.Context, time.Duration) error {
 	var errs []error
 	if t.eps != nil {
 		errs = append(errs, t.eps.close())
