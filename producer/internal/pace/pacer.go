@@ -53,6 +53,15 @@ import (
 // before r was back at wmax lowers the next wmax by (1+β)/2 more (CUBIC's
 // fast convergence: the capacity fell, or other producers took some).
 //
+// At a low rate a dip is too short to tell a share (wmax·K under
+// 2·noiseOf attempts): the refusals fall after it, where each would cut
+// again, and a refusal that is not the rate's (one message in ten refused
+// for its own sake) spirals the rate down. So the answers given in dips are
+// also pooled across cuts (the last 2·noiseOf of them), and at such a rate
+// a refusal after the dip ends the episode when the pool's share is from 1
+// to under 3 in noiseOf: a rate limit's dips refuse nothing, noise refuses
+// in dips as anywhere.
+//
 // The episode also ends when nobody waited for a turn for idleEnd, on a
 // refusal after a window without a store (a spell no rate gets through),
 // and on a refusal with the broker's hint (each send follows it): then
@@ -123,6 +132,8 @@ type Pacer struct {
 	cutA     int64         // answered at the last cut outside a dip (or the opening)
 	cutF     int64         // refused then
 	dipCut   bool          // a cut since then was of a refusal in a dip
+	dips     uint32        // the last answers given in dips, across cuts, newest in bit 0 (1: refused)
+	ndips    int           // how many answers dips has seen in the episode
 }
 
 type mark struct {
@@ -157,6 +168,10 @@ func (p *Pacer) stored(start, end time.Time) {
 		return
 	}
 	p.answered++
+	if p.t < p.k {
+		p.dips <<= 1
+		p.ndips++
+	}
 	p.storedAt = end
 	if p.nhist == 0 || !end.Before(p.hist[(p.nhist-1)%histLen].at.Add(histEvery)) {
 		p.hist[p.nhist%histLen] = mark{at: end, n: n}
@@ -192,6 +207,10 @@ func (p *Pacer) throttled(start, end time.Time) {
 	}
 	p.answered++
 	p.refused++
+	if p.t < p.k {
+		p.dips = p.dips<<1 | 1
+		p.ndips++
+	}
 	if start.Before(p.quietAt) {
 		return // the overload the last cut answered
 	}
@@ -219,6 +238,13 @@ func (p *Pacer) throttled(start, end time.Time) {
 		p.dipCut = true
 		p.signalLocked(end, p.queueWait(start, end))
 		return
+	}
+	if p.ndips >= 2*noiseOf && p.wmax*p.k.Seconds() < 2*noiseOf {
+		// A low rate's dips, pooled (the file's comment says why).
+		if f := bits.OnesCount32(p.dips); f*noiseOf >= 2*noiseOf && f*noiseOf < 3*2*noiseOf {
+			p.endLocked() // not the rate's
+			return
+		}
 	}
 	p.dipCut = false
 	p.cutA, p.cutF = p.answered, p.refused
@@ -258,6 +284,7 @@ func (p *Pacer) openLocked(now time.Time) {
 	p.ring.Store(0)
 	p.nhist, p.tx = 0, 0
 	p.boundAt, p.storedAt, p.dipCut = now, now, false
+	p.dips, p.ndips = 0, 0
 	p.cutA, p.cutF = p.answered, p.refused
 	p.cutLocked(now, float64(n-from.n)/dt.Seconds(), 0)
 	// That rate is a floor (a newcomer beside producers that keep the
