@@ -3,10 +3,7 @@ package producer
 import (
 	"context"
 	"errors"
-	"strconv"
-	"strings"
 
-	"github.com/rocketry-go/rocketry/brokercode"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/senderr"
 )
@@ -34,16 +31,16 @@ var ErrAttemptsExhausted = senderr.ErrAttemptsExhausted
 // ErrDeadlineTooShort is wrapped by a *SendError when the wait before the next
 // attempt would end after the caller's deadline: the send fails at once
 // instead of sleeping past it.
-var ErrDeadlineTooShort = errors.New("producer: deadline too short for the next attempt")
+var ErrDeadlineTooShort = senderr.ErrDeadlineTooShort
 
 // ErrNotRetryable is wrapped by a *SendError when an attempt failed in a way
 // that is never retried: a 4xx answer, or an unknown outcome (timeout, lost
 // connection, 5xx) of a transactional message.
-var ErrNotRetryable = errors.New("producer: not retryable")
+var ErrNotRetryable = senderr.ErrNotRetryable
 
 // ErrRetryBudget is wrapped by a *SendError when a retry was refused because
 // the retry budget (WithRetryBudget) is spent.
-var ErrRetryBudget = errors.New("producer: retry budget spent")
+var ErrRetryBudget = senderr.ErrRetryBudget
 
 // ErrGroupFailed is wrapped by the *SendError of a FIFO message
 // (Message.MessageGroup) that was waiting behind a message of its group
@@ -51,7 +48,7 @@ var ErrRetryBudget = errors.New("producer: retry budget spent")
 // not stored with a gap, and its Cause wraps that first failure (a
 // *SendError naming its message). Sends of the group made after the first
 // failure was reported go on (see fifo.go).
-var ErrGroupFailed = errors.New("producer: an earlier message of its group failed")
+var ErrGroupFailed = senderr.ErrGroupFailed
 
 // ErrInvalidTarget is returned by New, wrapped with what is wrong, when its
 // target is empty, is not a list of host:port, names a scheme no resolver
@@ -80,140 +77,38 @@ var ErrNoEndpoints = senderr.ErrNoEndpoints
 // SendError is the error of a send that made at least one attempt (or was
 // cancelled before it could) and did not store its message. errors.Is works
 // both with the reason the send ended (ErrAttemptsExhausted,
-// ErrDeadlineTooShort, ErrNotRetryable, ErrRetryBudget, ErrClosed, or the
-// caller's context error) and with the last attempt's error, Cause.
-type SendError struct {
-	// MessageID is the message's ID; empty for a call through the
-	// interceptor that carried no rocketry message.
-	MessageID string
-	// Attempts is the number of attempts made, counting the first.
-	Attempts int
-	// Code is the broker code of the last answer, brokercode.Unspecified when it
-	// carried none (a lost connection, a timeout).
-	Code brokercode.Code
-	// WireCode is the last answer's code as its protocol spelt it (the
-	// rocketry.v1 code, or the apache.rocketmq.v2 status code such as
-	// 42900); 0 when it carried none.
-	WireCode int32
-	// Reason is the last throttle reason, if any attempt was throttled.
-	Reason brokercode.Reason
-	// Last is the kind of the last attempt's outcome (0 when no attempt
-	// was made).
-	Last OutcomeKind
-	// DeadLettered is true when the message was handed to the dead-letter
-	// sink (WithDeadLetterSink, WithFallback) and kept. The one field
-	// written after the error is made: by the hand-off, before the send
-	// returns.
-	DeadLettered bool
-	// MaybeStoredAt names the endpoint (host:port, or a RocketMQ 5 broker's
-	// name and endpoints, "broker-a@host:port[;host:port]") of the last
-	// attempt whose outcome was unknown: the message may be stored there,
-	// and a replay sends it there (Producer.Resend). Empty when every
-	// attempt's outcome was known.
-	MaybeStoredAt string
-	// Cause is the last attempt's error (nil when no attempt was made).
-	Cause error
+// ErrDeadlineTooShort, ErrNotRetryable, ErrRetryBudget, ErrClosed,
+// ErrGroupFailed, or the caller's context error) and with the last
+// attempt's error, Cause. It is senderr.SendError, the error the executor
+// makes; see there for its fields.
+type SendError = senderr.SendError
 
-	kind   error // why the send ended: one of the sentinels or a context error
-	ctxErr error // the caller's context error, when the send stopped because of it
+// sendError is f, the failure of a send (the executor's, or of a send
+// stopped before any attempt), as the public API gives it: its Cause read
+// through publicError. The one step of the producer's own; the
+// dead-letter hand-off (deadletter.go) sets DeadLettered after.
+func sendError(f *send.Failure) *SendError {
+	f.Cause = publicError(f.Cause)
+	return f
 }
 
-// One writer: a SendError is made by newSendError alone, from the state of
-// the send that failed (the executor's, or a send stopped before any
-// attempt), and none of its fields changes after, but DeadLettered, which
-// the dead-letter hand-off (deadletter.go) sets before the send returns it.
-
-// newSendError is the failure f of a send (the executor's, or of a send
-// stopped before any attempt): why it ended, its attempts, the last
-// attempt's outcome (zero when none was made), the last throttle's reason
-// and where the message may be stored.
-func newSendError(f *send.Failure) *SendError {
-	return &SendError{
-		MessageID:     f.ID,
-		Attempts:      f.Attempts,
-		Code:          f.Last.Code,
-		WireCode:      f.Last.WireCode,
-		Reason:        f.Reason,
-		Cause:         publicError(f.Last.Err),
-		Last:          OutcomeKind(f.Last.Kind),
-		MaybeStoredAt: f.MaybeAt,
-		kind:          endError(f.End, f.Cause),
-		ctxErr:        f.CtxErr,
-	}
-}
-
-// endError is the one reading of why a send ended (send.End) as this
-// package's sentinel errors; for a send its context stopped, the
-// context's cause.
-func endError(end send.End, cause error) error {
-	switch end {
-	case send.EndAttemptsExhausted:
-		return ErrAttemptsExhausted
-	case send.EndDeadlineTooShort:
-		return ErrDeadlineTooShort
-	case send.EndNotRetryable:
-		return ErrNotRetryable
-	case send.EndRetryBudget:
-		return ErrRetryBudget
-	case send.EndClosed:
-		return ErrClosed
-	case send.EndGroupFailed:
-		return ErrGroupFailed
-	case send.EndContext:
-		return cause
-	}
-	return nil
+// failedBefore is the error of the send of message id that failed before
+// any attempt: why it ended (reason, one of the sentinels or a context's
+// cause), the caller's context error when it stopped the send, and the
+// error to give as its Cause.
+func failedBefore(id string, reason, ctxErr, cause error) *SendError {
+	se := senderr.NewSendError(reason, ctxErr)
+	se.MessageID, se.Cause = id, cause
+	return sendError(se)
 }
 
 // runSend runs x to its end: nil when its message is stored, else the
 // send's *SendError.
 func runSend(ctx context.Context, x *send.Executor) *SendError {
 	if f, failed := x.Run(ctx); failed {
-		return newSendError(&f)
+		return sendError(f)
 	}
 	return nil
-}
-
-// Error says why the send ended, after how many attempts, and the cause.
-func (e *SendError) Error() string {
-	var b strings.Builder
-	b.WriteString("producer: send")
-	if e.MessageID != "" {
-		b.WriteString(" of message ")
-		b.WriteString(strconv.Quote(e.MessageID))
-	}
-	b.WriteString(" failed after ")
-	b.WriteString(strconv.Itoa(e.Attempts))
-	if e.Attempts == 1 {
-		b.WriteString(" attempt")
-	} else {
-		b.WriteString(" attempts")
-	}
-	if e.kind != nil {
-		b.WriteString(" (")
-		b.WriteString(strings.TrimPrefix(e.kind.Error(), "producer: "))
-		b.WriteString(")")
-	}
-	if e.DeadLettered {
-		b.WriteString(", handed to the dead-letter sink")
-	}
-	if e.Cause != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Cause.Error())
-	}
-	return b.String()
-}
-
-// Unwrap returns Cause.
-func (e *SendError) Unwrap() error { return e.Cause }
-
-// Is reports whether target is why the send ended (one of the sentinels, or
-// the caller's context error when it stopped the send).
-func (e *SendError) Is(target error) bool {
-	if target == nil {
-		return false
-	}
-	return target == e.kind || target == e.ctxErr
 }
 
 // OptionError is returned by New, NewFromConn, NewUnaryClientInterceptor and

@@ -10,6 +10,7 @@ import (
 	"github.com/rocketry-go/rocketry/brokercode"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/senderr"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -106,8 +107,8 @@ func TestDecide(t *testing.T) {
 }
 
 // decision is a send.Decision with why the send ended read as this
-// package's error (endError, as newSendError reads it), so that the table
-// says ErrNotRetryable.
+// package's error (End.Err, as the executor's *SendError reads it), so
+// that the table says ErrNotRetryable.
 type decision struct {
 	act       send.Act
 	throttled bool
@@ -126,12 +127,13 @@ const (
 )
 
 func decisionOf(d send.Decision) decision {
-	return decision{act: d.Act, throttled: d.Throttled, delay: d.Delay, wait: d.Wait, timeout: d.Timeout, failover: d.Failover, kind: endError(d.End, d.Cause), ctxErr: d.CtxErr}
+	return decision{act: d.Act, throttled: d.Throttled, delay: d.Delay, wait: d.Wait, timeout: d.Timeout, failover: d.Failover, kind: d.End.Err(d.Cause), ctxErr: d.CtxErr}
 }
 
 func TestSendErrorIs(t *testing.T) {
 	t.Parallel()
-	se := &SendError{MessageID: "m1", Attempts: 3, Code: brokercode.Unavailable, Cause: err503, kind: ErrAttemptsExhausted}
+	se := senderr.NewSendError(ErrAttemptsExhausted, nil)
+	se.MessageID, se.Attempts, se.Code, se.Cause = "m1", 3, brokercode.Unavailable, err503
 	for _, target := range []error{ErrAttemptsExhausted, err503} {
 		if !errors.Is(se, target) {
 			t.Errorf("errors.Is(%v, %v) = false; want true", se, target)

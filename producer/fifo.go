@@ -159,7 +159,7 @@ func (s *sequencer) release(t *ticket, se *SendError) *asyncJob {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := t.line
-	if se != nil && se.kind != ErrGroupFailed {
+	if se != nil && !se.Is(ErrGroupFailed) {
 		l.fail(l.gen, se)
 		l.gen++
 	}
@@ -236,7 +236,7 @@ func (p *Producer) sendInTurn(ctx context.Context, m, wm *Message, t *ticket, pn
 	switch {
 	case t.first != nil:
 		cause := fmt.Errorf("message group %q: message %q failed first: %w", m.MessageGroup, t.first.MessageID, t.first)
-		se = newSendError(&send.Failure{ID: m.ID, End: send.EndGroupFailed, Last: Outcome{Err: cause}})
+		se = failedBefore(m.ID, ErrGroupFailed, nil, cause)
 		p.putDeadLetter(m, se)
 	case ctx.Err() != nil || p.hardCtx.Err() != nil:
 		se = p.stoppedSend(ctx, m)
@@ -253,9 +253,8 @@ func (p *Producer) sendInTurn(ctx context.Context, m, wm *Message, t *ticket, pn
 // stoppedSend is the failure of a send stopped before any attempt: by
 // Close (ErrClosed) or by ctx.
 func (p *Producer) stoppedSend(ctx context.Context, m *Message) *SendError {
-	f := send.Failure{ID: m.ID, End: send.EndClosed}
-	if p.hardCtx.Err() == nil {
-		f = send.Stopped(ctx, m.ID, p.cfg.Closed)
+	if p.hardCtx.Err() != nil {
+		return failedBefore(m.ID, ErrClosed, nil, nil)
 	}
-	return newSendError(&f)
+	return sendError(send.Stopped(ctx, m.ID, p.cfg.Closed))
 }

@@ -81,8 +81,7 @@ func NewUnaryClientInterceptor(opts ...Option) (grpc.UnaryClientInterceptor, err
 		}
 		x := send.New(&cfg.Config, c, f)
 		if o, ok := tooLargeToSend(req, copts); !ok {
-			f := x.Refuse(o, send.EndNotRetryable)
-			se := newSendError(&f)
+			se := sendError(x.Refuse(o, send.EndNotRetryable))
 			cfg.finish(ctx, se)
 			return se
 		}

@@ -309,7 +309,7 @@ func (p *Producer) send(ctx context.Context, m, wm *Message, bt *batch.Batcher, 
 	if f == nil {
 		return r, nil
 	}
-	se := newSendError(f)
+	se := sendError(f)
 	p.putDeadLetter(m, se)
 	return nil, se
 }

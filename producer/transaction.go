@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
 	"github.com/rocketry-go/rocketry/senderr"
 )
@@ -302,10 +301,10 @@ func (tx *Transaction) end(ctx context.Context, op string, commit bool) error {
 // connection that stored it, for EndTransaction.
 func (p *Producer) sendHalf(ctx context.Context, tt wire.Transactions, m *Message) (*SendReceipt, string, *SendError) {
 	if err := ctx.Err(); err != nil {
-		return nil, "", newSendError(&send.Failure{ID: m.ID, End: send.EndContext, Cause: err, CtxErr: err, Last: Outcome{Err: err}})
+		return nil, "", failedBefore(m.ID, err, err, err)
 	}
 	if !p.enter() {
-		return nil, "", newSendError(&send.Failure{ID: m.ID, End: send.EndClosed, Last: Outcome{Err: ErrClosed}})
+		return nil, "", failedBefore(m.ID, ErrClosed, nil, ErrClosed)
 	}
 	ctx, wm := p.startSend(ctx, m, false)
 	sctx, cancel := context.WithCancelCause(ctx)
@@ -316,7 +315,7 @@ func (p *Producer) sendHalf(ctx context.Context, tt wire.Transactions, m *Messag
 	p.core.leave()
 	defer p.sends.leave()
 	if f != nil {
-		se := newSendError(f)
+		se := sendError(f)
 		p.cfg.finish(ctx, se)
 		p.endSend(ctx, nil, se)
 		return nil, "", se

@@ -19,6 +19,25 @@ var (
 	// allowed was made and the last one failed.
 	ErrAttemptsExhausted = errors.New("producer: attempts exhausted")
 
+	// ErrDeadlineTooShort is wrapped by a *SendError when the wait before
+	// the next attempt would end after the caller's deadline: the send
+	// fails at once instead of sleeping past it.
+	ErrDeadlineTooShort = errors.New("producer: deadline too short for the next attempt")
+
+	// ErrNotRetryable is wrapped by a *SendError when an attempt failed in
+	// a way that is never retried: a 4xx answer, or an unknown outcome
+	// (timeout, lost connection, 5xx) of a transactional message.
+	ErrNotRetryable = errors.New("producer: not retryable")
+
+	// ErrRetryBudget is wrapped by a *SendError when a retry was refused
+	// because the retry budget is spent.
+	ErrRetryBudget = errors.New("producer: retry budget spent")
+
+	// ErrGroupFailed is wrapped by the *SendError of a FIFO message that
+	// was waiting behind a message of its group that failed for good: it
+	// fails without an attempt, and its Cause wraps that first failure.
+	ErrGroupFailed = errors.New("producer: an earlier message of its group failed")
+
 	// ErrInvalidTarget is returned, wrapped with what is wrong, when a
 	// producer's target is empty, is not a list of host:port, names a
 	// scheme no resolver is registered for, or has a scheme where the

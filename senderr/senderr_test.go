@@ -1,6 +1,7 @@
 package senderr
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -18,6 +19,10 @@ func TestTexts(t *testing.T) {
 	}{
 		{ErrInvalidMessage, "producer: invalid message"},
 		{ErrClosed, "producer: closed"},
+		{ErrDeadlineTooShort, "producer: deadline too short for the next attempt"},
+		{ErrNotRetryable, "producer: not retryable"},
+		{ErrRetryBudget, "producer: retry budget spent"},
+		{ErrGroupFailed, "producer: an earlier message of its group failed"},
 		{ErrAttemptsExhausted, "producer: attempts exhausted"},
 		{ErrInvalidTarget, "producer: invalid target"},
 		{ErrConnectionRefused, "producer: connection refused"},
@@ -56,5 +61,23 @@ func TestAuthError(t *testing.T) {
 	}
 	if c := status.Code(denied); c != codes.PermissionDenied {
 		t.Errorf("status.Code(denied) = %v", c)
+	}
+}
+
+// TestSendError: a *SendError matches why the send ended and the caller's
+// context error, not another sentinel, and unwraps to its Cause; its text
+// is the producer's.
+func TestSendError(t *testing.T) {
+	cause := errors.New("boom")
+	se := NewSendError(context.Canceled, context.Canceled)
+	se.MessageID, se.Attempts, se.Cause, se.DeadLettered = "m1", 1, cause, true
+	if !errors.Is(se, context.Canceled) || !errors.Is(se, cause) || errors.Is(se, ErrClosed) {
+		t.Errorf("errors.Is(%v) reads the wrong reasons", se)
+	}
+	if got, want := se.Error(), `producer: send of message "m1" failed after 1 attempt (context canceled), handed to the dead-letter sink: boom`; got != want {
+		t.Errorf("Error() = %q; want %q", got, want)
+	}
+	if got, want := NewSendError(ErrGroupFailed, nil).Error(), "producer: send failed after 0 attempts (an earlier message of its group failed)"; got != want {
+		t.Errorf("Error() = %q; want %q", got, want)
 	}
 }

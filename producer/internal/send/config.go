@@ -8,10 +8,9 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/rocketry-go/rocketry/backoff"
-	"github.com/rocketry-go/rocketry/brokercode"
 	"github.com/rocketry-go/rocketry/event"
-	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/clock"
+	"github.com/rocketry-go/rocketry/senderr"
 )
 
 // Config is the retry policy the executor follows, as the producer's
@@ -50,8 +49,8 @@ const (
 	WaitNever                   // never
 )
 
-// End is why a send ended without storing its message; the producer maps
-// each to its sentinel error in one place (newSendError).
+// End is why a send ended without storing its message; Err reads it as
+// its sentinel error (package senderr), in one place.
 type End uint8
 
 const (
@@ -62,18 +61,32 @@ const (
 	EndRetryBudget                  // the retry budget is spent
 	EndClosed                       // the Producer's Close gave up waiting (Config.Closed)
 	EndGroupFailed                  // an earlier message of its FIFO group failed (the producer's, before any attempt)
-	EndContext                      // the caller's context ended: Failure.Cause is its cause
+	EndContext                      // the caller's context ended: Decision.Cause is its cause
 )
 
-// Failure is a send's end without its message stored: the state from
-// which the producer makes its *SendError.
-type Failure struct {
-	ID       string
-	End      End
-	Cause    error // EndContext: the context's cause
-	CtxErr   error // the caller's context error, when it stopped the send
-	Attempts int
-	Last     outcome.Outcome   // the last attempt's outcome; zero when none was made
-	Reason   brokercode.Reason // of the last throttled attempt
-	MaybeAt  string            // the endpoint of the last attempt whose outcome was unknown
+// Err is end as the error a *SendError matches (errors.Is): its sentinel,
+// or, for EndContext, the context's cause; nil for EndNone.
+func (end End) Err(cause error) error {
+	switch end {
+	case EndAttemptsExhausted:
+		return senderr.ErrAttemptsExhausted
+	case EndDeadlineTooShort:
+		return senderr.ErrDeadlineTooShort
+	case EndNotRetryable:
+		return senderr.ErrNotRetryable
+	case EndRetryBudget:
+		return senderr.ErrRetryBudget
+	case EndClosed:
+		return senderr.ErrClosed
+	case EndGroupFailed:
+		return senderr.ErrGroupFailed
+	case EndContext:
+		return cause
+	}
+	return nil
 }
+
+// Failure is a send's end without its message stored: the *SendError the
+// producer returns (its Cause the last attempt's error as the transport
+// gave it, which the producer reads through its publicError).
+type Failure = senderr.SendError

@@ -4,8 +4,8 @@
 // retry contract (docs/retries.md's retry table). It knows no protocol.
 // Its vocabulary is the public leaf packages the producer's API speaks
 // too: an attempt's answer is an outcome.Outcome, each event of a send an
-// event.Event; the producer maps End to its sentinel errors
-// (newSendError).
+// event.Event; a send that fails ends with a *senderr.SendError (Failure),
+// End read as its sentinel error (End.Err).
 //
 // Counting: MaxAttempts counts attempts, the first included. The schedules
 // number retries: retry n of the throttle schedule follows the n-th
@@ -27,6 +27,7 @@ import (
 	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/clock"
 	"github.com/rocketry-go/rocketry/producer/internal/deadline"
+	"github.com/rocketry-go/rocketry/senderr"
 )
 
 // Act is what follows an attempt.
@@ -142,9 +143,9 @@ func (x *Executor) SetCounts(attempts, throttles int) {
 	x.attempts, x.throttles = attempts, throttles
 }
 
-// Run makes attempts until the message is stored (failed is false) or the
-// send fails for good (the Failure). It emits every event of the send but
-// the final ones, which follow the dead-letter hand-off.
+// Run makes attempts until the message is stored (failed is false, f nil)
+// or the send fails for good (f, its *SendError). It emits every event of
+// the send but the final ones, which follow the dead-letter hand-off.
 //
 // Where a retry goes: after a throttle, to the same endpoint; after a
 // failure whose message is known not stored, to the next endpoint (another
@@ -163,7 +164,7 @@ func (x *Executor) SetCounts(attempts, throttles int) {
 // first attempt gives it to its batch instead; ctx ending stops the send
 // wherever it is, with ctx's cause (EndClosed when the Producer's Close
 // gave up waiting).
-func (x *Executor) Run(ctx context.Context) (f Failure, failed bool) {
+func (x *Executor) Run(ctx context.Context) (f *Failure, failed bool) {
 	c := x.Cfg
 	clk := clock.Or(c.Clock)
 	timeout := c.AttemptTimeout
@@ -202,7 +203,7 @@ func (x *Executor) Run(ctx context.Context) (f Failure, failed bool) {
 			if c.Event != nil {
 				c.Event(ctx, event.Event{Kind: event.Success, MessageID: x.ID, Attempt: x.attempts, Endpoint: x.A.Endpoint(x.EP)})
 			}
-			return Failure{}, false
+			return nil, false
 		}
 
 		if o.Kind == outcome.FailedUnknown && !unsent {
@@ -400,19 +401,24 @@ func stopped(ctx context.Context, closed error) Decision {
 // Stopped is the failure of the send of message id, stopped before any
 // attempt because ctx ended: as Run says when ctx ends (closed is
 // Config.Closed).
-func Stopped(ctx context.Context, id string, closed error) Failure {
+func Stopped(ctx context.Context, id string, closed error) *Failure {
 	d := stopped(ctx, closed)
-	return Failure{ID: id, End: d.End, Cause: d.Cause, CtxErr: d.CtxErr}
+	f := senderr.NewSendError(d.End.Err(d.Cause), d.CtxErr)
+	f.MessageID = id
+	return f
 }
 
 // Refuse ends the send before any attempt, for the reason o gives (the
 // interceptor's check of the call's size limit).
-func (x *Executor) Refuse(o outcome.Outcome, end End) Failure {
+func (x *Executor) Refuse(o outcome.Outcome, end End) *Failure {
 	x.last = o
 	return x.failure(Decision{Act: Fail, End: end})
 }
 
 // failure is the send's failure, from its state now.
-func (x *Executor) failure(d Decision) Failure {
-	return Failure{ID: x.ID, End: d.End, Cause: d.Cause, CtxErr: d.CtxErr, Attempts: x.attempts, Last: x.last, Reason: x.reason, MaybeAt: x.maybeAt}
+func (x *Executor) failure(d Decision) *Failure {
+	f := senderr.NewSendError(d.End.Err(d.Cause), d.CtxErr)
+	f.MessageID, f.Attempts, f.Reason, f.MaybeStoredAt = x.ID, x.attempts, x.reason, x.maybeAt
+	f.Code, f.WireCode, f.Last, f.Cause = x.last.Code, x.last.WireCode, x.last.Kind, x.last.Err
+	return f
 }

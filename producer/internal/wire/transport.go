@@ -58,16 +58,9 @@ type Env struct {
 // Run runs x to its end: nil when its message is stored, else the send's
 // failure, which a transport's Send returns.
 func Run(ctx context.Context, x *send.Executor) *send.Failure {
-	if f, failed := x.Run(ctx); failed {
-		return heapFailure(f)
-	}
-	return nil
+	f, _ := x.Run(ctx)
+	return f
 }
-
-// heapFailure is f on the heap. Its own function, so that a send that
-// succeeds allocates nothing for it: a variable whose address is returned
-// is allocated where it is declared, on every path.
-func heapFailure(f send.Failure) *send.Failure { return &f }
 
 // IDGen makes message IDs: a random per-process prefix and a counter, so an
 // ID costs one small allocation and never repeats within a process.

@@ -64,7 +64,7 @@ func sendOne(ctx context.Context, tr *Transport, m message.Message) error {
 	}
 	m.ID = id
 	if _, f := tr.Send(ctx, m, nil, nil); f != nil {
-		return f.Last.Err
+		return f.Cause
 	}
 	return nil
 }
