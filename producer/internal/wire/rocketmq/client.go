@@ -496,33 +496,25 @@ func newRequestID() string {
 // housekeeping sends heartbeats until the client stops. Route refreshes
 // have their own goroutine (refreshLoop), so that a refresh of thousands
 // of topics never delays a heartbeat.
-func (c *rmqClient) housekeeping() {
-	defer c.wg.Done()
-	hb := time.NewTicker(c.heartbeatEvery)
-	defer hb.Stop()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-hb.C:
-			c.heartbeat()
-		}
-	}
-}
+func (c *rmqClient) housekeeping() { c.every(c.heartbeatEvery, c.heartbeat) }
 
 // refreshLoop refreshes the routes every routeEvery until the client
-// stops; a refresh that outlasts the interval makes the next one skip its
+// stops.
+func (c *rmqClient) refreshLoop() { c.every(c.routeEvery, c.refreshRoutes) }
+
+// every calls fn every d until the client stops, on the goroutine the
+// client counts (c.wg); a call that outlasts d makes the next one skip its
 // tick (time.Ticker drops ticks) instead of piling up.
-func (c *rmqClient) refreshLoop() {
+func (c *rmqClient) every(d time.Duration, fn func()) {
 	defer c.wg.Done()
-	rt := time.NewTicker(c.routeEvery)
-	defer rt.Stop()
+	t := time.NewTicker(d)
+	defer t.Stop()
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
-		case <-rt.C:
-			c.refreshRoutes()
+		case <-t.C:
+			fn()
 		}
 	}
 }
