@@ -271,23 +271,39 @@ func (c *rmqClient) start(ctx context.Context) error {
 	return err
 }
 
+// accessErrs is the last error of each access point's telemetry stream,
+// in the order of the access points; false while one has no connection.
+func (c *rmqClient) accessErrs() ([]error, bool) {
+	conns := make([]*rmqConn, len(c.access))
+	c.mu.Lock()
+	for i, a := range c.access {
+		conns[i] = c.conns[a]
+	}
+	c.mu.Unlock()
+	errs := make([]error, len(conns))
+	for i, cn := range conns {
+		if cn == nil {
+			return nil, false
+		}
+		errs[i] = cn.tel.err()
+	}
+	return errs, true
+}
+
 // unreachable is the errors of the access points when none of them could
 // be reached (each a *senderr.ConnectError), so that start fails at once and says
 // why instead of waiting out its timeout; nil otherwise.
 func (c *rmqClient) unreachable() error {
-	var errs []error
-	for _, a := range c.access {
-		c.mu.Lock()
-		cn := c.conns[a]
-		c.mu.Unlock()
-		if cn == nil {
-			return nil
-		}
-		o := wire.Unreachable(outcome.Outcome{Err: cn.tel.err()}, a)
+	errs, ok := c.accessErrs()
+	if !ok {
+		return nil
+	}
+	for i, err := range errs {
+		o := wire.Unreachable(outcome.Outcome{Err: err}, c.access[i])
 		if _, ok := o.Err.(*senderr.ConnectError); !ok {
 			return nil
 		}
-		errs = append(errs, o.Err)
+		errs[i] = o.Err
 	}
 	return errors.Join(errs...)
 }
@@ -297,23 +313,16 @@ func (c *rmqClient) unreachable() error {
 // serve apache.rocketmq.v2 at all (the producer names the option to use),
 // so that start fails at once; nil otherwise.
 func (c *rmqClient) unimplemented() error {
-	var first error
-	for _, a := range c.access {
-		c.mu.Lock()
-		cn := c.conns[a]
-		c.mu.Unlock()
-		if cn == nil {
-			return nil
-		}
-		err := cn.tel.err()
+	errs, ok := c.accessErrs()
+	if !ok || len(errs) == 0 {
+		return nil
+	}
+	for _, err := range errs {
 		if status.Code(err) != codes.Unimplemented {
 			return nil
 		}
-		if first == nil {
-			first = err
-		}
 	}
-	return first
+	return errs[0]
 }
 
 // telemetryErr is the last error of the access points' telemetry streams.
