@@ -137,7 +137,10 @@ func newProducer(cfg config) *Producer {
 	p.sends.init()
 	p.core.init()
 	p.async.init(cfg.maxInFlight)
-	p.hardCtx, p.hardStop = context.WithCancelCause(context.Background())
+	hard, hardStop := context.WithCancelCause(context.Background())
+	// Attempts of sends on it (the callers' context.Background) share their
+	// deadlines' timers (send.AttemptContext).
+	p.hardCtx, p.hardStop = send.NewShared(hard), hardStop
 	p.async.batch = batch.New(cfg.batch, p.async.slots, p.hardCtx)
 	return p
 }

@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"cmp"
 	"context"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -23,8 +25,23 @@ import (
 // operation is one send of one 100-byte message with a fresh ID made by the
 // same generator for every contender. allocs/op counts the broker's
 // allocations too (same process): compare contenders, not absolute figures.
+// With ROCKETRY_BENCH_BROKER=host:port they go to a `rocketry broker` in its
+// own process instead, and allocs/op counts the client's alone:
+//
+//	go build -o /tmp/rocketry ./cmd/rocketry
+//	/tmp/rocketry broker --listen 127.0.0.1:18093 --log-level error &
+//	ROCKETRY_BENCH_BROKER=127.0.0.1:18093 go test -run '^$' -bench 'Send$' -benchmem ./internal/bench/
 
 var smallBody = make([]byte, 100)
+
+// brokerAddr is $ROCKETRY_BENCH_BROKER, or a bundled broker started in
+// this process for b.
+func brokerAddr(b *testing.B) string {
+	if addr := os.Getenv("ROCKETRY_BENCH_BROKER"); addr != "" {
+		return addr
+	}
+	return brokertest.Start(b).Addr()
+}
 
 // concurrencies are the callers of BenchmarkSend.
 var concurrencies = []int{1, 64}
@@ -64,11 +81,11 @@ func runConc(b *testing.B, conc int, op func(ctx context.Context, id string) err
 // BenchmarkSend is one synchronous send per op, for every fast-path
 // contender, at 1 and 64 concurrent callers.
 func BenchmarkSend(b *testing.B) {
-	br := brokertest.Start(b)
+	addr := brokerAddr(b)
 	for _, conc := range concurrencies {
 		for _, name := range FastPath {
 			b.Run("contender="+name+"/conc="+strconv.Itoa(conc), func(b *testing.B) {
-				s, err := New(name, br.Addr(), Settings{})
+				s, err := New(name, addr, Settings{})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -87,18 +104,25 @@ func BenchmarkSend(b *testing.B) {
 // raw-cpu-ns/op and x-raw-cpu are the same with the process's CPU time
 // (user + system, broker included), which other processes on the machine
 // disturb far less than wall time. allocs/op here counts
-// both; see BenchmarkSend for allocations.
+// both; see BenchmarkSend for allocations. With
+// ROCKETRY_BENCH_BASE=raw-timeout the baseline ("raw" in the metrics'
+// names) is the raw client with the same 3 s per-call timeout as
+// rocketry's attempts.
 func BenchmarkPaired(b *testing.B) {
-	br := brokertest.Start(b)
-	raw, err := New(Raw, br.Addr(), Settings{})
+	addr := brokerAddr(b)
+	base := cmp.Or(os.Getenv("ROCKETRY_BENCH_BASE"), Raw)
+	raw, err := New(base, addr, Settings{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer raw.Close()
 	for _, conc := range concurrencies {
 		for _, name := range FastPath[1:] {
+			if name == base {
+				continue
+			}
 			b.Run("contender="+name+"/conc="+strconv.Itoa(conc), func(b *testing.B) {
-				s, err := New(name, br.Addr(), Settings{})
+				s, err := New(name, addr, Settings{})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -186,11 +210,11 @@ var asyncConcurrencies = []int{64, 1024}
 // MaxInFlight=C against the raw client with C goroutines each calling
 // SendMessage in a loop. It reports msgs/s.
 func BenchmarkAsync(b *testing.B) {
-	br := brokertest.Start(b)
+	addr := brokerAddr(b)
 	body := make([]byte, 1024)
 	for _, conc := range asyncConcurrencies {
 		b.Run("contender=raw/conc="+strconv.Itoa(conc), func(b *testing.B) {
-			s, err := New(Raw, br.Addr(), Settings{})
+			s, err := New(Raw, addr, Settings{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -200,7 +224,7 @@ func BenchmarkAsync(b *testing.B) {
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
 		})
 		b.Run("contender=rocketry/conc="+strconv.Itoa(conc), func(b *testing.B) {
-			p, err := producer.New(br.Addr(), producer.WithProtocol(producer.RocketryV1), producer.WithMaxInFlight(conc))
+			p, err := producer.New(addr, producer.WithProtocol(producer.RocketryV1), producer.WithMaxInFlight(conc))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -242,16 +266,16 @@ func BenchmarkAsync(b *testing.B) {
 // throughput-x-raw, the median over batch pairs of rocketry's throughput
 // over the raw client's (0.9 = 90%).
 func BenchmarkAsyncPaired(b *testing.B) {
-	br := brokertest.Start(b)
+	addr := brokerAddr(b)
 	body := make([]byte, 1024)
-	raw, err := New(Raw, br.Addr(), Settings{})
+	raw, err := New(Raw, addr, Settings{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer raw.Close()
 	for _, conc := range asyncConcurrencies {
 		b.Run("conc="+strconv.Itoa(conc), func(b *testing.B) {
-			p, err := producer.New(br.Addr(), producer.WithProtocol(producer.RocketryV1), producer.WithMaxInFlight(conc))
+			p, err := producer.New(addr, producer.WithProtocol(producer.RocketryV1), producer.WithMaxInFlight(conc))
 			if err != nil {
 				b.Fatal(err)
 			}
