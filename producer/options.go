@@ -213,7 +213,10 @@ func WithMaxAttempts(n int) Option {
 //
 // The timeout is the deadline of the attempt's context, so the server
 // receives it as grpc-timeout and can drop work whose caller has gone; a
-// caller's deadline sooner than it is the attempt's.
+// caller's deadline sooner than it is the attempt's. Under a caller's
+// context that cannot be cancelled (context.Background), attempts whose
+// deadlines fall within the same 10 ms share one context and one timer, so
+// an attempt's deadline of 1 s or more may come up to 10 ms sooner than d.
 func WithAttemptTimeout(d time.Duration) Option {
 	return option{"WithAttemptTimeout", scopeAll, func(c *config) error {
 		if d <= 0 {
