@@ -68,14 +68,13 @@ func WithWaitForReady(on bool) Option {
 // transports return.
 type ConnectError = senderr.ConnectError
 
-// publicError is err as the public API gives it, where an error leaves
-// for the caller (a SendError's Cause, an Event's Err, a constructor's,
-// Resend's, a Transaction's or Recall's error): an UNIMPLEMENTED answer
-// for the other protocol's service is explained (wrongProtocol); any other
-// error is returned as it is, since the errors of the transports are the
-// public ones already (package senderr, whose names this package
-// re-exports).
-func publicError(err error) error {
+// explainProtocol is err where it leaves for the caller (a SendError's
+// Cause, an Event's Err, a constructor's, Resend's, a Transaction's or
+// Recall's error): an UNIMPLEMENTED answer for the other protocol's
+// service is explained (wrongProtocol); any other error is returned as it
+// is, since the transports' errors are the public ones (package senderr,
+// whose names this package re-exports).
+func explainProtocol(err error) error {
 	if pe := wrongProtocol(err); pe != nil {
 		return pe
 	}

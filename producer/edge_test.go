@@ -15,7 +15,7 @@ import (
 )
 
 // TestWireErrorsArePublic: each error of the wire leaves the producer
-// (publicError) as the public one, which it is (package senderr, whose
+// (explainProtocol) as the public one, which it is (package senderr, whose
 // names the producer re-exports): a *senderr.ConnectError as a
 // *ConnectError with the public Reason and the same text, a sentinel
 // wrapped with context so that errors.Is matches the public sentinel with
@@ -30,7 +30,7 @@ func TestWireErrorsArePublic(t *testing.T) {
 		{senderr.ErrNotGRPC, ErrNotGRPC},
 	} {
 		in := &senderr.ConnectError{Endpoint: "127.0.0.1:1", Reason: tt.wire, Err: grpcErr}
-		out := publicError(in)
+		out := explainProtocol(in)
 		var ce *ConnectError
 		require.ErrorAs(t, out, &ce, "%v", tt.public)
 		assert.Equal(t, "127.0.0.1:1", ce.Endpoint)
@@ -51,10 +51,10 @@ func TestWireErrorsArePublic(t *testing.T) {
 	} {
 		assert.Equal(t, tt.wire.Error(), tt.public.Error(), "the same text")
 		in := fmt.Errorf("producer: Resend: %w: target %q", tt.wire, "dns:///x")
-		out := publicError(in)
+		out := explainProtocol(in)
 		assert.ErrorIs(t, out, tt.public)
 		assert.Equal(t, in.Error(), out.Error())
-		assert.ErrorIs(t, publicError(tt.wire), tt.public, "bare")
+		assert.ErrorIs(t, explainProtocol(tt.wire), tt.public, "bare")
 	}
 	for _, tt := range []struct{ wire, public error }{
 		{senderr.ErrInvalidTarget, ErrInvalidTarget},
@@ -63,7 +63,7 @@ func TestWireErrorsArePublic(t *testing.T) {
 	} {
 		assert.Same(t, tt.wire, tt.public, "one sentinel")
 	}
-	bad := publicError(wire.BadTarget("producer: New(%q, WithProtocol(RocketryV1)): no resolver", "x://y"))
+	bad := explainProtocol(wire.BadTarget("producer: New(%q, WithProtocol(RocketryV1)): no resolver", "x://y"))
 	assert.ErrorIs(t, bad, ErrInvalidTarget)
 	assert.Equal(t, `producer: New("x://y", WithProtocol(RocketryV1)): no resolver`, bad.Error())
 
@@ -72,20 +72,20 @@ func TestWireErrorsArePublic(t *testing.T) {
 	// it (IsThrottled, CodeOf).
 	st := &senderr.StatusError{Code: 42900, Message: "BACKLOG"}
 	var rs *RocketMQStatusError
-	require.ErrorAs(t, publicError(st), &rs)
+	require.ErrorAs(t, explainProtocol(st), &rs)
 	assert.Equal(t, RocketMQStatusError{Code: 42900, Message: "BACKLOG"}, *rs)
 	assert.Equal(t, st.Error(), rs.Error())
-	chain := publicError(fmt.Errorf("producer: Recall(%q): %w: %w", "t", senderr.ErrRecallHandle, st))
+	chain := explainProtocol(fmt.Errorf("producer: Recall(%q): %w: %w", "t", senderr.ErrRecallHandle, st))
 	require.ErrorAs(t, chain, &rs)
 	assert.Equal(t, int32(42900), rs.Code)
 	assert.ErrorIs(t, chain, ErrRecallHandle)
 	assert.True(t, IsThrottled(chain))
 	var ce *ConnectError
-	require.ErrorAs(t, publicError(fmt.Errorf("producer: rocketmq start: %w", errors.Join(
+	require.ErrorAs(t, explainProtocol(fmt.Errorf("producer: rocketmq start: %w", errors.Join(
 		&senderr.ConnectError{Endpoint: "127.0.0.1:1", Reason: senderr.ErrConnectionRefused, Err: grpcErr}))), &ce, "a ConnectError in a chain")
 	assert.Same(t, ErrConnectionRefused, ce.Reason)
 
 	other := errors.New("other")
-	assert.Same(t, other, publicError(other))
-	assert.NoError(t, publicError(nil))
+	assert.Same(t, other, explainProtocol(other))
+	assert.NoError(t, explainProtocol(nil))
 }

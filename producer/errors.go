@@ -85,10 +85,10 @@ type SendError = senderr.SendError
 
 // sendError is f, the failure of a send (the executor's, or of a send
 // stopped before any attempt), as the public API gives it: its Cause read
-// through publicError. The one step of the producer's own; the
+// through explainProtocol. The one step of the producer's own; the
 // dead-letter hand-off (deadletter.go) sets DeadLettered after.
-func sendError(f *send.Failure) *SendError {
-	f.Cause = publicError(f.Cause)
+func sendError(f *senderr.SendError) *SendError {
+	f.Cause = explainProtocol(f.Cause)
 	return f
 }
 

@@ -148,7 +148,7 @@ func (c *config) watched() bool { return c.observer != nil || c.hook != nil }
 // events sets the executor's event callback (send.Config.Event): nil when
 // nobody watches, so that a send makes no event; else one that reports
 // each of the executor's events to the observer and the hook, its error
-// as the public API gives it (publicError).
+// as the public API gives it (explainProtocol).
 func (c *config) events() {
 	c.Event = nil
 	if !c.watched() {
@@ -156,7 +156,7 @@ func (c *config) events() {
 	}
 	obs, hook := c.observer, c.hook
 	c.Event = func(ctx context.Context, e Event) {
-		e.Err = publicError(e.Err)
+		e.Err = explainProtocol(e.Err)
 		if obs != nil {
 			obs(e)
 		}

@@ -8,11 +8,12 @@ import (
 	"strings"
 	"sync"
 
+	"google.golang.org/grpc"
+
 	"github.com/rocketry-go/rocketry/message"
 	"github.com/rocketry-go/rocketry/producer/internal/batch"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	wirev1 "github.com/rocketry-go/rocketry/producer/internal/wire/v1"
-	"google.golang.org/grpc"
 )
 
 // Producer sends messages to a broker, retrying by the retry contract (the
@@ -103,7 +104,7 @@ func newResolved(target string, cfg config) (*Producer, error) {
 	tr, err := wirev1.NewResolved(target, cfg.resolvers, cfg.v1DialOptions(), p.env())
 	if err != nil {
 		p.abandon()
-		return nil, publicError(err)
+		return nil, explainProtocol(err)
 	}
 	p.tr = tr
 	return p, nil
@@ -248,16 +249,21 @@ func (p *Producer) sendSync(ctx context.Context, m *Message, maybeAt string) (*S
 	return p.end(ctx, m, r, se)
 }
 
-// end is the one ending of a send that ran, sync (sendSync) or async
-// (runAsync): it leaves core, hands a failed message to the fallback
-// (handOff), reports the send's end to the hook, and returns what the
-// caller is given, the receipt or the *SendError (a nil error when the
-// message was stored). The caller then leaves sends, after its callback
-// for an async send.
+// end is the one ending of a send that ran, sync (sendSync), async
+// (runAsync) or a transaction's half (sendHalf): it leaves core, hands a
+// failed message to the fallback (handOff; a half, m nil, has none),
+// reports the send's end to the hook, and returns what the caller is
+// given, the receipt or the *SendError (a nil error when the message was
+// stored). The caller then leaves sends, after its callback for an async
+// send.
 func (p *Producer) end(ctx context.Context, m *Message, r *SendReceipt, se *SendError) (*SendReceipt, error) {
 	p.core.leave()
 	if se != nil {
-		p.handOff(ctx, m, se)
+		if m != nil {
+			p.handOff(ctx, m, se)
+		} else {
+			p.cfg.finish(ctx, se)
+		}
 		p.endSend(ctx, nil, se)
 		return nil, se
 	}
@@ -276,11 +282,11 @@ func (p *Producer) prepare(m *Message) error {
 		return err
 	}
 	if err := p.tr.Refuse(*m); err != nil {
-		return publicError(err)
+		return explainProtocol(err)
 	}
 	id, err := p.tr.Prepare(*m)
 	if err != nil {
-		return publicError(err)
+		return explainProtocol(err)
 	}
 	m.ID = id
 	return nil
@@ -293,28 +299,33 @@ func (p *Producer) prepare(m *Message) error {
 // joins a batch (batch.go); with pn, every attempt goes to the endpoint
 // where the message may be stored (Resend).
 func (p *Producer) send(ctx context.Context, m, wm *Message, bt *batch.Batcher, pn *send.Pin) (*SendReceipt, *SendError) {
-	// One cancellation path: the send's context ends with the caller's,
-	// or with ErrClosed when Close gives up waiting. A caller's
-	// context.Background() can never end and carries nothing: the send
-	// then runs on the hard-stop context itself, which costs nothing.
-	sctx := p.hardCtx
-	if ctx != context.Background() {
-		c, cancel := context.WithCancelCause(ctx)
-		stop := context.AfterFunc(p.hardCtx, func() { cancel(ErrClosed) })
-		defer func() {
-			stop()
-			cancel(nil)
-		}()
-		sctx = c
-	}
-
+	sctx, release := p.sendContext(ctx)
 	r, f := p.tr.Send(sctx, *wm, bt, pn)
+	release()
 	if f == nil {
 		return r, nil
 	}
 	se := sendError(f)
 	p.putDeadLetter(m, se)
 	return nil, se
+}
+
+// sendContext is the one cancellation path of a send's attempts: their
+// context ends with the caller's ctx, or with ErrClosed when Close gives
+// up waiting; release it when the attempts are over. A caller's
+// context.Background() can never end and carries nothing: the attempts
+// then run on the hard-stop context itself, which costs nothing and
+// shares their deadlines' timers (send.Shared).
+func (p *Producer) sendContext(ctx context.Context) (sctx context.Context, release func()) {
+	if ctx == context.Background() {
+		return p.hardCtx, func() {}
+	}
+	c, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(p.hardCtx, func() { cancel(ErrClosed) })
+	return c, func() {
+		stop()
+		cancel(nil)
+	}
 }
 
 // Close stops accepting sends (they fail with ErrClosed), waits for the

@@ -100,7 +100,7 @@ func newRocketMQ(target string, cfg config, addrs []string) (*Producer, error) {
 	defer cancel()
 	if err := t.Start(ctx, p.env()); err != nil {
 		p.abandon()
-		return nil, fmt.Errorf("producer: New(%q): %w", target, publicError(err))
+		return nil, fmt.Errorf("producer: New(%q): %w", target, explainProtocol(err))
 	}
 	p.tr = t
 	return p, nil
@@ -132,7 +132,7 @@ func (c *config) rmqConfig() wirermq.Config {
 			if !ch.Commit {
 				kind = EventRollback
 			}
-			c.emit(ctx, Event{Kind: kind, MessageID: ch.MessageID, Attempt: ch.Attempts, Endpoint: ch.Endpoint, Err: publicError(ch.Err), Check: true})
+			c.emit(ctx, Event{Kind: kind, MessageID: ch.MessageID, Attempt: ch.Attempts, Endpoint: ch.Endpoint, Err: explainProtocol(ch.Err), Check: true})
 		}
 	}
 	return rc

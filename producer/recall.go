@@ -46,7 +46,7 @@ func (p *Producer) Recall(ctx context.Context, topic, handle string) (string, er
 	}
 	id, at, n, err := tt.Recall(ctx, topic, handle)
 	if err != nil {
-		err = publicError(fmt.Errorf("producer: Recall(%q): %w", topic, err))
+		err = explainProtocol(fmt.Errorf("producer: Recall(%q): %w", topic, err))
 	}
 	if p.cfg.watched() {
 		p.cfg.emit(ctx, Event{Kind: EventRecall, MessageID: id, Attempt: n, Endpoint: at, Err: err})

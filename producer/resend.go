@@ -63,7 +63,7 @@ func (p *Producer) pinFor(ctx context.Context, m *Message, at string) (*send.Pin
 	pn, err := p.tr.FindPin(ctx, m.Topic, at)
 	switch {
 	case err != nil:
-		return nil, publicError(err)
+		return nil, explainProtocol(err)
 	case pn == nil && !p.cfg.FailoverAlways:
 		return nil, fmt.Errorf("%w: message %q, endpoint %q (this producer has %v; WithFailoverOnUnknownOutcome sends it elsewhere)",
 			ErrEndpointUnknown, m.ID, at, p.tr.EndpointNames())

@@ -25,6 +25,6 @@ type rmqClassifier struct{}
 
 func (rmqClassifier) Classify(reply any, err error) Outcome {
 	o := wirermq.Classify(reply, err)
-	o.Err = publicError(o.Err)
+	o.Err = explainProtocol(o.Err)
 	return o
 }

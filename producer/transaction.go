@@ -229,7 +229,7 @@ func (tx *Transaction) Send(ctx context.Context, m *Message) (*SendReceipt, erro
 	}
 	id, err := tx.p.tr.Prepare(*m)
 	if err != nil {
-		return nil, publicError(err)
+		return nil, explainProtocol(err)
 	}
 	m.ID = id
 	r, addr, se := tx.p.sendHalf(ctx, tx.tt, m)
@@ -280,7 +280,7 @@ func (tx *Transaction) end(ctx context.Context, op string, commit bool) error {
 	var errs []error
 	for _, h := range tx.halves {
 		n, err := tx.tt.EndTransaction(ctx, h, commit)
-		err = publicError(err)
+		err = explainProtocol(err)
 		if tx.p.cfg.watched() {
 			tx.p.cfg.emit(ctx, Event{Kind: kind, MessageID: h.MsgID, Attempt: n, Endpoint: h.Addr, Err: err})
 		}
@@ -297,8 +297,8 @@ func (tx *Transaction) end(ctx context.Context, op string, commit bool) error {
 }
 
 // sendHalf sends a prepared half message: Send's steps (hook, executor,
-// cancellation by Close), without the dead-letter sink. It returns the
-// connection that stored it, for EndTransaction.
+// cancellation by Close, its ending), without the dead-letter sink. It
+// returns the connection that stored it, for EndTransaction.
 func (p *Producer) sendHalf(ctx context.Context, tt wire.Transactions, m *Message) (*SendReceipt, string, *SendError) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", failedBefore(m.ID, err, err, err)
@@ -306,20 +306,16 @@ func (p *Producer) sendHalf(ctx context.Context, tt wire.Transactions, m *Messag
 	if !p.enter() {
 		return nil, "", failedBefore(m.ID, ErrClosed, nil, ErrClosed)
 	}
-	ctx, wm := p.startSend(ctx, m, false)
-	sctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(p.hardCtx, func() { cancel(ErrClosed) })
-	wr, addr, f := tt.SendHalf(sctx, *wm)
-	stop()
-	cancel(nil)
-	p.core.leave()
 	defer p.sends.leave()
+	ctx, wm := p.startSend(ctx, m, false)
+	sctx, release := p.sendContext(ctx)
+	wr, addr, f := tt.SendHalf(sctx, *wm)
+	release()
+	var se *SendError
 	if f != nil {
-		se := sendError(f)
-		p.cfg.finish(ctx, se)
-		p.endSend(ctx, nil, se)
-		return nil, "", se
+		se = sendError(f)
+		addr = ""
 	}
-	p.endSend(ctx, wr, nil)
-	return wr, addr, nil
+	r, _ := p.end(ctx, nil, wr, se)
+	return r, addr, se
 }

@@ -85,8 +85,3 @@ func (end End) Err(cause error) error {
 	}
 	return nil
 }
-
-// Failure is a send's end without its message stored: the *SendError the
-// producer returns (its Cause the last attempt's error as the transport
-// gave it, which the producer reads through its publicError).
-type Failure = senderr.SendError

@@ -4,7 +4,7 @@
 // retry contract (docs/retries.md's retry table). It knows no protocol.
 // Its vocabulary is the public leaf packages the producer's API speaks
 // too: an attempt's answer is an outcome.Outcome, each event of a send an
-// event.Event; a send that fails ends with a *senderr.SendError (Failure),
+// event.Event; a send that fails ends with a *senderr.SendError,
 // End read as its sentinel error (End.Err).
 //
 // Counting: MaxAttempts counts attempts, the first included. The schedules
@@ -164,7 +164,7 @@ func (x *Executor) SetCounts(attempts, throttles int) {
 // first attempt gives it to its batch instead; ctx ending stops the send
 // wherever it is, with ctx's cause (EndClosed when the Producer's Close
 // gave up waiting).
-func (x *Executor) Run(ctx context.Context) (f *Failure, failed bool) {
+func (x *Executor) Run(ctx context.Context) (f *senderr.SendError, failed bool) {
 	c := x.Cfg
 	clk := clock.Or(c.Clock)
 	timeout := c.AttemptTimeout
@@ -401,7 +401,7 @@ func stopped(ctx context.Context, closed error) Decision {
 // Stopped is the failure of the send of message id, stopped before any
 // attempt because ctx ended: as Run says when ctx ends (closed is
 // Config.Closed).
-func Stopped(ctx context.Context, id string, closed error) *Failure {
+func Stopped(ctx context.Context, id string, closed error) *senderr.SendError {
 	d := stopped(ctx, closed)
 	f := senderr.NewSendError(d.End.Err(d.Cause), d.CtxErr)
 	f.MessageID = id
@@ -410,13 +410,13 @@ func Stopped(ctx context.Context, id string, closed error) *Failure {
 
 // Refuse ends the send before any attempt, for the reason o gives (the
 // interceptor's check of the call's size limit).
-func (x *Executor) Refuse(o outcome.Outcome, end End) *Failure {
+func (x *Executor) Refuse(o outcome.Outcome, end End) *senderr.SendError {
 	x.last = o
 	return x.failure(Decision{Act: Fail, End: end})
 }
 
 // failure is the send's failure, from its state now.
-func (x *Executor) failure(d Decision) *Failure {
+func (x *Executor) failure(d Decision) *senderr.SendError {
 	f := senderr.NewSendError(d.End.Err(d.Cause), d.CtxErr)
 	f.MessageID, f.Attempts, f.Reason, f.MaybeStoredAt = x.ID, x.attempts, x.reason, x.maybeAt
 	f.Code, f.WireCode, f.Last, f.Cause = x.last.Code, x.last.WireCode, x.last.Kind, x.last.Err

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/rocketry-go/rocketry/message"
-	"github.com/rocketry-go/rocketry/producer/internal/send"
+	"github.com/rocketry-go/rocketry/senderr"
 )
 
 // Transactions is what only RocketMQ 5 has (producer/internal/wire/rocketmq
@@ -17,7 +17,7 @@ type Transactions interface {
 	// stored. It returns the receipt (with the broker's TransactionID) and
 	// the address of the connection that stored it, for EndTransaction; or
 	// the send's failure.
-	SendHalf(ctx context.Context, m message.Message) (*message.Receipt, string, *send.Failure)
+	SendHalf(ctx context.Context, m message.Message) (*message.Receipt, string, *senderr.SendError)
 	// EndTransaction ends the transaction of h, committed or rolled back,
 	// retrying failures with the producer's attempts and failure schedule
 	// within ctx; it returns the attempts made. An answer that the

@@ -33,7 +33,7 @@ type Transport interface {
 	// executor; with bt its first attempt joins a batch, with pn every
 	// attempt goes where the message may be stored (a resend). It returns
 	// the receipt, or the send's failure.
-	Send(ctx context.Context, m message.Message, bt *batch.Batcher, pn *send.Pin) (*message.Receipt, *send.Failure)
+	Send(ctx context.Context, m message.Message, bt *batch.Batcher, pn *send.Pin) (*message.Receipt, *senderr.SendError)
 	// FindPin returns the endpoint of a resend named name (nil when there
 	// is none): one of the rocketry.v1 connections, or for RocketMQ 5 a
 	// queue of the broker of that name and endpoints in topic's route.
@@ -57,7 +57,7 @@ type Env struct {
 
 // Run runs x to its end: nil when its message is stored, else the send's
 // failure, which a transport's Send returns.
-func Run(ctx context.Context, x *send.Executor) *send.Failure {
+func Run(ctx context.Context, x *send.Executor) *senderr.SendError {
 	f, _ := x.Run(ctx)
 	return f
 }

@@ -24,7 +24,7 @@ var _ wire.Transactions = (*Transport)(nil)
 // SendHalf sends the prepared half message m: the executor's rule of a
 // transactional message (retried only while known not stored), first
 // attempts round robin over the queues of the topic's route.
-func (t *Transport) SendHalf(ctx context.Context, m message.Message) (*message.Receipt, string, *send.Failure) {
+func (t *Transport) SendHalf(ctx context.Context, m message.Message) (*message.Receipt, string, *senderr.SendError) {
 	c := t.c.newWireCall(m)
 	x := send.New(t.cfg, c, send.Facts{ID: m.ID, EP: int(t.next.Add(1)), Transactional: true, Half: true})
 	if f := wire.Run(ctx, &x); f != nil {

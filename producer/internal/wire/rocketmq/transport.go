@@ -76,7 +76,7 @@ func (t *Transport) Prepare(m message.Message) (string, error) {
 
 // Send runs the executor over apache.rocketmq.v2: first attempts go round
 // robin over the queues of the topic's route.
-func (t *Transport) Send(ctx context.Context, wm message.Message, bt *batch.Batcher, pn *send.Pin) (*message.Receipt, *send.Failure) {
+func (t *Transport) Send(ctx context.Context, wm message.Message, bt *batch.Batcher, pn *send.Pin) (*message.Receipt, *senderr.SendError) {
 	c := t.c.newWireCall(wm)
 	c.bt = bt
 	if pn != nil {

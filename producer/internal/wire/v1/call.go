@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/message"
 	"github.com/rocketry-go/rocketry/outcome"
@@ -12,9 +16,7 @@ import (
 	"github.com/rocketry-go/rocketry/producer/internal/pace"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
 	"github.com/rocketry-go/rocketry/producer/internal/wire"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/peer"
-	"google.golang.org/protobuf/types/known/timestamppb"
+	"github.com/rocketry-go/rocketry/senderr"
 )
 
 // This file holds rocketry.v1's attempter: sendCall makes one SendMessage
@@ -49,7 +51,7 @@ const numCallOpts = 2
 var WaitForReady = grpc.WaitForReady(true)
 
 // Send runs the executor over rocketry.v1.
-func (t *Transport) Send(ctx context.Context, m message.Message, bt *batch.Batcher, pn *send.Pin) (*message.Receipt, *send.Failure) {
+func (t *Transport) Send(ctx context.Context, m message.Message, bt *batch.Batcher, pn *send.Pin) (*message.Receipt, *senderr.SendError) {
 	c := &sendCall{t: t, set: t.eps}
 	switch {
 	case pn != nil && pn.Hold != nil:
