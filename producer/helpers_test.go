@@ -59,12 +59,18 @@ type stub struct {
 
 	latency time.Duration // before every answer
 	noStore bool          // do not keep IDs (memory measurements)
+	// clock, when set, is read at every call into at.
+	clock func() time.Time
+	at    []time.Time
 }
 
 func (s *stub) SendMessage(ctx context.Context, req *rocketryv1.SendMessageRequest) (*rocketryv1.SendMessageResponse, error) {
 	s.mu.Lock()
 	i := s.calls
 	s.calls++
+	if s.clock != nil {
+		s.at = append(s.at, s.clock())
+	}
 	s.mu.Unlock()
 	var err error
 	if i < len(s.script) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rocketry-go/rocketry/backoff"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
+	"github.com/rocketry-go/rocketry/producer/internal/pace"
 )
 
 // This file tests pacing through a Producer (producer/internal/pace tests
@@ -49,41 +50,33 @@ func TestFailureRetryNotPaced(t *testing.T) {
 		near(t, 160*time.Millisecond, got[1])
 	})
 	t.Run("paced", func(t *testing.T) {
-		clk, waits := fakeTime()
-		s := &stub{script: []error{err530, err500, err530}}
-		p := newTestProducer(t, startStub(t, s), clk, WithRand(nil), WithMaxAttempts(4), WithThrottleSchedule(sched))
+		f := &fakeClock{moves: true}
+		s := &stub{script: []error{err530, err500, err530}, clock: f.Now}
+		p := newTestProducer(t, startStub(t, s), withClock(f), WithRand(nil), WithMaxAttempts(4), WithThrottleSchedule(sched))
 		ps := v1Of(p).FixedPacers(0)
 		require.NotNil(t, ps, "a host:port target has fixed endpoints")
-		pc := ps.Of("t").Topic
-		// One turn every 2 s: every turn shows as waits, each of the
-		// pacer's short, adding up to the turn.
-		pc.Hold(time.Now(), 0.5)
+		// An episode opened the way the executor opens one: the topic
+		// stored one message a window ago, then 4 of its attempts were
+		// refused without a hint. Its rate is about what it stored, a few
+		// turns a second.
+		pc, start := ps.Of("t"), f.Now()
+		pc.Record(pace.Stored, start.Add(-250*time.Millisecond), start.Add(-250*time.Millisecond))
+		for range 4 {
+			pc.Record(pace.Throttled, start, start)
+		}
 		_, err := p.Send(context.Background(), msg("t"))
 		require.NoError(t, err)
-		assert.Equal(t, 4, s.count())
-		// The first attempt takes the one turn there is; the retry after
-		// the first 530 waits 100 ms, then a turn (the refusal cut the
-		// rate); the retry after INTERNAL leaves at once; the one after
-		// the second 530 waits 160 ms, then a turn, unless that refusal
-		// ended the episode (the broker stored nothing in it: a spell).
-		var got []time.Duration
-		turn := false
-		for _, d := range waits() {
-			if d <= 50*time.Millisecond && turn {
-				got[len(got)-1] += d
-				continue
-			}
-			got = append(got, d)
-			turn = d <= 50*time.Millisecond
-		}
-		require.GreaterOrEqual(t, len(got), 3, "%v", got)
-		require.LessOrEqual(t, len(got), 4, "%v", got)
-		near(t, 100*time.Millisecond, got[0])
-		assert.Greater(t, got[1], 300*time.Millisecond, "a turn")
-		near(t, 160*time.Millisecond, got[2])
-		if len(got) == 4 {
-			assert.Greater(t, got[3], 300*time.Millisecond, "a turn")
-		}
+		require.Len(t, s.at, 4)
+		at := s.at
+		// The first attempt waits its turn; the retry after the first 530
+		// waits 100 ms (from the attempt's start), then a turn; the retry after INTERNAL leaves at
+		// once (the fake clock moves only by waits); the one after the
+		// second 530 waits 160 ms (that refusal, with nothing stored in
+		// the episode, ended it: a spell).
+		assert.Greater(t, at[0].Sub(start), 100*time.Millisecond, "the first attempt took no turn")
+		assert.Greater(t, at[1].Sub(at[0]), 110*time.Millisecond, "the retry after a throttle took no turn after its 100 ms")
+		assert.Less(t, at[2].Sub(at[1]), 50*time.Millisecond, "the retry after INTERNAL was held")
+		near(t, 160*time.Millisecond, at[3].Sub(at[2]))
 	})
 }
 

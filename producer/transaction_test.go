@@ -18,7 +18,6 @@ import (
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
-	"github.com/rocketry-go/rocketry/producer/internal/send"
 )
 
 // ids of the stored (visible) messages of topic on b.
@@ -275,37 +274,4 @@ func TestTransactionsNeedRocketMQ5(t *testing.T) {
 	_, err = New(b.Addr(), WithProtocol(RocketMQ5), WithTransactionChecker(nil))
 	assert.ErrorAs(t, err, &oe)
 	assert.True(t, errors.As(err, &oe) && oe.Option == "WithTransactionChecker")
-}
-
-// TestHalfMessageRetryRule: Decide retries a half message only when it is
-// known not stored.
-func TestHalfMessageRetryRule(t *testing.T) {
-	t.Parallel()
-	cfg := defaultConfig()
-	cfg.Failure = msSchedule(t)
-	cfg.Throttle = msSchedule(t)
-	now := time.Now()
-	for _, tc := range []struct {
-		kind   OutcomeKind
-		unsent bool
-		want   send.Act
-	}{
-		{Throttled, false, actRetry},
-		{FailedNotStored, false, actRetry},
-		{FailedNotStored, true, actRetry},
-		{FailedUnknown, true, actRetry},
-		{FailedUnknown, false, actFail},
-		{Permanent, false, actFail},
-	} {
-		x := send.Executor{Cfg: &cfg.Config, Transactional: true, Half: true}
-		x.SetCounts(1, 0)
-		d := x.Decide(context.Background(), Outcome{Kind: tc.kind}, tc.unsent, now, now)
-		assert.Equal(t, tc.want, d.Act, "%v, unsent %v", tc.kind, tc.unsent)
-		v1 := send.Executor{Cfg: &cfg.Config, Transactional: true}
-		v1.SetCounts(1, 0)
-		if tc.kind == FailedNotStored && !tc.unsent {
-			assert.Equal(t, actFail, v1.Decide(context.Background(), Outcome{Kind: tc.kind}, tc.unsent, now, now).Act,
-				"rocketry.v1's rule is unchanged: no retry once the request left")
-		}
-	}
 }

@@ -135,14 +135,6 @@ func GroupEndpoint(group string) int {
 // Attempts is the number of attempts made, counting the first.
 func (x *Executor) Attempts() int { return x.attempts }
 
-// SetCounts sets the attempts made and the throttles among them, as if
-// the send had made them: for the tests of the retry table that classify
-// real wire answers (producer's TestDecide), which live beside the
-// classifiers.
-func (x *Executor) SetCounts(attempts, throttles int) {
-	x.attempts, x.throttles = attempts, throttles
-}
-
 // Run makes attempts until the message is stored (failed is false, f nil)
 // or the send fails for good (f, its *SendError). It emits every event of
 // the send but the final ones, which follow the dead-letter hand-off.

@@ -3,8 +3,7 @@ package pace
 import "time"
 
 // Hold opens an episode on p at rate r from now, its next turn free at
-// now and one every 1/r after it. It is for the tests of the pacer's users
-// (which attempts wait their turn), which cannot reach its state.
+// now and one every 1/r after it: for the tests of the turns.
 func (p *Pacer) Hold(now time.Time, r float64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
