@@ -243,16 +243,10 @@ func TestDropConnections(t *testing.T) {
 	sendAfterReconnect(t, c, msg("t", "a"))
 }
 
-// waitFor polls cond every millisecond for up to 5 s.
+// waitFor waits up to 5 s for cond, checked every millisecond.
 func waitFor(t testing.TB, cond func() bool) {
 	t.Helper()
-	for range 5000 {
-		if cond() {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatal("condition not met in 5 s")
+	require.Eventually(t, cond, 5*time.Second, time.Millisecond, "condition not met in 5 s")
 }
 
 // sendAfterReconnect sends ms after the broker closed c's connection: a
@@ -266,7 +260,12 @@ func sendAfterReconnect(t testing.TB, c *client, ms ...*rocketryv1.Message) {
 		if status.Code(err) != codes.Unavailable {
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
+		// The call went out on the closing connection: wait for the
+		// channel to move on (up to a second; the next call waits for
+		// it to be ready).
+		wctx, cancel := context.WithTimeout(ctx(t), time.Second)
+		c.conn.WaitForStateChange(wctx, c.conn.GetState())
+		cancel()
 	}
 	if err != nil {
 		t.Fatalf("SendMessage after reconnecting = %v; want success", err)

@@ -144,16 +144,16 @@ func (p *proc) interrupt(t *testing.T, sum any) {
 // guard; the process exiting first fails the test.
 func (p *proc) until(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.After(time.Minute); !cond(); {
 		select {
 		case <-p.done:
 			t.Fatalf("%v exited with %d before %s; stderr:\n%s", p.cmd.Args[1:], p.code, what, p.stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
+		case <-deadline:
 			t.Fatalf("waited a minute for %s", what)
+		case <-tick.C:
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -256,7 +256,6 @@ func TestSignalDemo(t *testing.T) {
 		m, _ := filepath.Glob(filepath.Join(tmp, "rocketry-demo-*"))
 		return len(m) > 0
 	})
-	time.Sleep(200 * time.Millisecond) // some sends under way; the outcome does not depend on it
 	var sum demoSummary
 	p.interrupt(t, &sum)
 	assert.Equal(t, errInterrupted.Error(), sum.Stopped)
@@ -462,19 +461,12 @@ func TestDocsWalkthrough(t *testing.T) {
 	assert.Regexp(t, `(?m)^sent 10,000, stored [\d,]+ .* \([1-9][\d,]* throttled\)`, log, "produce's summary counts the throttled attempts")
 	assert.Regexp(t, `(?m)^replayed `+dir+`/dead.db: read \d+`, log)
 	pidFile := filepath.Join(dir, "rocketry-broker.pid")
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(pidFile); os.IsNotExist(err) {
-			break // the broker stopped: it removes its pid file
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the broker still runs after the walk-through's kill:\n%s", log)
-		}
-	}
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "received "); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the consumer did not stop after the walk-through's kill:\n%s", out.String())
-		}
-	}
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(pidFile)
+		return os.IsNotExist(err) // the broker stopped: it removes its pid file
+	}, 30*time.Second, 10*time.Millisecond, "the broker still runs after the walk-through's kill:\n%s", log)
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "received ") },
+		30*time.Second, 10*time.Millisecond, "the consumer did not stop after the walk-through's kill")
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	var names []string

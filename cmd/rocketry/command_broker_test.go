@@ -23,14 +23,29 @@ import (
 // syncBuffer is a bytes.Buffer safe for a command writing while the test
 // reads.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu   sync.Mutex
+	b    bytes.Buffer
+	news chan struct{} // closed (and dropped) by the next Write
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.news != nil {
+		close(s.news)
+		s.news = nil
+	}
 	return s.b.Write(p)
+}
+
+// written is closed by the next Write.
+func (s *syncBuffer) written() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.news == nil {
+		s.news = make(chan struct{})
+	}
+	return s.news
 }
 
 func (s *syncBuffer) String() string {
@@ -78,7 +93,6 @@ func TestBrokerCommand(t *testing.T) {
 	if want := "listening on " + addr + " (rocketry.v1, and apache.rocketmq.v2 for RocketMQ 5 clients)\n"; !strings.Contains(out.String(), want) {
 		t.Errorf("rocketry broker printed %q; want a line with %q", out.String(), want)
 	}
-	time.Sleep(10 * time.Millisecond)
 	interrupt()
 	select {
 	case code := <-done:
@@ -247,7 +261,8 @@ func TestCommandHelp(t *testing.T) {
 // marker on out, and returns the word after each.
 func waitPrinted(t *testing.T, out, errb *syncBuffer, markers ...string) []string {
 	t.Helper()
-	for range 5000 {
+	for deadline := time.After(5 * time.Second); ; {
+		written := out.written() // before the read: a write after it is seen
 		s := out.String()
 		words := make([]string, 0, len(markers))
 		for _, m := range markers {
@@ -258,8 +273,10 @@ func waitPrinted(t *testing.T, out, errb *syncBuffer, markers ...string) []strin
 		if len(words) == len(markers) {
 			return words
 		}
-		time.Sleep(time.Millisecond)
+		select {
+		case <-written:
+		case <-deadline:
+			t.Fatalf("the command printed %q, stderr %q; want %q", out.String(), errb.String(), markers)
+		}
 	}
-	t.Fatalf("the command printed %q, stderr %q; want %q", out.String(), errb.String(), markers)
-	return nil
 }

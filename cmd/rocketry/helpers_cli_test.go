@@ -111,7 +111,13 @@ func TestStopper(t *testing.T) {
 	var stderr syncBuffer
 	s := watchStop("test", time.Millisecond, &stderr)
 	var notes syncBuffer
-	s.onStop(func(why error) { fmt.Fprintln(&notes, why) })
+	signalled := make(chan struct{})
+	s.onStop(func(why error) {
+		fmt.Fprintln(&notes, why)
+		if errors.Is(why, errInterrupted) {
+			close(signalled)
+		}
+	})
 	grace, cancel := s.graceContext(time.Millisecond)
 	defer cancel()
 	<-s.ctx.Done()
@@ -120,9 +126,12 @@ func TestStopper(t *testing.T) {
 	assert.False(t, s.interrupted())
 
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT)) // caught: the stopper is watching
-	for !s.interrupted() {
-		time.Sleep(time.Millisecond)
+	select {
+	case <-signalled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("SIGINT not seen in 10 s")
 	}
+	assert.True(t, s.interrupted())
 	s.stop()
 	assert.ErrorIs(t, s.why(), errTimedOut, "the first cause stays")
 	assert.Equal(t, errTimedOut.Error()+"\n"+errInterrupted.Error()+"\n", notes.String())
@@ -130,8 +139,11 @@ func TestStopper(t *testing.T) {
 	// Without a stop, the grace context never ends on its own.
 	s = watchStop("test", 0, &stderr)
 	grace, cancel = s.graceContext(time.Nanosecond)
-	time.Sleep(5 * time.Millisecond)
-	assert.NoError(t, grace.Err())
+	select {
+	case <-grace.Done():
+		t.Fatal("the grace context ended with no stop")
+	case <-time.After(5 * time.Millisecond): // a nanosecond's grace, 5 million times over
+	}
 	cancel()
 	s.stop()
 }

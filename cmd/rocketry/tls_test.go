@@ -119,7 +119,6 @@ func TestBrokerQuietOnTerminal(t *testing.T) {
 		p := &proc{cmd: cmd, done: make(chan struct{})}
 		go func() { defer close(p.done); _ = cmd.Wait(); p.code = cmd.ProcessState.ExitCode() }()
 		p.until(t, "the listening line", func() bool { return strings.Contains(stdout.String(), "listening on ") })
-		time.Sleep(20 * time.Millisecond) // some --stats-interval ticks: debug only
 		p.signal(t, syscall.SIGTERM)
 		require.Equal(t, 0, p.wait(t))
 		assert.Equal(t, 1, strings.Count(stdout.String(), "\n"), "one line: %q", stdout.String())

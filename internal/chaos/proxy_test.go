@@ -4,9 +4,7 @@ import (
 	"io"
 	"net"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 )
 
 // holdProxy forwards TCP connections from 127.0.0.1:0 to a target. While
@@ -17,7 +15,7 @@ import (
 type holdProxy struct {
 	lis    net.Listener
 	target string
-	held   atomic.Bool
+	held   gate
 
 	mu    sync.Mutex
 	conns []net.Conn
@@ -73,8 +71,8 @@ func (p *holdProxy) copyBack(c, s net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := s.Read(buf)
-		for n > 0 && p.held.Load() {
-			time.Sleep(time.Millisecond)
+		if n > 0 {
+			p.held.wait()
 		}
 		if n > 0 {
 			if _, werr := c.Write(buf[:n]); werr != nil {
@@ -96,4 +94,34 @@ func (p *holdProxy) close() {
 	}
 	p.mu.Unlock()
 	p.wg.Wait()
+}
+
+// gate holds its waiters while it is held (Store(true)) and lets them go
+// when it is released (Store(false)).
+type gate struct {
+	mu   sync.Mutex
+	open chan struct{} // closed on release; nil while not held
+}
+
+// Store holds the gate (true) or releases it (false).
+func (g *gate) Store(held bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case held && g.open == nil:
+		g.open = make(chan struct{})
+	case !held && g.open != nil:
+		close(g.open)
+		g.open = nil
+	}
+}
+
+// wait returns when the gate is not held.
+func (g *gate) wait() {
+	g.mu.Lock()
+	ch := g.open
+	g.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
 }

@@ -83,13 +83,16 @@ func storedCount(b *broker.Broker, id string) int {
 
 // waitStored waits up to 5 s for b to hold id.
 func waitStored(b *broker.Broker, id string) bool {
-	for range 500 {
-		if storedCount(b, id) > 0 {
-			return true
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for end := time.After(5 * time.Second); storedCount(b, id) == 0; {
+		select {
+		case <-tick.C:
+		case <-end:
+			return false
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	return false
+	return true
 }
 
 // sendUntilFirstAttemptAt sends messages until one's first attempt goes to

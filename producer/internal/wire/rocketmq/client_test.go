@@ -224,9 +224,9 @@ func TestRmqStartWaitsForSettings(t *testing.T) {
 	var given atomic.Bool
 	go func() {
 		// The client has sent its Settings and waits for the server's.
-		for end := time.Now().Add(10 * time.Second); len(srv.ClientSettings()) == 0 && time.Now().Before(end); {
-			time.Sleep(time.Millisecond)
-		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.WaitClientSettings(ctx)
 		given.Store(true)
 		srv.SetSettings(rmqtest.Settings(4096))
 		srv.EndStreams() // the client reopens and gets the Settings now

@@ -40,6 +40,7 @@ type Server struct {
 	Notifies   int
 	ClientCmds []*rocketmqv2.TelemetryCommand // every command a client wrote
 	streams    []chan struct{}                // open Telemetry streams; close one to end it
+	cmdNews    chan struct{}                  // closed (and replaced) when a client writes a command
 }
 
 // Call is a call the server saw: its method and metadata.
@@ -150,6 +151,30 @@ func (s *Server) Seen(f func(s *Server)) {
 	f(s)
 }
 
+// WaitClientSettings returns when a client has written Settings, or false
+// when ctx ends first.
+func (s *Server) WaitClientSettings(ctx context.Context) bool {
+	for {
+		s.mu.Lock()
+		for _, c := range s.ClientCmds {
+			if c.GetSettings() != nil {
+				s.mu.Unlock()
+				return true
+			}
+		}
+		if s.cmdNews == nil {
+			s.cmdNews = make(chan struct{})
+		}
+		news := s.cmdNews
+		s.mu.Unlock()
+		select {
+		case <-news:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
 // ClientSettings returns the Settings the clients wrote.
 func (s *Server) ClientSettings() []*rocketmqv2.Settings {
 	s.mu.Lock()
@@ -226,6 +251,10 @@ func (s *Server) Telemetry(stream rocketmqv2.MessagingService_TelemetryServer) e
 			}
 			s.mu.Lock()
 			s.ClientCmds = append(s.ClientCmds, cmd)
+			if s.cmdNews != nil {
+				close(s.cmdNews)
+				s.cmdNews = nil
+			}
 			st, push := s.settings, s.push
 			s.mu.Unlock()
 			if first && st != nil {
