@@ -111,6 +111,14 @@ func statusError(code rocketryv1.Code, reason rocketryv1.ThrottleReason, retry t
 }
 
 func statusErrorCode(gc codes.Code, code rocketryv1.Code, reason rocketryv1.ThrottleReason, retry time.Duration, msg string) error {
+	return StatusError(gc, code, reason, retry, msg)
+}
+
+// StatusError is an answer as the broker makes it: a gRPC status of code
+// gc and message msg with a rocketryv1.ErrorDetail (code, reason) and,
+// when retry > 0, a google.rpc.RetryInfo with that delay. It is for stubs
+// and tests of clients that read rocketry.v1's answers.
+func StatusError(gc codes.Code, code rocketryv1.Code, reason rocketryv1.ThrottleReason, retry time.Duration, msg string) error {
 	st := status.New(gc, msg)
 	details := []protoMessage{&rocketryv1.ErrorDetail{Code: code, Reason: reason, Message: msg}}
 	if retry > 0 {

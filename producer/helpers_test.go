@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rocketry-go/rocketry/backoff"
-	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"go.uber.org/goleak"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/rocketry-go/rocketry/backoff"
+	"github.com/rocketry-go/rocketry/broker"
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
 func TestMain(m *testing.M) {
@@ -26,17 +26,7 @@ func TestMain(m *testing.M) {
 // brokerErr is a status as the broker makes it: a gRPC code, an ErrorDetail
 // and, when hint > 0, a RetryInfo.
 func brokerErr(gc codes.Code, code rocketryv1.Code, reason rocketryv1.ThrottleReason, hint time.Duration) error {
-	st := status.New(gc, "test: "+code.String())
-	var err error
-	if hint > 0 {
-		st, err = st.WithDetails(&rocketryv1.ErrorDetail{Code: code, Reason: reason}, &errdetails.RetryInfo{RetryDelay: durationpb.New(hint)})
-	} else {
-		st, err = st.WithDetails(&rocketryv1.ErrorDetail{Code: code, Reason: reason})
-	}
-	if err != nil {
-		panic(err)
-	}
-	return st.Err()
+	return broker.StatusError(gc, code, reason, hint, "test: "+code.String())
 }
 
 var (

@@ -7,12 +7,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/rocketry-go/rocketry/backoff"
+	"github.com/rocketry-go/rocketry/broker"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/outcome"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
@@ -41,17 +40,7 @@ func msSchedule(t testing.TB) *backoff.Connection {
 
 // brokerErr is a rocketry.v1 broker's error status.
 func brokerErr(gc codes.Code, code rocketryv1.Code, reason rocketryv1.ThrottleReason, hint time.Duration) error {
-	st := status.New(gc, "test: "+code.String())
-	var err error
-	if hint > 0 {
-		st, err = st.WithDetails(&rocketryv1.ErrorDetail{Code: code, Reason: reason}, &errdetails.RetryInfo{RetryDelay: durationpb.New(hint)})
-	} else {
-		st, err = st.WithDetails(&rocketryv1.ErrorDetail{Code: code, Reason: reason})
-	}
-	if err != nil {
-		panic(err)
-	}
-	return st.Err()
+	return broker.StatusError(gc, code, reason, hint, "test: "+code.String())
 }
 
 var (
