@@ -79,13 +79,13 @@ func NewUnaryClientInterceptor(opts ...Option) (grpc.UnaryClientInterceptor, err
 				f.Transactional = f.Transactional || m.GetTransactional()
 			}
 		}
-		x := send.New(&cfg.Config, c, f)
+		c.x.Init(&cfg.Config, c, f)
 		if o, ok := tooLargeToSend(req, copts); !ok {
-			se := sendError(x.Refuse(o, send.EndNotRetryable))
+			se := sendError(c.x.Refuse(o, send.EndNotRetryable))
 			cfg.finish(ctx, se)
 			return se
 		}
-		if se := runSend(ctx, &x); se != nil {
+		if se := runSend(ctx, &c.x); se != nil {
 			cfg.finish(ctx, se)
 			return se
 		}
@@ -107,6 +107,7 @@ func UnaryClientInterceptor(opts ...Option) grpc.UnaryClientInterceptor {
 
 // interceptCall is the attempter of one call through the interceptor.
 type interceptCall struct {
+	x       send.Executor // the call's, here rather than on the stack the attempts run on
 	method  string
 	req     any
 	reply   any

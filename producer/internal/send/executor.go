@@ -105,21 +105,22 @@ type Pin struct {
 	Hold any
 }
 
-// New is the executor of one send with policy cfg over attempter a: the
-// one constructor, which every transport and the interceptor use. Where
-// its first attempt goes and whether its retries stay: a FIFO message's
-// group (its first attempt on the group's endpoint, every retry there),
-// then a resend's pin (on the pin's endpoint, as after an unknown outcome
-// there: a retry stays unless FailoverAlways); else f.EP.
-func New(cfg *Config, a Attempter, f Facts) Executor {
-	x := Executor{Cfg: cfg, A: a, ID: f.ID, Transactional: f.Transactional, Half: f.Half, EP: f.EP}
+// Init makes x, a zero Executor, the executor of one send with policy
+// cfg over attempter a: the one constructor, which every transport and the
+// interceptor use, on an executor that lives in their per-send call (not
+// on the stack that the attempts' gRPC calls run on top of). Where its
+// first attempt goes and whether its retries stay: a FIFO message's group
+// (its first attempt on the group's endpoint, every retry there), then a
+// resend's pin (on the pin's endpoint, as after an unknown outcome there:
+// a retry stays unless FailoverAlways); else f.EP.
+func (x *Executor) Init(cfg *Config, a Attempter, f Facts) {
+	x.Cfg, x.A, x.ID, x.Transactional, x.Half, x.EP = cfg, a, f.ID, f.Transactional, f.Half, f.EP
 	if f.Group != "" {
 		x.EP, x.Stay = GroupEndpoint(f.Group), true
 	}
 	if f.Pin != nil {
 		x.Pin(f.Pin.EP, f.Pin.At)
 	}
-	return x
 }
 
 // GroupEndpoint is the endpoint a group's sends go to, every attempt: the
@@ -177,7 +178,7 @@ func (x *Executor) Run(ctx context.Context) (f *senderr.SendError, failed bool) 
 		}
 		x.attempts++
 		if c.Event != nil {
-			c.Event(ctx, event.Event{Kind: event.Attempt, MessageID: x.ID, Attempt: x.attempts, Endpoint: x.A.Endpoint(x.EP)})
+			x.note(ctx, event.Attempt, nil, nil)
 		}
 		start := clk.Now()
 		var adl time.Time // the attempt's deadline, when sooner than ctx's
@@ -193,7 +194,7 @@ func (x *Executor) Run(ctx context.Context) (f *senderr.SendError, failed bool) 
 		if o.Kind == outcome.Stored {
 			c.Budget.success()
 			if c.Event != nil {
-				c.Event(ctx, event.Event{Kind: event.Success, MessageID: x.ID, Attempt: x.attempts, Endpoint: x.A.Endpoint(x.EP)})
+				x.note(ctx, event.Success, nil, nil)
 			}
 			return nil, false
 		}
@@ -203,20 +204,12 @@ func (x *Executor) Run(ctx context.Context) (f *senderr.SendError, failed bool) 
 		}
 		d := x.Decide(ctx, o, unsent, start, end)
 		if d.Throttled && c.Event != nil {
-			c.Event(ctx, event.Event{Kind: event.Throttle, MessageID: x.ID, Attempt: x.attempts, Code: o.Code, Reason: o.Reason, Endpoint: x.A.Endpoint(x.EP), Err: o.Err})
+			x.note(ctx, event.Throttle, &o, &d)
 		}
 		if d.Act != Retry {
 			return x.failure(d), true
 		}
-		if c.Event != nil {
-			c.Event(ctx, event.Event{Kind: event.Retry, MessageID: x.ID, Attempt: x.attempts, Delay: d.Delay, Why: o.Kind, Code: o.Code, Endpoint: x.A.Endpoint(x.EP), Err: o.Err})
-		}
-		if c.Logger.Enabled(ctx, slog.LevelDebug) {
-			c.Logger.LogAttrs(ctx, slog.LevelDebug, "producer: retry",
-				slog.String("message_id", x.ID), slog.Int("attempt", x.attempts),
-				slog.String("why", o.Kind.String()), slog.Duration("delay", d.Delay),
-				slog.String("endpoint", x.A.Endpoint(x.EP)), slog.Any("error", o.Err))
-		}
+		x.note(ctx, event.Retry, &o, &d)
 		if d.Wait > 0 && !clk.Sleep(ctx, d.Wait) {
 			return x.failure(stopped(ctx, x.Cfg.Closed)), true
 		}
@@ -230,6 +223,33 @@ func (x *Executor) Run(ctx context.Context) (f *senderr.SendError, failed bool) 
 			}
 			wait = x.A.Endpoint(x.EP) == x.A.Endpoint(prev) && x.waits()
 		}
+	}
+}
+
+// note emits the event of kind of the attempt made, with its outcome o and
+// the decision d that followed (Throttle, Retry), and logs a retry at
+// debug level. It is apart from Run so that its event and log attributes
+// take no room on the stack of every send, whose attempts' gRPC calls run
+// on top of it.
+//
+//go:noinline
+func (x *Executor) note(ctx context.Context, kind event.Kind, o *outcome.Outcome, d *Decision) {
+	c := x.Cfg
+	if c.Event != nil {
+		e := event.Event{Kind: kind, MessageID: x.ID, Attempt: x.attempts, Endpoint: x.A.Endpoint(x.EP)}
+		switch kind {
+		case event.Throttle:
+			e.Code, e.Reason, e.Err = o.Code, o.Reason, o.Err
+		case event.Retry:
+			e.Delay, e.Why, e.Code, e.Err = d.Delay, o.Kind, o.Code, o.Err
+		}
+		c.Event(ctx, e)
+	}
+	if kind == event.Retry && c.Logger.Enabled(ctx, slog.LevelDebug) {
+		c.Logger.LogAttrs(ctx, slog.LevelDebug, "producer: retry",
+			slog.String("message_id", x.ID), slog.Int("attempt", x.attempts),
+			slog.String("why", o.Kind.String()), slog.Duration("delay", d.Delay),
+			slog.String("endpoint", x.A.Endpoint(x.EP)), slog.Any("error", o.Err))
 	}
 }
 

@@ -36,6 +36,7 @@ import (
 // for) the batch's goroutine owns it and sets its queue
 // (rmqBatch.SendBatch).
 type rmqCall struct {
+	x     send.Executor // the send's, here rather than on the stack the attempts' gRPC calls run on
 	c     *rmqClient
 	topic string
 	msg   *rocketmqv2.Message

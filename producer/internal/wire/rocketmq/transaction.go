@@ -26,12 +26,12 @@ var _ wire.Transactions = (*Transport)(nil)
 // attempts round robin over the queues of the topic's route.
 func (t *Transport) SendHalf(ctx context.Context, m message.Message) (*message.Receipt, string, *senderr.SendError) {
 	c := t.c.newWireCall(m)
-	x := send.New(t.cfg, c, send.Facts{ID: m.ID, EP: int(t.next.Add(1)), Transactional: true, Half: true})
-	if f := wire.Run(ctx, &x); f != nil {
+	c.x.Init(t.cfg, c, send.Facts{ID: m.ID, EP: int(t.next.Add(1)), Transactional: true, Half: true})
+	if f := wire.Run(ctx, &c.x); f != nil {
 		return nil, "", f
 	}
 	q, off, txID, _ := c.result()
-	return &message.Receipt{MessageID: m.ID, QueueID: q, Offset: off, Attempts: x.Attempts(), TransactionID: txID}, c.cn.addr, nil
+	return &message.Receipt{MessageID: m.ID, QueueID: q, Offset: off, Attempts: c.x.Attempts(), TransactionID: txID}, c.cn.addr, nil
 }
 
 // EndTransaction ends h's transaction: COMMIT or ROLLBACK, from the

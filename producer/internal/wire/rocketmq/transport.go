@@ -84,12 +84,12 @@ func (t *Transport) Send(ctx context.Context, wm message.Message, bt *batch.Batc
 			c.route = r // the route pn.EP indexes, for the whole send
 		}
 	}
-	x := send.New(t.cfg, c, send.Facts{ID: wm.ID, EP: int(t.next.Add(1)), Group: wm.MessageGroup, Pin: pn})
-	if f := wire.Run(ctx, &x); f != nil {
+	c.x.Init(t.cfg, c, send.Facts{ID: wm.ID, EP: int(t.next.Add(1)), Group: wm.MessageGroup, Pin: pn})
+	if f := wire.Run(ctx, &c.x); f != nil {
 		return nil, f
 	}
 	q, off, _, _ := c.result()
-	return &message.Receipt{MessageID: wm.ID, QueueID: q, Offset: off, Attempts: x.Attempts(), RecallHandle: c.recallHandle()}, nil
+	return &message.Receipt{MessageID: wm.ID, QueueID: q, Offset: off, Attempts: c.x.Attempts(), RecallHandle: c.recallHandle()}, nil
 }
 
 // FindPin finds a queue of the broker of that name and endpoints in

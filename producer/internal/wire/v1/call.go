@@ -40,6 +40,9 @@ type sendCall struct {
 	opts    [numCallOpts]grpc.CallOption
 	bt      *batch.Batcher // set by Send, cleared by the first attempt, which joins a batch (async sends); nil: alone
 	set     *endpointSet   // the send's endpoints; with a scheme, held from the first attempt
+	// The send's executor: here rather than on Send's stack, which the
+	// attempts' gRPC calls run on top of (a goroutine's first 8 KiB).
+	x send.Executor
 }
 
 // The call options of an attempt: grpc.Peer(&peer), then wait-for-ready
@@ -79,8 +82,8 @@ func (t *Transport) Send(ctx context.Context, m message.Message, bt *batch.Batch
 	if t.targets != nil || len(t.eps.eps) > 1 {
 		ep = int(t.next.Add(1))
 	}
-	x := send.New(t.env.Cfg, c, send.Facts{ID: m.ID, Transactional: m.Transactional, EP: ep, Group: m.MessageGroup, Pin: pn})
-	f := wire.Run(ctx, &x)
+	c.x.Init(t.env.Cfg, c, send.Facts{ID: m.ID, Transactional: m.Transactional, EP: ep, Group: m.MessageGroup, Pin: pn})
+	f := wire.Run(ctx, &c.x)
 	if t.targets != nil && c.set != nil {
 		t.targets.release(c.set)
 	}
@@ -91,7 +94,7 @@ func (t *Transport) Send(ctx context.Context, m message.Message, bt *batch.Batch
 		return nil, f
 	}
 	r := c.resp.Results[0]
-	c.receipt = message.Receipt{MessageID: m.ID, QueueID: r.GetQueueId(), Offset: r.GetOffset(), Duplicate: r.GetDuplicate(), Attempts: x.Attempts()}
+	c.receipt = message.Receipt{MessageID: m.ID, QueueID: r.GetQueueId(), Offset: r.GetOffset(), Duplicate: r.GetDuplicate(), Attempts: c.x.Attempts()}
 	c.resp.Results = nil
 	return &c.receipt, nil
 }
