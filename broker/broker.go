@@ -71,9 +71,8 @@ func New(opts ...Option) (*Broker, error) {
 		if o == nil {
 			return nil, fmt.Errorf("broker: New: nil Option")
 		}
-		o(&cfg)
-		if len(cfg.errs) > 0 {
-			return nil, cfg.errs[0]
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
 		}
 	}
 	b := &Broker{

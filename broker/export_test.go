@@ -6,5 +6,8 @@ import "time"
 // ends them (2 s by default): an hour makes a test that passes show that
 // Stop did not wait for it.
 func WithGracePeriod(d time.Duration) Option {
-	return func(c *config) { c.gracePeriod = d }
+	return optionFunc(func(c *config) error {
+		c.gracePeriod = d
+		return nil
+	})
 }

@@ -65,13 +65,13 @@ type SendObserver func(SendRecord)
 // default of none. Tests use it to see how a client retried. A nil
 // function is an error.
 func WithSendObserver(f SendObserver) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) error {
 		if f == nil {
-			c.errorf("WithSendObserver(nil): the observer must not be nil")
-			return
+			return errorf("WithSendObserver(nil): the observer must not be nil")
 		}
 		c.observer = f
-	}
+		return nil
+	})
 }
 
 // observe reports what send decided for each message of req.

@@ -7,8 +7,18 @@ import (
 	"time"
 )
 
-// Option configures a Broker in New.
-type Option func(*config)
+// Option configures a Broker in New. An option given an invalid value
+// makes New fail with an error that names it. Like the producer's options,
+// it is an interface that only this package implements.
+type Option interface {
+	apply(*config) error
+}
+
+// optionFunc is an Option: what it does to the config, and its error when
+// its value is invalid.
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
 
 // config is the validated configuration of a Broker.
 type config struct {
@@ -26,7 +36,6 @@ type config struct {
 	topics       []string
 	logger       *slog.Logger
 	clock        func() time.Time
-	errs         []error
 	gracePeriod  time.Duration
 	defaultRecvN int
 	observer     SendObserver
@@ -106,76 +115,80 @@ func defaultConfig() config {
 	}
 }
 
-func (c *config) errorf(format string, args ...any) {
-	c.errs = append(c.errs, fmt.Errorf("broker: "+format, args...))
+// errorf is an option's error.
+func errorf(format string, args ...any) error {
+	return fmt.Errorf("broker: "+format, args...)
 }
 
 // WithQueues sets the number of queues of every topic, overriding the
 // default of 4. It must be in 1..1024.
 func WithQueues(n int) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) error {
 		if n < 1 || n > maxQueues {
-			c.errorf("WithQueues(%d): the number of queues must be in 1..%d", n, maxQueues)
-			return
+			return errorf("WithQueues(%d): the number of queues must be in 1..%d", n, maxQueues)
 		}
 		c.queues = n
-	}
+		return nil
+	})
 }
 
 // WithThrottle sets the throttling thresholds, overriding the default of no
 // throttling (every threshold 0, off). See Throttle.
 func WithThrottle(t Throttle) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) error {
 		if err := t.validate(); err != nil {
-			c.errs = append(c.errs, fmt.Errorf("broker: WithThrottle: %w", err))
-			return
+			return fmt.Errorf("broker: WithThrottle: %w", err)
 		}
 		c.throttle = t
-	}
+		return nil
+	})
 }
 
 // WithFaults sets the injected faults, overriding the default of none.
 // See Faults.
 func WithFaults(f Faults) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) error {
 		if err := f.Validate(); err != nil {
-			c.errs = append(c.errs, fmt.Errorf("broker: WithFaults: %w", err))
-			return
+			return fmt.Errorf("broker: WithFaults: %w", err)
 		}
 		c.faults = f
-	}
+		return nil
+	})
 }
 
 // WithSeed seeds the random source that picks which calls get a fault, so
 // that a run's faults are the same for the same sequence of calls. Without
 // it the seed is random.
 func WithSeed(seed int64) Option {
-	return func(c *config) { c.seed, c.seeded = seed, true }
+	return optionFunc(func(c *config) error {
+		c.seed, c.seeded = seed, true
+		return nil
+	})
 }
 
 // WithMaxBodyBytes sets the largest message body the broker stores,
 // overriding the default of 4 MiB. A larger body is refused with 413
 // MESSAGE_TOO_LARGE. It must be at least 1.
 func WithMaxBodyBytes(n int) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) error {
 		if n < 1 || n > math.MaxInt32 {
-			c.errorf("WithMaxBodyBytes(%d): the limit must be in 1..%d", n, math.MaxInt32)
-			return
+			return errorf("WithMaxBodyBytes(%d): the limit must be in 1..%d", n, math.MaxInt32)
 		}
 		c.maxBody = n
-	}
+		return nil
+	})
 }
 
 // WithMaxBatch sets the most messages one SendMessage request may carry,
 // overriding the default of 128. It must be at least 1.
 func WithMaxBatch(n int) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) error {
 		if n < 1 || n > 1<<20 {
-			c.errorf("WithMaxBatch(%d): the batch size must be in 1..%d", n, 1<<20)
-			return
+			return errorf("WithMaxBatch(%d): the batch size must be in 1..%d", n, 1<<20)
 		}
 		c.maxBatch = n
-	}
+		return nil
+	})
 }
 
 // WithDedupWindow sets how many message ids the broker remembers per topic
@@ -184,63 +197,65 @@ func WithMaxBatch(n int) Option {
 // An id forgotten by either limit is stored again when it is sent again.
 // count must be at least 1 and ttl must not be negative.
 func WithDedupWindow(count int, ttl time.Duration) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) error {
 		if count < 1 {
-			c.errorf("WithDedupWindow(%d, %v): count must be at least 1", count, ttl)
-			return
+			return errorf("WithDedupWindow(%d, %v): count must be at least 1", count, ttl)
 		}
 		if ttl < 0 {
-			c.errorf("WithDedupWindow(%d, %v): ttl must not be negative", count, ttl)
-			return
+			return errorf("WithDedupWindow(%d, %v): ttl must not be negative", count, ttl)
 		}
 		c.dedupCount, c.dedupTTL = count, ttl
-	}
+		return nil
+	})
 }
 
 // WithAutoCreateTopics sets whether a send to an unknown topic creates it
 // (true, the default) or is refused with 404 TOPIC_NOT_FOUND.
 func WithAutoCreateTopics(on bool) Option {
-	return func(c *config) { c.autoCreate = on }
+	return optionFunc(func(c *config) error {
+		c.autoCreate = on
+		return nil
+	})
 }
 
 // WithTopics creates topics up front, for example to use with
 // WithAutoCreateTopics(false). Names must be valid topic names.
 func WithTopics(names ...string) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) error {
 		for _, n := range names {
 			if msg := checkTopic(n); msg != "" {
-				c.errorf("WithTopics(%q): %s", n, msg)
-				return
+				return errorf("WithTopics(%q): %s", n, msg)
 			}
 		}
 		c.topics = append(c.topics, names...)
-	}
+		return nil
+	})
 }
 
 // WithLogger sets the logger of throttle transitions, restarts, faults and
 // panics, overriding the default that discards everything. A nil logger
 // is an error.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) error {
 		if l == nil {
-			c.errorf("WithLogger(nil): the logger must not be nil")
-			return
+			return errorf("WithLogger(nil): the logger must not be nil")
 		}
 		c.logger = l
-	}
+		return nil
+	})
 }
 
 // WithClock sets the clock the broker measures the storage load, the send
 // rate and the dedup ttl with, overriding the default of time.Now. Tests use
 // it to make rates exact. A nil clock is an error.
 func WithClock(now func() time.Time) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) error {
 		if now == nil {
-			c.errorf("WithClock(nil): the clock must not be nil")
-			return
+			return errorf("WithClock(nil): the clock must not be nil")
 		}
 		c.clock = now
-	}
+		return nil
+	})
 }
 
 // Peer is another broker of a cluster, as an apache.rocketmq.v2 route
@@ -260,13 +275,13 @@ type Peer struct {
 // apache.rocketmq.v2 routes, overriding the default of "broker-0". It must
 // be a valid name (no spaces, at most 255 bytes).
 func WithBrokerName(name string) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) error {
 		if msg := checkName("broker name", name, maxTopicLen); msg != "" {
-			c.errorf("WithBrokerName(%q): %s", name, msg)
-			return
+			return errorf("WithBrokerName(%q): %s", name, msg)
 		}
 		c.brokerName = name
-	}
+		return nil
+	})
 }
 
 // WithRoutePeers sets the other brokers an apache.rocketmq.v2 QueryRoute
@@ -276,13 +291,13 @@ func WithBrokerName(name string) Option {
 // is assumed to have this broker's number of queues. A nil function is an
 // error.
 func WithRoutePeers(peers func() []Peer) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) error {
 		if peers == nil {
-			c.errorf("WithRoutePeers(nil): the function must not be nil")
-			return
+			return errorf("WithRoutePeers(nil): the function must not be nil")
 		}
 		c.peers = peers
-	}
+		return nil
+	})
 }
 
 // clientRetryPolicy is the retry policy pushed to apache.rocketmq.v2
@@ -302,21 +317,22 @@ type clientRetryPolicy struct {
 // 1. Clients decide what they do with it: the official Node.js client, for
 // one, keeps its own attempt count and only waits after a 42900.
 func WithClientRetryPolicy(maxAttempts int, initial, max time.Duration, multiplier float64) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) error {
 		name := fmt.Sprintf("WithClientRetryPolicy(%d, %v, %v, %v)", maxAttempts, initial, max, multiplier)
 		switch {
 		case maxAttempts < 1:
-			c.errorf("%s: maxAttempts must be at least 1", name)
+			return errorf("%s: maxAttempts must be at least 1", name)
 		case initial <= 0:
-			c.errorf("%s: initial must be positive", name)
+			return errorf("%s: initial must be positive", name)
 		case max < initial:
-			c.errorf("%s: max must be at least initial", name)
+			return errorf("%s: max must be at least initial", name)
 		case !(multiplier >= 1) || math.IsInf(multiplier, 0) || multiplier > math.MaxFloat32:
-			c.errorf("%s: multiplier must be a finite number >= 1", name)
+			return errorf("%s: multiplier must be a finite number >= 1", name)
 		default:
 			c.clientRetry = clientRetryPolicy{maxAttempts: maxAttempts, initial: initial, max: max, multiplier: multiplier}
 		}
-	}
+		return nil
+	})
 }
 
 // WithTopicType creates topic name up front, declared to accept only
@@ -330,20 +346,19 @@ func WithClientRetryPolicy(maxAttempts int, initial, max time.Duration, multipli
 // type (TopicMixed). The name must be a valid topic name; declaring it
 // twice keeps the last type.
 func WithTopicType(name string, typ TopicType) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) error {
 		if msg := checkTopic(name); msg != "" {
-			c.errorf("WithTopicType(%q, %v): %s", name, typ, msg)
-			return
+			return errorf("WithTopicType(%q, %v): %s", name, typ, msg)
 		}
 		if int(typ) >= len(topicTypeNames) {
-			c.errorf("WithTopicType(%q, %v): not a topic type", name, typ)
-			return
+			return errorf("WithTopicType(%q, %v): not a topic type", name, typ)
 		}
 		if c.topicTypes == nil {
 			c.topicTypes = map[string]TopicType{}
 		}
 		c.topicTypes[name] = typ
-	}
+		return nil
+	})
 }
 
 // WithLongPolling sets how long an apache.rocketmq.v2 ReceiveMessage that
@@ -354,13 +369,13 @@ func WithTopicType(name string, typ TopicType) Option {
 // ILLEGAL_POLLING_TIME. min must not be negative and max must be at least
 // min; tests lower both to keep empty receives short.
 func WithLongPolling(min, max time.Duration) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) error {
 		if min < 0 || max < min {
-			c.errorf("WithLongPolling(%v, %v): want 0 <= min <= max", min, max)
-			return
+			return errorf("WithLongPolling(%v, %v): want 0 <= min <= max", min, max)
 		}
 		c.minPolling, c.maxPolling = min, max
-	}
+		return nil
+	})
 }
 
 // WithMinInvisibleDuration sets the shortest invisible_duration an
@@ -369,11 +384,11 @@ func WithLongPolling(min, max time.Duration) Option {
 // as is one over 12 h. It must be in 0..12 h; tests lower it to see
 // redelivery quickly.
 func WithMinInvisibleDuration(d time.Duration) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) error {
 		if d < 0 || d > MaxInvisibleTime {
-			c.errorf("WithMinInvisibleDuration(%v): want 0..%v", d, MaxInvisibleTime)
-			return
+			return errorf("WithMinInvisibleDuration(%v): want 0..%v", d, MaxInvisibleTime)
 		}
 		c.minInvisible = d
-	}
+		return nil
+	})
 }

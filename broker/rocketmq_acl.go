@@ -56,15 +56,15 @@ type acl struct {
 // 40100 UNAUTHORIZED. nil (the default) turns it off; an empty map refuses
 // every call. The map is copied. SetACL changes it while the broker runs.
 func WithACL(keys map[string]string) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) error {
 		for ak := range keys {
 			if ak == "" {
-				c.errorf("WithACL: an access key is empty")
-				return
+				return errorf("WithACL: an access key is empty")
 			}
 		}
 		c.acl = maps.Clone(keys)
-	}
+		return nil
+	})
 }
 
 // SetACL replaces the ACL while the broker runs, as WithACL sets it: the

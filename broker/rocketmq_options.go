@@ -39,13 +39,13 @@ func (m ProxyMode) String() string {
 // the default of ProxyCluster. A mode other than ProxyCluster and
 // ProxyLocal is an error.
 func WithProxyMode(m ProxyMode) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) error {
 		if m != ProxyCluster && m != ProxyLocal {
-			c.errorf("WithProxyMode(%v): want ProxyCluster or ProxyLocal", m)
-			return
+			return errorf("WithProxyMode(%v): want ProxyCluster or ProxyLocal", m)
 		}
 		c.proxyMode = m
-	}
+		return nil
+	})
 }
 
 // WithRocketMQDedup sets whether the apache.rocketmq.v2 face answers a
@@ -55,5 +55,8 @@ func WithProxyMode(m ProxyMode) Option {
 // twice, and Stats counts the copies). Tests about something else than
 // copies may turn it on. rocketry.v1 always deduplicates.
 func WithRocketMQDedup(on bool) Option {
-	return func(c *config) { c.rocketmqDedup = on }
+	return optionFunc(func(c *config) error {
+		c.rocketmqDedup = on
+		return nil
+	})
 }

@@ -60,13 +60,13 @@ type txCheckConfig struct {
 // interval is both). An interval under 1 ms or maxChecks under 1 is an
 // error.
 func WithTransactionCheck(interval time.Duration, maxChecks int) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) error {
 		if interval < time.Millisecond || maxChecks < 1 {
-			c.errorf("WithTransactionCheck(%v, %d): want an interval of 1ms or more and maxChecks of 1 or more", interval, maxChecks)
-			return
+			return errorf("WithTransactionCheck(%v, %d): want an interval of 1ms or more and maxChecks of 1 or more", interval, maxChecks)
 		}
 		c.txCheck = txCheckConfig{interval: interval, max: maxChecks}
-	}
+		return nil
+	})
 }
 
 // txStart is a SendMessage's new transaction: its id and the client that

@@ -81,13 +81,13 @@ func (q SendQueue) validate() error {
 // WithSendQueue sets the broker's send queue (see SendQueue), overriding
 // the default of none. A negative field is an error.
 func WithSendQueue(q SendQueue) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) error {
 		if err := q.validate(); err != nil {
-			c.errorf("WithSendQueue: %v", err)
-			return
+			return errorf("WithSendQueue: %v", err)
 		}
 		c.sendQueue = q
-	}
+		return nil
+	})
 }
 
 // sendQueue is the state of a SendQueue; nil when it is off. Safe for
