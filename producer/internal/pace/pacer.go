@@ -62,10 +62,22 @@ import (
 // to under 3 in noiseOf: a rate limit's dips refuse nothing, noise refuses
 // in dips as anywhere.
 //
+// Such a verdict can be wrong: in a fleet, the refusals in a producer's
+// dips are often the other producers' probes, and its senders, let out
+// unpaced, are refused together, each asleep on its own schedule, and
+// store far less than they did paced, too few refusals at a time for 4
+// in 8 to open an episode again. So after an episode ends on refusals
+// not the rate's, a refusal opens the next when the scope has stored
+// under β of what the broker stored in the ended episode (its average)
+// since (read from a store sample after the end, over a window at least);
+// a second at β of it or more confirms the verdict. One message in ten
+// stores as much unpaced, and stays so.
+//
 // The episode also ends when nobody waited for a turn for idleEnd, on a
-// refusal after a window without a store (a spell no rate gets through),
-// and on a refusal with the broker's hint (each send follows it): then
-// each refused message waits its own schedule.
+// refusal after a window of refusals without a store (a spell no rate
+// gets through; a silence, every sender asleep on its own schedule, is
+// none), and on a refusal with the broker's hint (each send follows it):
+// then each refused message waits its own schedule.
 //
 // Every decision reads the broker's answers and the times attempts left
 // and came back (on the clock the executor passes), never when a goroutine
@@ -100,6 +112,7 @@ const (
 // is safe for concurrent use, and a nil *Pacer paces nothing.
 type Pacer struct {
 	on     atomic.Bool   // an episode is open: attempts wait for their turn
+	again  atomic.Bool   // the last one ended on refusals not the rate's: a refusal may open the next (worseLocked)
 	stores atomic.Int64  // attempts stored in this scope, ever
 	ring   atomic.Uint32 // off an episode, the last 8 outcomes, newest in bit 0 (1: refused); 0 until a refusal
 	rollAt atomic.Int64  // unix ns at which the store samples roll next
@@ -125,7 +138,8 @@ type Pacer struct {
 	quietAt  time.Time     // signals of attempts that left before this belong to the last cut's overload
 	stepAt   time.Time     // the curve's last step
 	boundAt  time.Time     // an attempt last waited for its turn
-	storedAt time.Time     // the last store in the episode (its opening, before any)
+	storedAt time.Time     // the last store in the episode (its opening, before any), or the first refusal after a silence
+	refAt    time.Time     // the last refusal in the episode
 	cutN     int64         // stores at the cut
 	answered int64         // in the episode, attempts answered
 	refused  int64         // in the episode, attempts refused
@@ -134,6 +148,10 @@ type Pacer struct {
 	dipCut   bool          // a cut since then was of a refusal in a dip
 	dips     uint32        // the last answers given in dips, across cuts, newest in bit 0 (1: refused)
 	ndips    int           // how many answers dips has seen in the episode
+	openAt   time.Time     // the episode's opening
+	openN    int64         // stores then
+	endW     float64       // the last episode's stored rate, when it ended on refusals not the rate's
+	endAt    time.Time     // and when
 }
 
 type mark struct {
@@ -190,12 +208,13 @@ func (p *Pacer) throttled(start, end time.Time) {
 		return
 	}
 	if !p.on.Load() {
-		if bits.OnesCount32(p.push(true)) < engageOf {
+		engage := bits.OnesCount32(p.push(true)) >= engageOf
+		if !engage && !p.again.Load() {
 			return
 		}
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		if !p.on.Load() {
+		if !p.on.Load() && (engage || p.worseLocked(end)) {
 			p.openLocked(end)
 		}
 		return
@@ -214,8 +233,12 @@ func (p *Pacer) throttled(start, end time.Time) {
 	if start.Before(p.quietAt) {
 		return // the overload the last cut answered
 	}
+	if end.Sub(p.refAt) >= window {
+		p.storedAt = end // after a silence (every sender asleep on its own schedule), not a spell's
+	}
+	p.refAt = end
 	if end.Sub(p.storedAt) >= window {
-		p.endLocked() // nothing stored for a window: a spell no rate gets through
+		p.endLocked() // refusals for a window without a store: a spell no rate gets through
 		return
 	}
 	if p.stores.Load() == p.cutN {
@@ -232,7 +255,7 @@ func (p *Pacer) throttled(start, end time.Time) {
 		case f*noiseOf < a:
 			return // noise
 		case f*noiseOf < 2*a && p.dipCut:
-			p.endLocked() // not the rate's
+			p.notTheRatesLocked(end)
 			return
 		}
 		p.dipCut = true
@@ -242,7 +265,7 @@ func (p *Pacer) throttled(start, end time.Time) {
 	if p.ndips >= 2*noiseOf && p.wmax*p.k.Seconds() < 2*noiseOf {
 		// A low rate's dips, pooled (the file's comment says why).
 		if f := bits.OnesCount32(p.dips); f*noiseOf >= 2*noiseOf && f*noiseOf < 3*2*noiseOf {
-			p.endLocked() // not the rate's
+			p.notTheRatesLocked(end)
 			return
 		}
 	}
@@ -281,6 +304,8 @@ func (p *Pacer) openLocked(now time.Time) {
 	}
 	dt := max(now.Sub(from.at), window)
 	p.on.Store(true)
+	p.again.Store(false)
+	p.openAt, p.openN = now, n
 	p.ring.Store(0)
 	p.nhist, p.tx = 0, 0
 	p.boundAt, p.storedAt, p.dipCut = now, now, false
@@ -373,6 +398,42 @@ func (p *Pacer) cutLocked(now time.Time, w float64, wait time.Duration) {
 func (p *Pacer) endLocked() {
 	p.on.Store(false)
 	p.ring.Store(0)
+}
+
+// notTheRatesLocked ends the episode at now on refusals judged not the
+// rate's (noise), and keeps the rate the broker stored in it: in a fleet,
+// the refusals were other producers' probes, and the scope's senders, let
+// out unpaced, are refused together and store less than they did paced.
+// An episode shorter than a window has no rate to compare.
+func (p *Pacer) notTheRatesLocked(now time.Time) {
+	p.endLocked()
+	if d := now.Sub(p.openAt); d >= window {
+		p.again.Store(true)
+		p.endW, p.endAt = float64(p.stores.Load()-p.openN)/d.Seconds(), now
+	}
+}
+
+// worseLocked tells, at a refusal at now after an episode ended on
+// refusals not the rate's, whether the scope has stored under β of the
+// rate it stored in the episode since (over a window at least, from a
+// store sample after the end): then the verdict was wrong, and the
+// refusal opens an episode. A second at β of it or more confirms the
+// verdict.
+func (p *Pacer) worseLocked(now time.Time) bool {
+	from := p.marks[0]
+	if from.at.Before(p.endAt) {
+		from = p.marks[1]
+	}
+	if from.at.Before(p.endAt) || now.Sub(from.at) < window {
+		return false
+	}
+	if float64(p.stores.Load()-from.n)/now.Sub(from.at).Seconds() < beta*p.endW {
+		return true
+	}
+	if now.Sub(from.at) >= rateWindow {
+		p.again.Store(false)
+	}
+	return false
 }
 
 // stepLocked moves the rate along the curve to now, and ends an episode in

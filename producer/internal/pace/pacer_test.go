@@ -88,6 +88,48 @@ func TestPacerSpellNoEpisode(t *testing.T) {
 	assert.True(t, ended, "nothing stored for a window of refusals ends the episode")
 }
 
+// TestPacerSilenceIsNoSpell: a refusal after a window in which nothing
+// was answered (every sender asleep on its own schedule) is no spell's;
+// refusals for a window without a store are.
+func TestPacerSilenceIsNoSpell(t *testing.T) {
+	var p Pacer
+	at := open(t, &p, 1000)
+	at = at.Add(2 * window)
+	p.throttled(at, at)
+	assert.True(t, p.on.Load(), "a silence is no spell")
+	ended := false
+	for i := range 30 {
+		left := at.Add(time.Duration(i+1) * 10 * time.Millisecond)
+		p.throttled(left, left)
+		if !p.on.Load() {
+			ended = true
+			break
+		}
+	}
+	assert.True(t, ended, "refusals for a window without a store end the episode")
+}
+
+// TestPacerReopensWhenWorse: after an episode ends on refusals not the
+// rate's, a refusal opens the next when the scope stores under β of what
+// it stored in the episode; when it stores as much, it takes 4 refusals
+// in 8 again.
+func TestPacerReopensWhenWorse(t *testing.T) {
+	for _, tc := range []struct {
+		rate  float64
+		opens bool
+	}{{100, true}, {1000, false}} {
+		var p Pacer
+		at := stores(&p, open(t, &p, 1000), 1000, 1000) // a second of the episode at 1000
+		p.mu.Lock()
+		p.notTheRatesLocked(at)
+		p.mu.Unlock()
+		require.False(t, p.on.Load())
+		at = stores(&p, at, int(1.5*tc.rate), tc.rate)
+		p.throttled(at, at)
+		assert.Equal(t, tc.opens, p.on.Load(), "storing %v a second after an episode at 1000", tc.rate)
+	}
+}
+
 // TestPacerOneCutPerOverload: refusals of attempts that left before a cut
 // are the overload it answered: they cut nothing more.
 func TestPacerOneCutPerOverload(t *testing.T) {
