@@ -21,13 +21,6 @@ func fakeWaits() (Option, func() []time.Duration) {
 	return withClock(f), f.recorded
 }
 
-// fakeTime is fakeWaits whose time moves on by each wait (the pacer reads a
-// turn's time again as it waits). Deadlines sent on the wire are off by
-// the time moved on.
-func fakeTime() (Option, func() []time.Duration) {
-	f := &fakeClock{moves: true}
-	return withClock(f), f.recorded
-}
 
 // fakeClock is the wall clock, moved on by the waits it was asked for when
 // moves is set; its waits end at once.
