@@ -21,7 +21,6 @@ func fakeWaits() (Option, func() []time.Duration) {
 	return withClock(f), f.recorded
 }
 
-
 // fakeClock is the wall clock, moved on by the waits it was asked for when
 // moves is set; its waits end at once.
 type fakeClock struct {
