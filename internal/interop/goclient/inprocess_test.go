@@ -179,6 +179,15 @@ func TestInProcess(t *testing.T) {
 			if errors.As(err, &rs) && rs.Code == int32(v2.Code_MESSAGE_NOT_FOUND) {
 				continue
 			}
+			if err.Error() == "[error] CODE=DEADLINE_EXCEEDED" {
+				// 5.1.2's receiveMessage cancels its context after the
+				// stream's end and then selects on that context and on
+				// its done channel at random, so that a receive that got
+				// its messages can report this instead (fixed upstream by
+				// apache/rocketmq-clients#1275): the messages it dropped
+				// come again after their invisible duration.
+				continue
+			}
 			require.NoError(t, err, "the official consumer's Receive")
 		}
 		for _, v := range views {
