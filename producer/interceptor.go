@@ -45,7 +45,13 @@ func NewUnaryClientInterceptor(opts ...Option) (grpc.UnaryClientInterceptor, err
 		return nil, err
 	}
 	var byTarget sync.Map // target -> *pace.Pacers, when pacing
+	// Calls under context.Background() share their attempts' deadline
+	// timers (send.AttemptContext), as a Producer's sends do.
+	shared := send.NewShared(context.Background())
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, copts ...grpc.CallOption) error {
+		if ctx == context.Background() {
+			ctx = shared
+		}
 		cfg, copied := &base, false
 		for _, o := range copts {
 			if co, ok := o.(callOption); ok {
