@@ -48,10 +48,15 @@ import (
 // cuts once more; after that, counted over the attempts since the last
 // cut outside a dip (2·noiseOf of them at least), refusals under 1 in
 // noiseOf are noise (a message's own, a stall's, another producer's
-// probe) and cut nothing; a steady share under 2 in noiseOf is not the
-// rate's, and ends the episode; more cut (the capacity fell). A refusal
-// before r was back at wmax lowers the next wmax by (1+β)/2 more (CUBIC's
-// fast convergence: the capacity fell, or other producers took some).
+// probe) and cut nothing, but each lowers wmax, and the rate with it, by
+// the share refused times (1−β)·noiseOf, a cut's depth at the bound: in a
+// fleet, each producer's wmax is the share it got at its own peak, so
+// that the plateaus together overrun the capacity and every recovery is
+// refused; a stall's refusals are few among a dip's attempts, and lower
+// it little. A steady share under 2 in noiseOf is not the rate's, and
+// ends the episode; more cut (the capacity fell). A refusal before r was
+// back at wmax lowers the next wmax by (1+β)/2 more (CUBIC's fast
+// convergence: the capacity fell, or other producers took some).
 //
 // At a low rate a dip is too short to tell a share (wmax·K under
 // 2·noiseOf attempts): the refusals fall after it, where each would cut
@@ -94,7 +99,7 @@ const (
 	recoverMax   = 500 * time.Millisecond // K, at most: it doubles while the rate that got through holds from cut to cut
 	window       = 250 * time.Millisecond // the rate that got through is what the broker stored over this
 	queued       = 50 * time.Millisecond  // a store that waited this long in the broker's queue is a signal: a quarter of RocketMQ's 200 ms
-	noiseOf      = 16                     // in a cut's dip, refusals under 1 in this many are noise; under 2 in it, twice over, not the rate's
+	noiseOf      = 16                     // in a cut's dip, refusals under 1 in this many are noise; under 2 in it, twice over, not the rate's; noise lowers wmax by its share times (1−β)·this
 	idleEnd      = 2 * time.Second        // an episode in which nobody waited for a turn this long ends
 	burstTime    = 2 * time.Millisecond   // after a pause, this much of the rate leaves at once (one turn at least)
 	flightWindow = 10 * time.Second       // the round trip with the broker's queue empty is the quickest store's over one to two of this
@@ -253,7 +258,10 @@ func (p *Pacer) throttled(start, end time.Time) {
 				return // too soon to tell a share; the cut once more is made
 			}
 		case f*noiseOf < a:
-			return // noise
+			// Noise: no cut, but wmax (and r with it) lower by the share
+			// refused times (1−β)·noiseOf, a cut's depth at the bound.
+			p.wmax = max(p.wmax*(1-(1-beta)*noiseOf*float64(f)/float64(a)), minRate)
+			return
 		case f*noiseOf < 2*a && p.dipCut:
 			p.notTheRatesLocked(end)
 			return

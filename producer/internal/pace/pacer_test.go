@@ -213,6 +213,23 @@ func TestPacerNoiseInTheDip(t *testing.T) {
 	}
 }
 
+// TestPacerNoiseLowersWmax: a refusal judged noise in a cut's dip cuts
+// nothing, but lowers wmax by the share refused times (1−β)·noiseOf.
+func TestPacerNoiseLowersWmax(t *testing.T) {
+	var p Pacer
+	at := open(t, &p, 1000)
+	p.mu.Lock()
+	p.t, p.dipCut = 0, true // in a dip, its cut once more made
+	p.cutA, p.cutF = p.answered, p.refused
+	p.mu.Unlock()
+	at = stores(&p, at, 99, 1000)
+	cut, w := p.cutAt, p.wmax
+	p.throttled(at, at) // 1 of 100
+	require.True(t, p.on.Load())
+	assert.Equal(t, cut, p.cutAt, "no cut")
+	assert.InDelta(t, w*(1-(1-beta)*noiseOf/100.0), p.wmax, 1e-6*w)
+}
+
 // TestTurnsInOrderAtTheRate: tickets leave one every 1/r in the order they
 // were taken, move with the rate, and a cut voids them.
 func TestTurnsInOrderAtTheRate(t *testing.T) {
