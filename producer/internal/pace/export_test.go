@@ -12,3 +12,13 @@ func (p *Pacer) Hold(now time.Time, r float64) {
 	p.cutLocked(now, r/beta, 0)
 	p.turns.base = now
 }
+
+// rateNow is the episode's rate, 0 when none is open.
+func (p *Pacer) rateNow() float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.on.Load() {
+		return 0
+	}
+	return p.r
+}

@@ -1,16 +1,16 @@
-// Package pace is the producer's pacer: the throttle state of what a broker
-// throttles without saying when to come back, by which the attempts to a
-// throttled scope wait their turn at a rate that follows what the broker
-// accepts (pacer.go states the controller; docs/pacing.md has the model
-// and its measures), instead of each waiting out its own throttle
-// schedule alone.
+// Package pace is the producer's pacer: when a broker throttles without
+// saying when to come back, the attempts to the throttled scope wait their
+// turn at a rate that follows what the broker accepts, instead of each
+// waiting out its own throttle schedule alone. pacer.go states the
+// controller; docs/pacing.md has the model and its measures.
 //
 // The producer holds a [Pacers] per endpoint; an attempt's [Pace] is its
 // endpoint's and its topic's pacer there. The attempt waits its turn with
-// [Pace.Wait] and reports what the broker made of it with [Pace.Record],
-// as a [Result]: whether a refusal names the whole broker's state is read
-// by the caller from its protocol's words, so that this package knows no
-// protocol.
+// [Pace.Wait] and reports what the broker made of it with [Pace.Record].
+// A refusal is its topic's, unless it names a state of the whole broker
+// process ([ThrottledWide]; the caller reads which from its protocol's
+// words, so that this package knows no protocol): then the endpoint is
+// paced, and every topic's attempts wait for the endpoint's pacer first.
 package pace
 
 import (
@@ -21,43 +21,15 @@ import (
 	"github.com/rocketry-go/rocketry/producer/internal/clock"
 )
 
-// This file says which pacer a throttle belongs to: the scope of what the
-// broker throttles.
-//
-// A backlog is per topic (the bundled broker's, and RocketMQ's "too many
-// unconsumed messages"), and a send rate is paced per topic too: a limit of
-// the whole endpoint is still followed by the pacers of its topics, each
-// cutting from what its own topic gets through (as TCP flows share a
-// link), while a pacer of the whole endpoint would let topic "hot"'s
-// backlog hold back topic "cold". So the scope is the endpoint and topic,
-// unless the refusal names a state of the whole broker process
-// (ThrottledWide): its disk and page cache (STORAGE_LOAD), or its send
-// thread pool's queue (RocketMQ's fast failures);
-// producer/internal/send/pacing.go reads which refusals do, with
-// RocketMQ's sources.
-//
-// Those widen the scope to the endpoint: every topic's attempts to it wait
-// for the endpoint's pacer, then for their topic's.
-
 // Result is what the broker made of an attempt, as the pacer counts it.
 type Result int
 
 const (
-	// Other is any other outcome (a failure, a rejection): the pacer does
-	// not count it.
-	Other Result = iota
-	// Stored: the broker stored the message.
-	Stored
-	// Throttled: the broker refused the message without a hint, for its
-	// topic's state (a send rate, a backlog).
-	Throttled
-	// ThrottledWide: the broker refused the message without a hint, for a
-	// state of the whole broker process: the endpoint is paced.
-	ThrottledWide
-	// Hinted: the broker refused the message with a hint of when to come
-	// back (google.rpc.RetryInfo), which each send follows: an episode
-	// ends.
-	Hinted
+	Other         Result = iota // any other outcome (a failure, a rejection): not counted
+	Stored                      // the broker stored the message
+	Throttled                   // refused without a hint, for the topic's state (a send rate, a backlog)
+	ThrottledWide               // refused without a hint, for a state of the whole broker process: the endpoint is paced
+	Hinted                      // refused with a hint of when to come back (google.rpc.RetryInfo), which each send follows: an episode ends
 )
 
 // Pace is the pacers an attempt goes through: its endpoint's and its
@@ -111,10 +83,10 @@ func (ps *Pacers) Of(topic string) Pace {
 	if topic == "" {
 		return Pace{Endpoint: &ps.ep}
 	}
-	if p, ok := ps.topics.Load(topic); ok {
-		return Pace{Endpoint: &ps.ep, Topic: p.(*Pacer)}
+	p, ok := ps.topics.Load(topic)
+	if !ok {
+		p, _ = ps.topics.LoadOrStore(topic, new(Pacer))
 	}
-	p, _ := ps.topics.LoadOrStore(topic, new(Pacer))
 	return Pace{Endpoint: &ps.ep, Topic: p.(*Pacer)}
 }
 

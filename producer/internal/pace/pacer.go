@@ -8,89 +8,33 @@ import (
 	"time"
 )
 
-// This file holds the controller of one scope (pace.go says which scope a
-// throttle belongs to; docs/pacing.md has the model and its measures).
+// This file holds the controller of one scope; docs/pacing.md states its
+// model and rules, why each, and what they measure.
 //
 // A scope's pacer is off until the broker refuses, without a hint, at
 // least engageOf of the scope's last 8 attempts while it still stores
 // some. Then an episode opens, and the scope's attempts leave one at a
-// time at a rate r (turns.go). r follows CUBIC's curve around wmax, the
+// time (turns.go) at a rate r that follows CUBIC's curve around wmax, the
 // rate that got through at the last cut:
 //
 //	r(t) = wmax·(1 + (1−β)·((t − K)/K)³)
 //
-// from β·wmax at the cut (t = 0) back to wmax at t = K, flat there, then
-// faster and faster above it, and never more than twice what the broker
-// stored over the last window (a probe runs ahead of the answers by that
-// much at most). K doubles, up to recoverMax, while the rate that got
-// through holds from cut to cut, and is recoverIn again when it moves: the
-// plateau lengthens while the capacity holds, so that refusals come
-// further apart. t is the time since the cut during which attempts waited
-// for their turn: a rate that holds nobody back does not climb. The
-// episode opens at what the broker stored over the last second (over a
-// window at least), a floor, with the probe above it under way (t = 2K).
-//
-// A congestion signal cuts: wmax becomes the rate that got through, the
-// lower of r and what the broker stored over the last window (r alone when
-// stores did not come through most of the window: back from a pause, or
-// too slow to read a rate from), and t starts again. The signals are a
-// refusal and a store that waited in the broker's queue longer than
-// queued (its time in flight beyond the quickest store's of the last
-// flightWindow or two). One overload cuts once (TCP's one reduction per
-// window): a signal counts only from an attempt that left after the
-// overload the last cut answered was over, which is at the cut, or later
-// by the time the broker's queue takes to drain at β of its rate, and
-// after the broker stored something again (until then its refusals are
-// the same overload, a spell's); and the curve's clock starts then.
-//
-// In the dip after a cut (t < K), a rate limit refuses nothing unless the
-// cut was not deep enough or the capacity fell. The first refusal there
-// cuts once more; after that, counted over the attempts since the last
-// cut outside a dip (2·noiseOf of them at least), refusals under 1 in
-// noiseOf are noise (a message's own, a stall's, another producer's
-// probe) and cut nothing, but each lowers wmax, and the rate with it, by
-// the share refused times (1−β)·noiseOf, a cut's depth at the bound: in a
-// fleet, each producer's wmax is the share it got at its own peak, so
-// that the plateaus together overrun the capacity and every recovery is
-// refused; a stall's refusals are few among a dip's attempts, and lower
-// it little. A steady share under 2 in noiseOf is not the rate's, and
-// ends the episode; more cut (the capacity fell). A refusal before r was
-// back at wmax lowers the next wmax by (1+β)/2 more (CUBIC's fast
-// convergence: the capacity fell, or other producers took some).
-//
-// At a low rate a dip is too short to tell a share (wmax·K under
-// 2·noiseOf attempts): the refusals fall after it, where each would cut
-// again, and a refusal that is not the rate's (one message in ten refused
-// for its own sake) spirals the rate down. So the answers given in dips are
-// also pooled across cuts (the last 2·noiseOf of them), and at such a rate
-// a refusal after the dip ends the episode when the pool's share is from 1
-// to under 3 in noiseOf: a rate limit's dips refuse nothing, noise refuses
-// in dips as anywhere.
-//
-// Such a verdict can be wrong: in a fleet, the refusals in a producer's
-// dips are often the other producers' probes, and its senders, let out
-// unpaced, are refused together, each asleep on its own schedule, and
-// store far less than they did paced, too few refusals at a time for 4
-// in 8 to open an episode again. So after an episode ends on refusals
-// not the rate's, a refusal opens the next when the scope has stored
-// under β of what the broker stored in the ended episode (its average)
-// since (read from a store sample after the end, over a window at least);
-// a second at β of it or more confirms the verdict. One message in ten
-// stores as much unpaced, and stays so.
-//
-// The episode also ends when nobody waited for a turn for idleEnd, on a
-// refusal after a window of refusals without a store (a spell no rate
-// gets through; a silence, every sender asleep on its own schedule, is
-// none), and on a refusal with the broker's hint (each send follows it):
-// then each refused message waits its own schedule.
+// from β·wmax at the cut to wmax at t = K, then above it, never more than
+// twice what the broker stored over the last window. t runs only while
+// attempts wait for their turn; K doubles, up to recoverMax, while wmax
+// holds from cut to cut. A congestion signal (a refusal, or a store that
+// waited longer than queued in the broker's queue) cuts: wmax becomes the
+// rate that got through, and t starts again; one overload cuts once. In a
+// cut's dip (t < K), refusals under 1 in noiseOf are noise that lowers
+// wmax, and a steady share under 2 in noiseOf (at a low rate, of the dips'
+// answers pooled across cuts) is not the rate's and ends the episode; a
+// refusal reopens it while the scope stores under β of what it stored in
+// it. The episode also ends on a refusal with a hint, after a window of
+// refusals without a store, and when nobody waited for a turn for idleEnd.
 //
 // Every decision reads the broker's answers and the times attempts left
 // and came back (on the clock the executor passes), never when a goroutine
-// woke: a busy machine delays attempts, and the rate read from what the
-// broker stored follows them.
-//
-// Off an episode, a store costs one atomic add and a few atomic loads, and
-// a turn one atomic load.
+// woke.
 
 const (
 	engageOf     = 4                      // refusals among the scope's last 8 attempts that open an episode: the majority's edge
@@ -104,10 +48,8 @@ const (
 	burstTime    = 2 * time.Millisecond   // after a pause, this much of the rate leaves at once (one turn at least)
 	flightWindow = 10 * time.Second       // the round trip with the broker's queue empty is the quickest store's over one to two of this
 	minRate      = 1.0                    // attempts per second, at least (a guard, not a tunable)
-)
 
-// Derived from the tunables above.
-const (
+	// Derived from the tunables above.
 	rateWindow = 4 * window // off an episode, store samples this far apart: the rate an episode opens at
 	histEvery  = window / 8 // in an episode, store samples this far apart
 	histLen    = 10         // of them: a window and a little more
@@ -121,9 +63,8 @@ type Pacer struct {
 	stores atomic.Int64  // attempts stored in this scope, ever
 	ring   atomic.Uint32 // off an episode, the last 8 outcomes, newest in bit 0 (1: refused); 0 until a refusal
 	rollAt atomic.Int64  // unix ns at which the store samples roll next
-	// The quickest store's time in flight (ns; 0: none yet) of this
-	// flightWindow and the one before: the round trip with the broker's
-	// queue empty, from which a store's wait in it is read.
+	// The quickest store's time in flight (ns; 0: none yet) in this
+	// flightWindow and the last: the round trip with the queue empty.
 	flight, flightPrev atomic.Int64
 
 	mu       sync.Mutex
@@ -133,11 +74,9 @@ type Pacer struct {
 	nhist    int
 	tx       float64 // the rate stored over the last window, as of the last sample
 	turns    turns
-	r        float64 // the rate now
-	wmax     float64 // the rate that got through at the last cut
-	// t is the curve's clock: time since the cut (since the end of the
-	// overload it answered) during which attempts waited for their turn.
-	t        time.Duration
+	r        float64       // the rate now
+	wmax     float64       // the rate that got through at the last cut
+	t        time.Duration // the curve's clock: time since the cut's overload ended during which attempts waited
 	k        time.Duration // K now: recoverIn, doubled up to recoverMax while wmax holds
 	cutAt    time.Time     // the last cut, or the opening
 	quietAt  time.Time     // signals of attempts that left before this belong to the last cut's overload
@@ -147,7 +86,7 @@ type Pacer struct {
 	refAt    time.Time     // the last refusal in the episode
 	cutN     int64         // stores at the cut
 	answered int64         // in the episode, attempts answered
-	refused  int64         // in the episode, attempts refused
+	refused  int64         // and refused
 	cutA     int64         // answered at the last cut outside a dip (or the opening)
 	cutF     int64         // refused then
 	dipCut   bool          // a cut since then was of a refusal in a dip
@@ -178,7 +117,7 @@ func (p *Pacer) stored(start, end time.Time) {
 	}
 	if !p.on.Load() {
 		if p.ring.Load() != 0 {
-			p.push(false)
+			p.push(0)
 		}
 		if end.UnixNano() >= p.rollAt.Load() {
 			p.roll(end, n)
@@ -213,14 +152,12 @@ func (p *Pacer) throttled(start, end time.Time) {
 		return
 	}
 	if !p.on.Load() {
-		engage := bits.OnesCount32(p.push(true)) >= engageOf
-		if !engage && !p.again.Load() {
-			return
-		}
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if !p.on.Load() && (engage || p.worseLocked(end)) {
-			p.openLocked(end)
+		if engage := bits.OnesCount32(p.push(1)) >= engageOf; engage || p.again.Load() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if !p.on.Load() && (engage || p.worseLocked(end)) {
+				p.openLocked(end)
+			}
 		}
 		return
 	}
@@ -250,7 +187,8 @@ func (p *Pacer) throttled(start, end time.Time) {
 		return // nothing stored since the cut: the same overload (a spell's refusals)
 	}
 	if p.t < p.k {
-		// In the dip after a cut (the file's comment says why each).
+		// In a cut's dip: the share refused is counted since the last cut
+		// outside a dip, over 2·noiseOf attempts at least.
 		a, f := p.answered-p.cutA, p.refused-p.cutF
 		switch {
 		case a < 2*noiseOf:
@@ -271,7 +209,9 @@ func (p *Pacer) throttled(start, end time.Time) {
 		return
 	}
 	if p.ndips >= 2*noiseOf && p.wmax*p.k.Seconds() < 2*noiseOf {
-		// A low rate's dips, pooled (the file's comment says why).
+		// Dips too short to tell a share (wmax·K under 2·noiseOf attempts):
+		// the last 2·noiseOf answers given in dips, pooled across cuts,
+		// judge a refusal after one.
 		if f := bits.OnesCount32(p.dips); f*noiseOf >= 2*noiseOf && f*noiseOf < 3*2*noiseOf {
 			p.notTheRatesLocked(end)
 			return
@@ -295,12 +235,10 @@ func (p *Pacer) hinted() {
 	p.mu.Unlock()
 }
 
-// openLocked opens an episode at now, unless the broker stored nothing
-// lately: then no rate gets through (a spell), and each refused message
-// waits its own schedule. wmax is the rate the broker stored lately, read
-// over a window at least (in a scope's first instant, its first burst is
-// no rate of thousands a second: a rate too high costs a refusal of every
-// sender in flight, one too low a probe's climb).
+// openLocked opens an episode at now at the rate the broker stored since
+// the older store sample (over a window at least), with the probe above it
+// under way (t = 2K): that rate is a floor. If nothing was stored since,
+// no rate gets through (a spell), and no episode opens.
 func (p *Pacer) openLocked(now time.Time) {
 	n := p.stores.Load()
 	from := p.marks[0]
@@ -320,34 +258,25 @@ func (p *Pacer) openLocked(now time.Time) {
 	p.dips, p.ndips = 0, 0
 	p.cutA, p.cutF = p.answered, p.refused
 	p.cutLocked(now, float64(n-from.n)/dt.Seconds(), 0)
-	// That rate is a floor (a newcomer beside producers that keep the
-	// broker full stored little, and a first instant is read over a
-	// window): the probe above it starts at once.
-	p.k = recoverIn
-	p.t = 2 * p.k
+	p.k, p.t = recoverIn, 2*recoverIn
 	p.r = curve(p.wmax, p.t, p.k)
 	p.turns.reset(now, p.r)
 }
 
 // signalLocked is a congestion signal at now, of an attempt that waited
-// wait in the broker's queue: it cuts. (A spell, a window without a store,
-// is ended by throttled before it gets here; a store is no spell.)
+// wait in the broker's queue: it cuts to what got through, (1+β)/2 lower
+// when r was not yet back at wmax (CUBIC's fast convergence).
 func (p *Pacer) signalLocked(now time.Time, wait time.Duration) {
 	w := min(p.r, p.gotLocked(now))
 	if p.r < p.wmax {
-		// Refused before the rate was back at the last wmax: the
-		// capacity fell, or others took some; CUBIC's fast convergence
-		// leaves them room.
 		w *= (1 + beta) / 2
 	}
 	p.cutLocked(now, w, wait)
 }
 
-// gotLocked is the rate the broker took lately, as of now: what it stored
-// over the last window (since the cut, when that is sooner), when stores
-// came through most of it; else r, the rate refused (a scope back from a
-// pause, or one too slow to read a rate from, is cut from its rate, as
-// CUBIC does).
+// gotLocked is the rate the broker stored over the last window as of now
+// (since the cut, when that is sooner), when store samples cover most of
+// it; else r, the rate refused.
 func (p *Pacer) gotLocked(now time.Time) float64 {
 	from := mark{at: p.cutAt, n: p.cutN}
 	span := min(now.Sub(p.cutAt), window)
@@ -368,7 +297,7 @@ func (p *Pacer) gotLocked(now time.Time) float64 {
 }
 
 // txLocked is the rate stored over the last window as of now (n stores
-// then), from the samples: the rate runs twice ahead of it at most.
+// then), from the samples.
 func (p *Pacer) txLocked(now time.Time, n int64) float64 {
 	from := mark{at: now, n: n}
 	for i := range min(p.nhist, histLen) {
@@ -380,14 +309,11 @@ func (p *Pacer) txLocked(now time.Time, n int64) float64 {
 }
 
 // cutLocked sets wmax to w and the rate to β of it, and voids the turns
-// handed out: they were handed out at the rate just refused. A signal of
-// an attempt that waited wait in the broker's queue leaves the queue to
-// drain at β of its rate first.
+// handed out. K doubles when w is within 5% of the last wmax, and is
+// recoverIn again otherwise. After a signal of an attempt that waited wait
+// in the broker's queue, signals count again once the queue has drained
+// at β of its rate.
 func (p *Pacer) cutLocked(now time.Time, w float64, wait time.Duration) {
-	// The capacity holds when what got through is within a few percent of
-	// the last wmax: the next probe is slower (CUBIC's plateau grows with
-	// the window), so that refusals, each a second lost to a sender, come
-	// further apart; when it moves, the probe is fast again.
 	if w >= 0.95*p.wmax && w <= 1.05*p.wmax {
 		p.k = min(2*p.k, recoverMax)
 	} else {
@@ -409,10 +335,8 @@ func (p *Pacer) endLocked() {
 }
 
 // notTheRatesLocked ends the episode at now on refusals judged not the
-// rate's (noise), and keeps the rate the broker stored in it: in a fleet,
-// the refusals were other producers' probes, and the scope's senders, let
-// out unpaced, are refused together and store less than they did paced.
-// An episode shorter than a window has no rate to compare.
+// rate's, and keeps the rate the broker stored in it for worseLocked (an
+// episode shorter than a window has none).
 func (p *Pacer) notTheRatesLocked(now time.Time) {
 	p.endLocked()
 	if d := now.Sub(p.openAt); d >= window {
@@ -423,10 +347,9 @@ func (p *Pacer) notTheRatesLocked(now time.Time) {
 
 // worseLocked tells, at a refusal at now after an episode ended on
 // refusals not the rate's, whether the scope has stored under β of the
-// rate it stored in the episode since (over a window at least, from a
-// store sample after the end): then the verdict was wrong, and the
-// refusal opens an episode. A second at β of it or more confirms the
-// verdict.
+// rate it stored in that episode since (from a store sample after the
+// end, over a window at least): then the refusal opens an episode. A rate
+// of β of it or more, read over rateWindow, confirms the verdict.
 func (p *Pacer) worseLocked(now time.Time) bool {
 	from := p.marks[0]
 	if from.at.Before(p.endAt) {
@@ -447,8 +370,7 @@ func (p *Pacer) worseLocked(now time.Time) bool {
 // stepLocked moves the rate along the curve to now, and ends an episode in
 // which nobody waited for idleEnd.
 func (p *Pacer) stepLocked(now time.Time) {
-	// The clock runs from the end of the overload the cut answered (a
-	// broker's queue drains at the cut's rate first), while attempts wait.
+	// t runs from the end of the cut's overload, while attempts wait.
 	if from := maxTime(p.stepAt, p.quietAt); now.After(from) {
 		if gap := p.gap(); now.Sub(p.boundAt) <= gap {
 			p.t += min(now.Sub(from), gap)
@@ -460,12 +382,10 @@ func (p *Pacer) stepLocked(now time.Time) {
 		return
 	}
 	// The rate runs ahead of what the broker stores by 2x at most (AWS
-	// SDKs' cap): a broker that queues answers late, and a probe that
-	// waited for its answer would run far past what it takes.
+	// SDKs' cap), when tx can be read: under 4 stores a window, it reads 0
+	// as often as not.
 	r := curve(p.wmax, p.t, p.k)
 	if p.tx*window.Seconds() >= 4 {
-		// (Under 4 stores a window, tx reads 0 as often as not: a rate
-		// held at a few a second by its own cap would never climb.)
 		r = min(r, 2*max(p.tx, p.wmax))
 	}
 	p.r = max(r, minRate)
@@ -478,21 +398,16 @@ func (p *Pacer) gap() time.Duration {
 	return max(histEvery, time.Duration(4*float64(time.Second)/p.r))
 }
 
-// curve is CUBIC's rate t after a cut to β of wmax.
+// curve is CUBIC's rate t after a cut to β of wmax: β·wmax at t = 0, wmax
+// at t = k, then above it (x³ capped to stay finite).
 func curve(wmax float64, t, k time.Duration) float64 {
 	x := float64(t-k) / float64(k)
-	if x < 0 {
-		return wmax * (1 + (1-beta)*x*x*x) // x³ < 0: from β·wmax up to wmax
-	}
 	return wmax * (1 + (1-beta)*math.Min(x*x*x, 1e6))
 }
 
-// push records an attempt's outcome in the ring and returns the ring.
-func (p *Pacer) push(refused bool) uint32 {
-	var b uint32
-	if refused {
-		b = 1
-	}
+// push records an attempt's outcome in the ring (b: 1 if refused) and
+// returns the ring.
+func (p *Pacer) push(b uint32) uint32 {
 	for {
 		o := p.ring.Load()
 		n := (o<<1 | b) & 0xff
@@ -502,7 +417,8 @@ func (p *Pacer) push(refused bool) uint32 {
 	}
 }
 
-// roll takes a sample of the stores (n at now) once per rateWindow.
+// roll takes a sample of the stores (n at now) once per rateWindow, and
+// starts a new flight window once per flightWindow.
 func (p *Pacer) roll(now time.Time, n int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -529,16 +445,6 @@ func (p *Pacer) queueWait(start, end time.Time) time.Duration {
 		return 0
 	}
 	return max(end.Sub(start)-time.Duration(base), 0)
-}
-
-// rateNow is the episode's rate, 0 when none is open.
-func (p *Pacer) rateNow() float64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.on.Load() {
-		return 0
-	}
-	return p.r
 }
 
 func maxTime(a, b time.Time) time.Time {

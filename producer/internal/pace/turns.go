@@ -1,13 +1,68 @@
 package pace
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/rocketry-go/rocketry/producer/internal/clock"
+	"github.com/rocketry-go/rocketry/producer/internal/deadline"
+)
+
+// wait makes an attempt that is about to leave wait its turn while an
+// episode is open: false when the turn does not fit before ctx's deadline
+// (late; deadline.Fits; nothing is waited then) or ctx ended during the
+// wait. The attempt takes a ticket and reads its time again every
+// histEvery at least, so that it moves with the rate; a cut voids the
+// ticket (a new one is taken), and the end of the episode lets it go.
+func (p *Pacer) wait(ctx context.Context, clk clock.Clock) (ok bool, late bool) {
+	if p == nil || !p.on.Load() {
+		return true, false
+	}
+	clk = clock.Or(clk)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.on.Load() {
+		return true, false
+	}
+	now := clk.Now()
+	p.stepLocked(now)
+	k, cuts := p.turns.take(now), p.turns.cuts
+	for {
+		if !p.on.Load() {
+			return true, false
+		}
+		if cuts != p.turns.cuts {
+			k, cuts = p.turns.take(now), p.turns.cuts
+		}
+		at := p.turns.at(k)
+		if !at.After(now) {
+			return true, false
+		}
+		if !deadline.Fits(ctx, at) {
+			p.turns.give(k)
+			return false, true
+		}
+		p.boundAt = now
+		p.mu.Unlock()
+		slept := clk.Sleep(ctx, min(at.Sub(now), histEvery))
+		p.mu.Lock()
+		if !slept {
+			if cuts == p.turns.cuts {
+				p.turns.give(k)
+			}
+			return false, false
+		}
+		now = clk.Now()
+		if p.on.Load() {
+			p.stepLocked(now)
+		}
+	}
+}
 
 // turns is a clock of tickets: ticket k leaves at base + (k - k0)/r, so
 // that the attempts waiting leave one every 1/r, in the order they came,
-// and move with the rate when it changes (a waiting attempt reads its time
-// again as it waits). After a pause, up to burst tickets are due at once,
-// so that the attempts that waited leave a few at a time, never all
-// together. It is not safe for concurrent use: the pacer's mu guards it.
+// and move with the rate when it changes. After a pause, up to burst
+// tickets are due at once. The pacer's mu guards it.
 type turns struct {
 	r     float64
 	base  time.Time
@@ -31,9 +86,8 @@ func (t *turns) setRate(now time.Time, r float64) {
 	t.burst = max(1, r*burstTime.Seconds())
 }
 
-// reset is a cut to r at now: the tickets not yet gone are void (their
-// attempts take new ones), the first new one leaves 1/r after now, and
-// none is due at once.
+// reset is a cut to r at now: the tickets not yet gone are void, the first
+// new one leaves 1/r after now, and none is due at once.
 func (t *turns) reset(now time.Time, r float64) {
 	t.setRate(now, r)
 	t.base = now.Add(time.Duration(float64(time.Second) / r))
@@ -53,8 +107,8 @@ func (t *turns) at(k float64) time.Time {
 	return t.base.Add(time.Duration((k - t.k0) / t.r * float64(time.Second)))
 }
 
-// give returns ticket k, when it is the last handed out (an attempt that
-// did not wait for it); a ticket given back out of order stays taken.
+// give returns ticket k when it is the last handed out; a ticket given
+// back out of order stays taken.
 func (t *turns) give(k float64) {
 	if t.next == k+1 {
 		t.next = k
