@@ -3,20 +3,8 @@ package deadletter_test
 import (
 	"encoding/binary"
 	"os"
-	"sync"
 	"testing"
-
-	"github.com/rocketry-go/rocketry/producer"
 )
-
-// damageBase is the store FuzzOpenDamaged damages, built once per process.
-var damageBase struct {
-	once sync.Once
-	dir  string
-	path string
-	data []byte
-	want map[string]*producer.DeadLetter
-}
 
 // FuzzOpenDamaged damages a copy of a small store made by the store (the
 // one of TestFlippedByteStore: a replay delivered some of its records last)
@@ -27,15 +15,14 @@ var damageBase struct {
 // record sent other than as it was put or twice, none delivered before
 // sent again, and every kept record replayed once or reported.
 func FuzzOpenDamaged(f *testing.F) {
-	damageBase.once.Do(func() {
-		damageBase.dir = fastDir(f)
-		damageBase.path, damageBase.want = buildDamageStore(f, damageBase.dir)
-		data, err := os.ReadFile(damageBase.path)
-		if err != nil {
-			f.Fatal(err)
-		}
-		damageBase.data = data
-	})
+	// The store it damages, built once per run of the target (a fuzzing
+	// worker runs it once; -count=N, N times, each with its own directory).
+	dir := fastDir(f)
+	path, want := buildDamageStore(f, dir)
+	base, err := os.ReadFile(path)
+	if err != nil {
+		f.Fatal(err)
+	}
 	ps := uint32(os.Getpagesize())
 	for _, s := range []struct {
 		op    uint8
@@ -56,7 +43,6 @@ func FuzzOpenDamaged(f *testing.F) {
 		f.Add(s.op, s.a, s.b, s.patch)
 	}
 	f.Fuzz(func(t *testing.T, op uint8, a, b uint32, patch []byte) {
-		base := damageBase.data
 		data := append([]byte(nil), base...)
 		n := uint32(len(data))
 		switch op % 4 {
@@ -77,7 +63,7 @@ func FuzzOpenDamaged(f *testing.F) {
 		if len(data) == 0 {
 			return // an empty file is a new store
 		}
-		o := replayCopy(t, damageBase.dir, damageBase.path, data)
-		checkOutcome(t, "damaged copy", damageBase.want, o)
+		o := replayCopy(t, dir, path, data)
+		checkOutcome(t, "damaged copy", want, o)
 	})
 }

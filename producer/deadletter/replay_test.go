@@ -237,10 +237,18 @@ func (f resendFunc) Resend(ctx context.Context, d *producer.DeadLetter) (*produc
 // sends it there and nowhere else. Before, the record stayed unpinned and
 // a replay to another address could store it a second time.
 func TestReplayKeepsWhereAFailureMayBeStored(t *testing.T) {
-	b := brokertest.Start(t, broker.WithFaults(broker.Faults{BlackholeRate: 1}))
+	b := brokertest.Start(t)
 	store := openStore(t, filepath.Join(t.TempDir(), "dead.db"))
 	require.NoError(t, store.Put(letter("m-1", "")))
-	rp := newProducer(t, b.Addr(), producer.WithMaxAttempts(1), producer.WithAttemptTimeout(500*time.Millisecond)) // time to connect on a loaded machine: an attempt that never left pins nothing
+	rp := newProducer(t, b.Addr(), producer.WithMaxAttempts(1), producer.WithAttemptTimeout(300*time.Millisecond))
+	// Connected first (a send stored), then the broker answers nothing: an
+	// attempt that never left, on a machine too loaded to connect within
+	// its timeout, would pin nothing.
+	require.Eventually(t, func() bool {
+		_, err := rp.Send(context.Background(), &producer.Message{Topic: "t", Body: []byte("connect")})
+		return err == nil
+	}, 10*time.Second, time.Millisecond, "a send to the broker before its blackhole")
+	require.NoError(t, b.SetFaults(broker.Faults{BlackholeRate: 1}))
 	res, err := store.Replay(context.Background(), rp, deadletter.ReplayOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, deadletter.ReplayResult{Failed: 1}, res)
