@@ -87,16 +87,23 @@ func TestFaultStoredInternal(t *testing.T) {
 	})
 }
 
+// TestFaultLatency: the injected latency holds every answer back, past a
+// caller's deadline shorter than it (no clock is read: the call's own
+// deadline says the answer came late), and a caller that waits longer
+// gets it.
 func TestFaultLatency(t *testing.T) {
-	const latency = 30 * time.Millisecond
+	const latency = 300 * time.Millisecond
 	b, c := start(t, broker.WithFaults(broker.Faults{Latency: latency}))
-	begin := time.Now()
-	mustSend(t, c, msg("t", "a"))
-	if took := time.Since(begin); took < latency {
-		t.Errorf("SendMessage took %v; want at least %v", took, latency)
+	mustSend(t, c, msg("t", "warm")) // connected: the next call's deadline is the latency's alone
+	short, cancel := context.WithTimeout(context.Background(), latency/10)
+	defer cancel()
+	_, err := c.SendMessage(short, &rocketryv1.SendMessageRequest{Messages: []*rocketryv1.Message{msg("t", "a")}})
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("SendMessage with a deadline of %v under a latency of %v = %v; want DEADLINE_EXCEEDED", latency/10, latency, err)
 	}
-	if got := b.Stats().Faults["latency"]; got != 1 {
-		t.Errorf("faults latency = %d; want 1", got)
+	mustSend(t, c, msg("t", "b"))
+	if got := b.Stats().Faults["latency"]; got < 2 {
+		t.Errorf("faults latency = %d; want every call held (at least the 2 answered)", got)
 	}
 }
 
