@@ -2,21 +2,19 @@ package otelrocketry_test
 
 import (
 	"context"
-	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/rocketry-go/rocketry/broker/brokertest"
-	"github.com/rocketry-go/rocketry/otelrocketry"
-	"github.com/rocketry-go/rocketry/producer"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/rocketry-go/rocketry/broker/brokertest"
+	"github.com/rocketry-go/rocketry/internal/paired"
+	"github.com/rocketry-go/rocketry/otelrocketry"
+	"github.com/rocketry-go/rocketry/producer"
 )
 
 // The cost of the adapter on the fast path (a Send stored at once), against
@@ -99,46 +97,16 @@ func BenchmarkSendPaired(b *testing.B) {
 			b.Run("adapter="+name+"/conc="+strconv.Itoa(conc), func(b *testing.B) {
 				ad := adapters(b)
 				on, off := benchProducer(b, br.Addr(), ad[name]), benchProducer(b, br.Addr(), nil)
-				const batch = 128
-				var tOn, tOff time.Duration
-				var ratios []float64
-				b.ResetTimer()
-				for done, i := 0, 0; done < b.N; done, i = done+batch, i+1 {
-					n := min(batch, b.N-done)
-					var a, r time.Duration
-					if i%2 == 0 { // alternate which goes first
-						r = timeBatch(b, off, conc, n)
-						a = timeBatch(b, on, conc, n)
-					} else {
-						a = timeBatch(b, on, conc, n)
-						r = timeBatch(b, off, conc, n)
-					}
-					tOn, tOff = tOn+a, tOff+r
-					ratios = append(ratios, float64(a)/float64(r))
-				}
-				b.StopTimer()
-				slices.Sort(ratios)
-				b.ReportMetric(float64(tOn.Nanoseconds())/float64(b.N), "ns/op")
-				b.ReportMetric(float64(tOff.Nanoseconds())/float64(b.N), "off-ns/op")
-				b.ReportMetric(ratios[len(ratios)/2], "x-off")
+				paired.Run(b, conc, "off", sendOn(on), sendOn(off))
 			})
 		}
 	}
 }
 
-// timeBatch runs n sends on p over conc goroutines and returns the time
-// they took.
-func timeBatch(b *testing.B, p *producer.Producer, conc, n int) time.Duration {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range min(conc, n) {
-		wg.Go(func() {
-			for next.Add(1) <= int64(n) {
-				send(b, p)
-			}
-		})
+// sendOn is one send of the benchmark's message on p.
+func sendOn(p *producer.Producer) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := p.Send(ctx, &producer.Message{Topic: "bench", Body: body})
+		return err
 	}
-	wg.Wait()
-	return time.Since(start)
 }

@@ -4,15 +4,14 @@ import (
 	"cmp"
 	"context"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rocketry-go/rocketry/broker/brokertest"
+	"github.com/rocketry-go/rocketry/internal/paired"
 	"github.com/rocketry-go/rocketry/producer"
 )
 
@@ -135,71 +134,10 @@ func BenchmarkPaired(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				const batch = 128
-				var tA, tB, cA, cB time.Duration
-				var ratios, cpuRatios []float64
-				b.ResetTimer()
-				for done, i := 0, 0; done < b.N; done, i = done+batch, i+1 {
-					n := min(batch, b.N-done)
-					var a, r, ac, rc time.Duration
-					if i%2 == 0 { // alternate which goes first
-						r, rc = timeBatch(b, conc, n, opB)
-						a, ac = timeBatch(b, conc, n, opA)
-					} else {
-						a, ac = timeBatch(b, conc, n, opA)
-						r, rc = timeBatch(b, conc, n, opB)
-					}
-					tA, tB, cA, cB = tA+a, tB+r, cA+ac, cB+rc
-					ratios = append(ratios, float64(a)/float64(r))
-					if rc > 0 {
-						cpuRatios = append(cpuRatios, float64(ac)/float64(rc))
-					}
-				}
-				b.StopTimer()
-				slices.Sort(ratios)
-				slices.Sort(cpuRatios)
-				b.ReportMetric(float64(tA.Nanoseconds())/float64(b.N), "ns/op")
-				b.ReportMetric(float64(tB.Nanoseconds())/float64(b.N), "raw-ns/op")
-				b.ReportMetric(float64(cA.Nanoseconds())/float64(b.N), "cpu-ns/op")
-				b.ReportMetric(float64(cB.Nanoseconds())/float64(b.N), "raw-cpu-ns/op")
-				b.ReportMetric(ratios[len(ratios)/2], "x-raw")
-				if len(cpuRatios) > 0 {
-					b.ReportMetric(cpuRatios[len(cpuRatios)/2], "x-raw-cpu")
-				}
+				paired.Run(b, conc, "raw", opA, opB)
 			})
 		}
 	}
-}
-
-// timeBatch runs n calls of op over conc goroutines and returns the wall
-// time and the process's CPU time (user + system) they took.
-func timeBatch(b *testing.B, conc, n int, op func(context.Context) error) (wall, cpu time.Duration) {
-	ctx := context.Background()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	cpu0 := processCPU()
-	start := time.Now()
-	for range min(conc, n) {
-		wg.Go(func() {
-			for next.Add(1) <= int64(n) {
-				if err := op(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return time.Since(start), processCPU() - cpu0
-}
-
-// processCPU returns the process's user + system CPU time so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // asyncConcurrencies are the in-flight limits of BenchmarkAsync: rocketry's
@@ -311,20 +249,19 @@ func BenchmarkAsyncPaired(b *testing.B) {
 				n := min(batch, b.N-done)
 				var a, r time.Duration
 				if i%2 == 0 {
-					r, _ = timeBatch(b, conc, n, rawOp)
+					r, _ = paired.Batch(b, conc, n, rawOp)
 					a = async(n)
 				} else {
 					a = async(n)
-					r, _ = timeBatch(b, conc, n, rawOp)
+					r, _ = paired.Batch(b, conc, n, rawOp)
 				}
 				tA, tB = tA+a, tB+r
 				ratios = append(ratios, float64(r)/float64(a))
 			}
 			b.StopTimer()
-			slices.Sort(ratios)
 			b.ReportMetric(float64(b.N)/tA.Seconds(), "msgs/s")
 			b.ReportMetric(float64(b.N)/tB.Seconds(), "raw-msgs/s")
-			b.ReportMetric(ratios[len(ratios)/2], "throughput-x-raw")
+			b.ReportMetric(paired.Median(ratios), "throughput-x-raw")
 			if n := failed.Load(); n > 0 {
 				b.Fatalf("%d async sends failed", n)
 			}

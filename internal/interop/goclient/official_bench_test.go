@@ -2,12 +2,8 @@ package goclient_test
 
 import (
 	"context"
-	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
@@ -15,6 +11,7 @@ import (
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
 	"github.com/rocketry-go/rocketry/internal/interop/goclient/kit"
+	"github.com/rocketry-go/rocketry/internal/paired"
 	"github.com/rocketry-go/rocketry/producer"
 )
 
@@ -28,8 +25,9 @@ import (
 // BenchmarkSendOfficial gives each client's allocations per sync send
 // (the broker's counted: compare, do not read absolutely);
 // BenchmarkPairedOfficial alternates batches of 128 sync sends of rocketry
-// and of the official producer and reports the median over batch pairs of
-// rocketry's time over the official client's (x-official).
+// and of the official producer (internal/paired) and reports the median
+// over batch pairs of rocketry's time over the official client's
+// (x-official).
 
 const benchTopic = "bench-normal"
 
@@ -81,7 +79,7 @@ func BenchmarkSendOfficial(b *testing.B) {
 			b.Run("client="+c.name+"/conc="+strconv.Itoa(conc), func(b *testing.B) {
 				b.ReportAllocs()
 				b.ResetTimer()
-				runBatch(b, conc, b.N, c.op)
+				paired.Batch(b, conc, b.N, c.op)
 			})
 		}
 	}
@@ -91,49 +89,7 @@ func BenchmarkPairedOfficial(b *testing.B) {
 	rocketry, official := benchClients(b)
 	for _, conc := range []int{1, 64} {
 		b.Run("conc="+strconv.Itoa(conc), func(b *testing.B) {
-			const batch = 128
-			var ratios []float64
-			var tR, tO time.Duration
-			b.ResetTimer()
-			for done, i := 0, 0; done < b.N; done, i = done+batch, i+1 {
-				n := min(batch, b.N-done)
-				var r, o time.Duration
-				if i%2 == 0 { // alternate which goes first
-					o = runBatch(b, conc, n, official)
-					r = runBatch(b, conc, n, rocketry)
-				} else {
-					r = runBatch(b, conc, n, rocketry)
-					o = runBatch(b, conc, n, official)
-				}
-				tR, tO = tR+r, tO+o
-				ratios = append(ratios, float64(r)/float64(o))
-			}
-			b.StopTimer()
-			slices.Sort(ratios)
-			b.ReportMetric(float64(tR.Nanoseconds())/float64(b.N), "ns/op")
-			b.ReportMetric(float64(tO.Nanoseconds())/float64(b.N), "official-ns/op")
-			b.ReportMetric(ratios[len(ratios)/2], "x-official")
+			paired.Run(b, conc, "official", rocketry, official)
 		})
 	}
-}
-
-// runBatch runs n calls of op over conc goroutines and returns the time
-// they took; a failed call fails b.
-func runBatch(b *testing.B, conc, n int, op func(context.Context) error) time.Duration {
-	ctx := context.Background()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range min(conc, n) {
-		wg.Go(func() {
-			for next.Add(1) <= int64(n) {
-				if err := op(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return time.Since(start)
 }
