@@ -47,8 +47,10 @@ func TestUnknownOutcomeIsPinned(t *testing.T) {
 	slow := bs[1]
 	require.NoError(t, slow.SetFaults(broker.Faults{Latency: time.Second}))
 	store := openStore(t, filepath.Join(t.TempDir(), "dead.db"))
+	// 250 ms an attempt, a quarter of the latency: time to connect on a
+	// loaded machine (an attempt that never left pins nothing).
 	p := newProducer(t, slow.Addr(), producer.WithDeadLetterSink(store),
-		producer.WithMaxAttempts(2), producer.WithAttemptTimeout(20*time.Millisecond))
+		producer.WithMaxAttempts(2), producer.WithAttemptTimeout(250*time.Millisecond))
 	_, err := p.Send(context.Background(), &producer.Message{ID: "m-1", Topic: "orders", Body: []byte("x")})
 	var se *producer.SendError
 	require.ErrorAs(t, err, &se)
