@@ -8,33 +8,20 @@ import (
 	"time"
 )
 
-// This file holds the controller of one scope; docs/pacing.md states its
-// model and rules, why each, and what they measure.
+// This file holds the controller of one scope. docs/pacing.md states it
+// in a paragraph, with why each rule and what it measures. In short: off
+// until the broker refuses, without a hint, engageOf of the scope's last 8
+// attempts; then attempts leave one at a time (turns.go) at a rate r on
+// CUBIC's curve around wmax, the rate that got through at the last cut,
 //
-// A scope's pacer is off until the broker refuses, without a hint, at
-// least engageOf of the scope's last 8 attempts while it still stores
-// some. Then an episode opens, and the scope's attempts leave one at a
-// time (turns.go) at a rate r that follows CUBIC's curve around wmax, the
-// rate that got through at the last cut:
+//	r(t) = wmax·(1 + (1−β)·((t − K)/K)³),
 //
-//	r(t) = wmax·(1 + (1−β)·((t − K)/K)³)
-//
-// from β·wmax at the cut to wmax at t = K, then above it, never more than
-// twice what the broker stored over the last window. t runs only while
-// attempts wait for their turn; K doubles, up to recoverMax, while wmax
-// holds from cut to cut. A congestion signal (a refusal, or a store that
-// waited longer than queued in the broker's queue) cuts: wmax becomes the
-// rate that got through, and t starts again; one overload cuts once. In a
-// cut's dip (t < K), refusals under 1 in noiseOf are noise that lowers
-// wmax, and a steady share under 2 in noiseOf (at a low rate, of the dips'
-// answers pooled across cuts) is not the rate's and ends the episode; a
-// refusal reopens it while the scope stores under β of what it stored in
-// it. The episode also ends on a refusal with a hint, after a window of
-// refusals without a store, and when nobody waited for a turn for idleEnd.
-//
+// capped at twice what the broker stored over the last window. A refusal,
+// or a store that waited over queued in the broker's queue, cuts once per
+// overload. In a cut's dip, refusals under 1 in noiseOf lower wmax, and a
+// steady share under 2 in noiseOf is not the rate's and ends the episode.
 // Every decision reads the broker's answers and the times attempts left
-// and came back (on the clock the executor passes), never when a goroutine
-// woke.
+// and came back, on the clock the executor passes.
 
 const (
 	engageOf     = 4                      // refusals among the scope's last 8 attempts that open an episode: the majority's edge
@@ -58,44 +45,38 @@ const (
 // Pacer is one scope's throttle state; its zero value has no episode. It
 // is safe for concurrent use, and a nil *Pacer paces nothing.
 type Pacer struct {
-	on     atomic.Bool   // an episode is open: attempts wait for their turn
-	again  atomic.Bool   // the last one ended on refusals not the rate's: a refusal may open the next (worseLocked)
-	stores atomic.Int64  // attempts stored in this scope, ever
-	ring   atomic.Uint32 // off an episode, the last 8 outcomes, newest in bit 0 (1: refused); 0 until a refusal
-	rollAt atomic.Int64  // unix ns at which the store samples roll next
-	// The quickest store's time in flight (ns; 0: none yet) in this
-	// flightWindow and the last: the round trip with the queue empty.
-	flight, flightPrev atomic.Int64
+	on                 atomic.Bool   // an episode is open: attempts wait for their turn
+	again              atomic.Bool   // the last one ended on refusals not the rate's: a refusal may open the next (worseLocked)
+	stores             atomic.Int64  // attempts stored in this scope, ever
+	ring               atomic.Uint32 // off an episode, the last 8 outcomes, newest in bit 0 (1: refused); 0 until a refusal
+	rollAt             atomic.Int64  // unix ns at which the store samples roll next
+	flight, flightPrev atomic.Int64  // the quickest store's time in flight (ns; 0: none yet), this flightWindow and the last
 
-	mu       sync.Mutex
-	flightAt time.Time     // the flight window's start
-	marks    [2]mark       // off an episode, store samples rateWindow apart, the newest last
-	hist     [histLen]mark // in an episode, store samples histEvery apart; hist[nhist%histLen] is the next
-	nhist    int
-	tx       float64 // the rate stored over the last window, as of the last sample
-	turns    turns
-	r        float64       // the rate now
-	wmax     float64       // the rate that got through at the last cut
-	t        time.Duration // the curve's clock: time since the cut's overload ended during which attempts waited
-	k        time.Duration // K now: recoverIn, doubled up to recoverMax while wmax holds
-	cutAt    time.Time     // the last cut, or the opening
-	quietAt  time.Time     // signals of attempts that left before this belong to the last cut's overload
-	stepAt   time.Time     // the curve's last step
-	boundAt  time.Time     // an attempt last waited for its turn
-	storedAt time.Time     // the last store in the episode (its opening, before any), or the first refusal after a silence
-	refAt    time.Time     // the last refusal in the episode
-	cutN     int64         // stores at the cut
-	answered int64         // in the episode, attempts answered
-	refused  int64         // and refused
-	cutA     int64         // answered at the last cut outside a dip (or the opening)
-	cutF     int64         // refused then
-	dipCut   bool          // a cut since then was of a refusal in a dip
-	dips     uint32        // the last answers given in dips, across cuts, newest in bit 0 (1: refused)
-	ndips    int           // how many answers dips has seen in the episode
-	openAt   time.Time     // the episode's opening
-	openN    int64         // stores then
-	endW     float64       // the last episode's stored rate, when it ended on refusals not the rate's
-	endAt    time.Time     // and when
+	mu                sync.Mutex
+	flightAt          time.Time     // the flight window's start
+	marks             [2]mark       // off an episode, store samples rateWindow apart, the newest last
+	hist              [histLen]mark // in an episode, store samples histEvery apart; hist[nhist%histLen] is the next
+	nhist             int
+	tx                float64 // the rate stored over the last window, as of the last sample
+	turns             turns
+	r                 float64       // the rate now
+	wmax              float64       // the rate that got through at the last cut
+	t                 time.Duration // the curve's clock: time since the cut's overload ended during which attempts waited
+	k                 time.Duration // K now: recoverIn, doubled up to recoverMax while wmax holds
+	cut               mark          // the last cut (or the opening), and the stores then
+	quietAt           time.Time     // signals of attempts that left before this belong to the last cut's overload
+	stepAt            time.Time     // the curve's last step
+	boundAt           time.Time     // an attempt last waited for its turn
+	storedAt          time.Time     // the last store in the episode (its opening, before any), or the first refusal after a silence
+	refAt             time.Time     // the last refusal in the episode
+	answered, refused int64         // in the episode, attempts answered and refused
+	cutA, cutF        int64         // answered and refused at the last cut outside a dip (or the opening)
+	dipCut            bool          // a cut since then was of a refusal in a dip
+	dips              uint32        // the last answers given in dips, across cuts, newest in bit 0 (1: refused)
+	ndips             int           // how many answers dips has seen in the episode
+	opened            mark          // the episode's opening
+	endW              float64       // the last episode's stored rate, when it ended on refusals not the rate's
+	endAt             time.Time     // and when
 }
 
 type mark struct {
@@ -138,7 +119,8 @@ func (p *Pacer) stored(start, end time.Time) {
 	if p.nhist == 0 || !end.Before(p.hist[(p.nhist-1)%histLen].at.Add(histEvery)) {
 		p.hist[p.nhist%histLen] = mark{at: end, n: n}
 		p.nhist++
-		p.tx = p.txLocked(end, n)
+		from, _ := p.oldest(end, window, time.Time{}, mark{at: end, n: n})
+		p.tx = float64(n-from.n) / window.Seconds()
 	}
 	if wait := p.queueWait(start, end); wait > queued && !start.Before(p.quietAt) {
 		p.signalLocked(end, wait)
@@ -183,7 +165,7 @@ func (p *Pacer) throttled(start, end time.Time) {
 		p.endLocked() // refusals for a window without a store: a spell no rate gets through
 		return
 	}
-	if p.stores.Load() == p.cutN {
+	if p.stores.Load() == p.cut.n {
 		return // nothing stored since the cut: the same overload (a spell's refusals)
 	}
 	if p.t < p.k {
@@ -251,7 +233,7 @@ func (p *Pacer) openLocked(now time.Time) {
 	dt := max(now.Sub(from.at), window)
 	p.on.Store(true)
 	p.again.Store(false)
-	p.openAt, p.openN = now, n
+	p.opened = mark{at: now, n: n}
 	p.ring.Store(0)
 	p.nhist, p.tx = 0, 0
 	p.boundAt, p.storedAt, p.dipCut = now, now, false
@@ -278,17 +260,8 @@ func (p *Pacer) signalLocked(now time.Time, wait time.Duration) {
 // (since the cut, when that is sooner), when store samples cover most of
 // it; else r, the rate refused.
 func (p *Pacer) gotLocked(now time.Time) float64 {
-	from := mark{at: p.cutAt, n: p.cutN}
-	span := min(now.Sub(p.cutAt), window)
-	samples := 0
-	for i := range min(p.nhist, histLen) {
-		if m := p.hist[i]; now.Sub(m.at) <= span && !m.at.Before(p.cutAt) {
-			samples++
-			if now.Sub(from.at) > span || m.at.Before(from.at) {
-				from = m
-			}
-		}
-	}
+	span := min(now.Sub(p.cut.at), window)
+	from, samples := p.oldest(now, span, p.cut.at, p.cut)
 	if samples < int(span/histEvery)/2 || samples < 2 {
 		return p.r
 	}
@@ -296,16 +269,19 @@ func (p *Pacer) gotLocked(now time.Time) float64 {
 	return float64(p.stores.Load()-from.n) / dt.Seconds()
 }
 
-// txLocked is the rate stored over the last window as of now (n stores
-// then), from the samples.
-func (p *Pacer) txLocked(now time.Time, n int64) float64 {
-	from := mark{at: now, n: n}
+// oldest is the oldest store sample at most span before now and not before
+// floor (else from), and how many such samples there are.
+func (p *Pacer) oldest(now time.Time, span time.Duration, floor time.Time, from mark) (mark, int) {
+	samples := 0
 	for i := range min(p.nhist, histLen) {
-		if m := p.hist[i]; now.Sub(m.at) <= window && m.at.Before(from.at) {
-			from = m
+		if m := p.hist[i]; now.Sub(m.at) <= span && !m.at.Before(floor) {
+			samples++
+			if now.Sub(from.at) > span || m.at.Before(from.at) {
+				from = m
+			}
 		}
 	}
-	return float64(n-from.n) / window.Seconds()
+	return from, samples
 }
 
 // cutLocked sets wmax to w and the rate to β of it, and voids the turns
@@ -321,8 +297,7 @@ func (p *Pacer) cutLocked(now time.Time, w float64, wait time.Duration) {
 	}
 	p.wmax = max(w, minRate)
 	p.t = 0
-	p.cutAt, p.stepAt = now, now
-	p.cutN = p.stores.Load()
+	p.cut, p.stepAt = mark{at: now, n: p.stores.Load()}, now
 	p.quietAt = now.Add(time.Duration(float64(wait) / (1 - beta)))
 	p.r = max(beta*p.wmax, minRate)
 	p.turns.reset(now, p.r)
@@ -339,9 +314,9 @@ func (p *Pacer) endLocked() {
 // episode shorter than a window has none).
 func (p *Pacer) notTheRatesLocked(now time.Time) {
 	p.endLocked()
-	if d := now.Sub(p.openAt); d >= window {
+	if d := now.Sub(p.opened.at); d >= window {
 		p.again.Store(true)
-		p.endW, p.endAt = float64(p.stores.Load()-p.openN)/d.Seconds(), now
+		p.endW, p.endAt = float64(p.stores.Load()-p.opened.n)/d.Seconds(), now
 	}
 }
 
@@ -377,7 +352,7 @@ func (p *Pacer) stepLocked(now time.Time) {
 		}
 	}
 	p.stepAt = maxTime(p.stepAt, now)
-	if now.Sub(p.boundAt) > idleEnd && now.Sub(p.cutAt) > idleEnd {
+	if now.Sub(p.boundAt) > idleEnd && now.Sub(p.cut.at) > idleEnd {
 		p.endLocked()
 		return
 	}

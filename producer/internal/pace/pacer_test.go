@@ -135,11 +135,11 @@ func TestPacerReopensWhenWorse(t *testing.T) {
 func TestPacerOneCutPerOverload(t *testing.T) {
 	var p Pacer
 	at := open(t, &p, 1000)
-	cut, r := p.cutAt, p.rateNow()
+	cut, r := p.cut.at, p.rateNow()
 	for i := range 20 {
 		p.throttled(cut.Add(-time.Duration(i+1)*time.Millisecond), at.Add(time.Millisecond))
 	}
-	assert.Equal(t, cut, p.cutAt, "no cut")
+	assert.Equal(t, cut, p.cut.at, "no cut")
 	assert.Equal(t, r, p.rateNow())
 }
 
@@ -177,15 +177,15 @@ func TestPacerQueueWaitCuts(t *testing.T) {
 	// Quick stores first: the round trip with the queue empty.
 	stores(&p, t0, 100, 100)
 	at := open(t, &p, 1000)
-	cut := p.cutAt
+	cut := p.cut.at
 	at = at.Add(10 * time.Millisecond)
 	p.stored(at, at.Add(100*time.Millisecond)) // waited 100 ms
 	require.True(t, p.on.Load())
-	assert.True(t, p.cutAt.After(cut), "a store that waited in the queue cuts")
-	cut = p.cutAt
+	assert.True(t, p.cut.at.After(cut), "a store that waited in the queue cuts")
+	cut = p.cut.at
 	left := cut.Add(50 * time.Millisecond) // before the queue drained at the cut's rate
 	p.stored(left, left.Add(100*time.Millisecond))
-	assert.Equal(t, cut, p.cutAt, "the queue was still draining")
+	assert.Equal(t, cut, p.cut.at, "the queue was still draining")
 }
 
 // TestPacerNoiseInTheDip: one refusal in ten in a cut's dip, whatever the
@@ -223,10 +223,10 @@ func TestPacerNoiseLowersWmax(t *testing.T) {
 	p.cutA, p.cutF = p.answered, p.refused
 	p.mu.Unlock()
 	at = stores(&p, at, 99, 1000)
-	cut, w := p.cutAt, p.wmax
+	cut, w := p.cut.at, p.wmax
 	p.throttled(at, at) // 1 of 100
 	require.True(t, p.on.Load())
-	assert.Equal(t, cut, p.cutAt, "no cut")
+	assert.Equal(t, cut, p.cut.at, "no cut")
 	assert.InDelta(t, w*(1-(1-beta)*noiseOf/100.0), p.wmax, 1e-6*w)
 }
 
