@@ -246,27 +246,29 @@ func (p *Pacer) openLocked(now time.Time) {
 }
 
 // signalLocked is a congestion signal at now, of an attempt that waited
-// wait in the broker's queue: it cuts to what got through, (1+β)/2 lower
-// when r was not yet back at wmax (CUBIC's fast convergence).
+// wait in the broker's queue: it cuts to what got through, at most r;
+// when store samples do not tell what got through, to (1+β)/2 of r: the
+// rate refused is over what the broker takes, where a rate it stored is
+// not.
 func (p *Pacer) signalLocked(now time.Time, wait time.Duration) {
-	w := min(p.r, p.gotLocked(now))
-	if p.r < p.wmax {
-		w *= (1 + beta) / 2
+	w := p.r * (1 + beta) / 2
+	if got, ok := p.gotLocked(now); ok {
+		w = min(p.r, got)
 	}
 	p.cutLocked(now, w, wait)
 }
 
 // gotLocked is the rate the broker stored over the last window as of now
-// (since the cut, when that is sooner), when store samples cover most of
-// it; else r, the rate refused.
-func (p *Pacer) gotLocked(now time.Time) float64 {
+// (since the cut, when that is sooner), and true, when store samples
+// cover most of it.
+func (p *Pacer) gotLocked(now time.Time) (float64, bool) {
 	span := min(now.Sub(p.cut.at), window)
 	from, samples := p.oldest(now, span, p.cut.at, p.cut)
 	if samples < int(span/histEvery)/2 || samples < 2 {
-		return p.r
+		return 0, false
 	}
 	dt := max(now.Sub(from.at), p.gap())
-	return float64(p.stores.Load()-from.n) / dt.Seconds()
+	return float64(p.stores.Load()-from.n) / dt.Seconds(), true
 }
 
 // oldest is the oldest store sample at most span before now and not before
@@ -323,8 +325,10 @@ func (p *Pacer) notTheRatesLocked(now time.Time) {
 // worseLocked tells, at a refusal at now after an episode ended on
 // refusals not the rate's, whether the scope has stored under β of the
 // rate it stored in that episode since (from a store sample after the
-// end, over a window at least): then the refusal opens an episode. A rate
-// of β of it or more, read over rateWindow, confirms the verdict.
+// end, over a window at least): then the refusal opens an episode. No
+// rate read after the end confirms the verdict for good: the senders let
+// out store their fill until each is refused and sleeps out its second,
+// so the first second after the end reads high, and the fall comes after.
 func (p *Pacer) worseLocked(now time.Time) bool {
 	from := p.marks[0]
 	if from.at.Before(p.endAt) {
@@ -333,13 +337,7 @@ func (p *Pacer) worseLocked(now time.Time) bool {
 	if from.at.Before(p.endAt) || now.Sub(from.at) < window {
 		return false
 	}
-	if float64(p.stores.Load()-from.n)/now.Sub(from.at).Seconds() < beta*p.endW {
-		return true
-	}
-	if now.Sub(from.at) >= rateWindow {
-		p.again.Store(false)
-	}
-	return false
+	return float64(p.stores.Load()-from.n)/now.Sub(from.at).Seconds() < beta*p.endW
 }
 
 // stepLocked moves the rate along the curve to now, and ends an episode in

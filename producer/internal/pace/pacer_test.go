@@ -111,8 +111,8 @@ func TestPacerSilenceIsNoSpell(t *testing.T) {
 
 // TestPacerReopensWhenWorse: after an episode ends on refusals not the
 // rate's, a refusal opens the next when the scope stores under β of what
-// it stored in the episode; when it stores as much, it takes 4 refusals
-// in 8 again.
+// it stored in the episode; while it stores as much, it takes 4 refusals
+// in 8.
 func TestPacerReopensWhenWorse(t *testing.T) {
 	for _, tc := range []struct {
 		rate  float64
@@ -128,6 +128,57 @@ func TestPacerReopensWhenWorse(t *testing.T) {
 		p.throttled(at, at)
 		assert.Equal(t, tc.opens, p.on.Load(), "storing %v a second after an episode at 1000", tc.rate)
 	}
+}
+
+// TestPacerReopensWhenWorseLater: a second at the episode's rate after
+// the end (the senders let out storing their fill before each is refused
+// and sleeps) confirms nothing: when the rate falls under β of it later,
+// a refusal opens the next episode.
+func TestPacerReopensWhenWorseLater(t *testing.T) {
+	var p Pacer
+	at := stores(&p, open(t, &p, 1000), 1000, 1000) // a second of the episode at 1000
+	p.mu.Lock()
+	p.notTheRatesLocked(at)
+	p.mu.Unlock()
+	require.False(t, p.on.Load())
+	at = stores(&p, at, 1200, 1000) // 1.2 s as in the episode
+	p.throttled(at, at)
+	require.False(t, p.on.Load(), "as much as in the episode: no episode")
+	at = stores(&p, at, 100, 50) // then 2 s at 50 a second
+	p.throttled(at, at)
+	assert.True(t, p.on.Load(), "storing 50 a second after an episode at 1000")
+}
+
+// TestPacerCutsUnderARateRefused: a refusal when store samples do not
+// tell what got through (here, just after the opening) cuts to (1+β)/2
+// of the rate refused, which is over what the broker takes.
+func TestPacerCutsUnderARateRefused(t *testing.T) {
+	var p Pacer
+	at := open(t, &p, 1000)
+	r := p.rateNow()
+	require.Greater(t, r, p.wmax, "the probe is under way at the opening")
+	at = at.Add(time.Millisecond)
+	p.throttled(at, at)
+	require.True(t, p.on.Load())
+	assert.InDelta(t, r*(1+beta)/2, p.wmax, 1e-6*r)
+}
+
+// TestPacerCutsInTheDipToWhatGotThrough: a refusal in a cut's dip, when
+// store samples tell what got through, cuts to it, no lower.
+func TestPacerCutsInTheDipToWhatGotThrough(t *testing.T) {
+	var p Pacer
+	at := open(t, &p, 1000)
+	p.mu.Lock()
+	p.t, p.dipCut, p.r = 0, false, beta*p.wmax // in a dip, its cut once more not made
+	p.cutA, p.cutF = p.answered, p.refused
+	p.cut = mark{at: at, n: p.stores.Load()}
+	p.mu.Unlock()
+	require.Greater(t, p.rateNow(), 300.0)
+	at = stores(&p, at, 24, 300) // 80 ms at 300 a second: under 2·noiseOf answers
+	p.throttled(at, at)
+	require.True(t, p.on.Load())
+	require.True(t, p.cut.at.Equal(at), "the first refusal in the dip cuts once more")
+	assert.InDelta(t, 300, p.wmax, 15, "wmax is the rate that got through")
 }
 
 // TestPacerOneCutPerOverload: refusals of attempts that left before a cut
