@@ -33,7 +33,7 @@ func Shapes(d time.Duration) map[string]Scenario {
 		"queue-200":       {Duration: d, Broker: Broker{RTT: 200 * time.Microsecond, Queue: 200}, Producers: one(64)},
 		"queue-2000":      {Duration: d, Broker: Broker{RTT: 200 * time.Microsecond, Queue: 2000}, Producers: one(512)},
 		"fleet-8x8":       {Duration: d, Broker: bucket(2000, 200), Producers: fleet(8, 8, 0)},
-		"fleet-8x8-apart": {Duration: max(d, 24*time.Second), Broker: bucket(2000, 200), Producers: fleet(8, 8, 2*time.Second)},
+		"fleet-8x8-apart": {Duration: max(d, 30*time.Second), Broker: bucket(2000, 200), Producers: fleet(8, 8, 2*time.Second)},
 		"moving":          {Duration: 30 * time.Second, Broker: Broker{RTT: 200 * time.Microsecond, Default: &Bucket{Rate: 2000, Burst: 200, Steps: []Step{{10 * time.Second, 500}, {20 * time.Second, 3000}}}}, Producers: one(64)},
 		"rtt-25ms":        {Duration: d, Broker: rtt, Producers: one(64)},
 		"stall-b10":       {Duration: d, Broker: stall, Producers: one(64)},
