@@ -155,18 +155,24 @@ func TestSimOneInTen(t *testing.T) {
 }
 
 // TestSimFleet: 8 producers of 8 senders on one bucket, started together
-// store the capacity, and their shares stay within Jain's index 0.8
-// (docs/pacing.md: the target is 0.95, not met: with every producer's
-// climb in proportion to its own rate, only the refusals, which fall on
-// the larger ones more often, draw the shares together).
+// or 2 s apart, store the capacity, and their shares stay within Jain's
+// index 0.9 (seed 1: 0.942 together over 10 s, 0.953 apart from 5 s after
+// the last start; docs/pacing.md: the target is 0.95, met on average, not
+// on every seed: with every producer's climb in proportion to its own
+// rate, only the refusals, which fall on the larger ones more often, draw
+// the shares together).
 func TestSimFleet(t *testing.T) {
 	t.Parallel()
 	skipRace(t)
-	sc := Shapes(10 * time.Second)["fleet-8x8"]
-	sc.Seed = 1
-	r := Run(sc)
-	assert.GreaterOrEqual(t, r.Jain(2*time.Second, sc.Duration), 0.8, "%v", r)
-	assert.GreaterOrEqual(t, r.Settled(), 0.95, "%v", r)
+	for _, name := range []string{"fleet-8x8", "fleet-8x8-apart"} {
+		sc := Shapes(10 * time.Second)[name]
+		sc.Seed = 1
+		r := Run(sc)
+		from := max(2*time.Second, sc.Producers[len(sc.Producers)-1].Start+5*time.Second)
+		assert.GreaterOrEqual(t, r.Jain(from, sc.Duration), 0.9, "%s: %v", name, r)
+		assert.GreaterOrEqual(t, r.Settled(), 0.95, "%s: %v", name, r)
+		assert.Zero(t, r.Failed, "%s: %v", name, r)
+	}
 }
 
 func skipRace(t *testing.T) {
