@@ -248,6 +248,17 @@ func (r *rocketrySender) Send(ctx context.Context, id string, body []byte) error
 
 func (r *rocketrySender) Close() error { return r.p.Close(context.Background()) }
 
+// asyncSender is producer.Producer.SendAsync, waiting for its callback.
+type asyncSender struct{ rocketrySender }
+
+func (a *asyncSender) Send(ctx context.Context, id string, body []byte) error {
+	done := make(chan error, 1)
+	if err := a.p.SendAsync(ctx, &producer.Message{ID: id, Topic: a.topic, Body: body}, func(_ *producer.SendReceipt, err error) { done <- err }); err != nil {
+		return err
+	}
+	return <-done
+}
+
 // Producer returns the rocketry contender's producer, for SendAsync.
 func Producer(s Sender) (*producer.Producer, bool) {
 	r, ok := s.(*rocketrySender)

@@ -31,7 +31,9 @@ type Fleet struct {
 	Rate      float64
 	Burst     int
 	// Steps is the capacity schedule, counted from the fleet's start.
-	Steps       []RateStep
+	Steps []RateStep
+	// Latency is the round trip the server adds to every call.
+	Latency     time.Duration
 	MaxAttempts int
 	SendTimeout time.Duration
 	BodyBytes   int
@@ -82,6 +84,8 @@ func (f Fleet) Validate() error {
 		return errors.New("bench: Senders (--senders) must be >= 1")
 	case f.Apart < 0:
 		return errors.New("bench: Apart (--apart) must be >= 0")
+	case f.Latency < 0:
+		return errors.New("bench: Latency (--latency) must be >= 0")
 	case f.Duration <= 0:
 		return errors.New("bench: Duration (--duration) must be > 0")
 	case f.Apart*time.Duration(f.Producers-1) >= f.Duration:
@@ -305,6 +309,9 @@ func (f Fleet) Run(ctx context.Context, name string) (res *FleetResult, err erro
 	if len(f.Steps) > 0 {
 		argv = append(argv, "--steps", FormatSteps(f.Steps))
 	}
+	if f.Latency > 0 {
+		argv = append(argv, "--latency", f.Latency.String())
+	}
 	srv, err := startServer(argv, f.ServerEnv)
 	if err != nil {
 		return nil, err
@@ -503,6 +510,7 @@ type FleetSettings struct {
 	Rate               float64     `json:"rate_per_s"`
 	Burst              int         `json:"burst"`
 	Steps              []FleetStep `json:"steps,omitempty"`
+	LatencyMs          float64     `json:"latency_ms,omitempty"`
 	MaxAttempts        int         `json:"max_attempts"`
 	SendTimeoutSeconds float64     `json:"send_timeout_seconds"`
 	BinMs              float64     `json:"bin_ms"`
@@ -526,6 +534,7 @@ func RunFleet(ctx context.Context, f Fleet, names []string, rounds int, seed uin
 		Producers: f.Producers, Senders: f.Senders, ApartSeconds: f.Apart.Seconds(), DurationSeconds: f.Duration.Seconds(),
 		Rate: f.Rate, Burst: f.Burst, MaxAttempts: f.MaxAttempts, SendTimeoutSeconds: f.SendTimeout.Seconds(),
 		BinMs: float64(f.Bin) / float64(time.Millisecond), Hog: f.Hog, Rounds: rounds, Seed: seed,
+		LatencyMs: float64(f.Latency) / float64(time.Millisecond),
 	}}
 	for _, st := range f.Steps {
 		rep.Settings.Steps = append(rep.Settings.Steps, FleetStep{AtSeconds: st.At.Seconds(), Rate: st.Rate})
@@ -560,8 +569,11 @@ func (rep *FleetReport) WriteMarkdown(w io.Writer) {
 		capacity += fmt.Sprintf(", %g msg/s from %gs", st.Rate, st.AtSeconds)
 	}
 	hog := ""
+	if s.LatencyMs > 0 {
+		hog = fmt.Sprintf("every call takes %g ms more (a round trip); ", s.LatencyMs)
+	}
 	if s.Hog {
-		hog = "one more process spins a CPU core; "
+		hog += "one more process spins a CPU core; "
 	}
 	fmt.Fprintf(w, "fleet: %d producer processes x %d senders (%s) for %gs per contender against one server in its own process that stores %s (burst %d) "+
 		"and refuses the rest RESOURCE_EXHAUSTED + ErrorDetail 530 SEND_RATE, no RetryInfo; %d attempts per send; %s%s\n\n",

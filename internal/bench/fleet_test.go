@@ -213,7 +213,7 @@ func TestRateSchedule(t *testing.T) {
 }
 
 func TestServeStepsNeedsBucket(t *testing.T) {
-	err := ServeSteps(context.Background(), "127.0.0.1:0", ShapeQueue, 10, 1, []RateStep{{time.Second, 5}}, strings.NewReader(""), io.Discard)
+	err := ServeSteps(context.Background(), "127.0.0.1:0", ShapeQueue, 10, 1, []RateStep{{time.Second, 5}}, 0, strings.NewReader(""), io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "--steps") {
 		t.Errorf("ServeSteps(queue, steps) = %v; want an error naming --steps", err)
 	}
@@ -228,7 +228,7 @@ func TestFleetProducer(t *testing.T) {
 	srvOutR, srvOut := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- ServeSteps(context.Background(), "127.0.0.1:0", ShapeBucket, 1000, 10, []RateStep{{100 * time.Millisecond, 100}}, srvIn, srvOut)
+		done <- ServeSteps(context.Background(), "127.0.0.1:0", ShapeBucket, 1000, 10, []RateStep{{100 * time.Millisecond, 100}}, 0, srvIn, srvOut)
 		srvOut.Close()
 	}()
 	srvLines := bufio.NewReader(srvOutR)

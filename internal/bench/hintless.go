@@ -134,6 +134,12 @@ func NewHintlessSender(name, addr string, attempts int) (Sender, error) {
 			return nil, err
 		}
 		return &rocketrySender{p: p, topic: scenarioTopic}, nil
+	case RocketryAsync:
+		p, err := producer.New(addr, producer.WithProtocol(producer.RocketryV1), producer.WithMaxAttempts(attempts))
+		if err != nil {
+			return nil, err
+		}
+		return &asyncSender{rocketrySender{p: p, topic: scenarioTopic}}, nil
 	case Middleware:
 		dial = append(dial, grpc.WithUnaryInterceptor(retry.UnaryClientInterceptor(
 			retry.WithCodes(codes.ResourceExhausted, codes.Unavailable),
@@ -143,7 +149,7 @@ func NewHintlessSender(name, addr string, attempts int) (Sender, error) {
 	case ServiceConfig:
 		dial = append(dial, grpc.WithDefaultServiceConfig(HintlessServiceConfig(attempts)))
 	default:
-		return nil, fmt.Errorf("bench: unknown contender %q for the hintless mode (known: %q)", name, append(HintlessContenders, RocketryNoPacing))
+		return nil, fmt.Errorf("bench: unknown contender %q for the hintless mode (known: %q)", name, append(HintlessContenders, RocketryNoPacing, RocketryAsync))
 	}
 	cc, err := grpc.NewClient(addr, dial...)
 	if err != nil {

@@ -71,6 +71,7 @@ type hintlessServer struct {
 	queue                     sendQueue
 	seen                      sync.Map      // ShapeOneInTen: message IDs refused once
 	sched                     *rateSchedule // ShapeBucket's capacity schedule; nil: none
+	latency                   time.Duration // each call waits half of it before the bucket decides, half after
 }
 
 func newHintlessServer(shape string, perSecond float64, burst int) *hintlessServer {
@@ -109,7 +110,14 @@ func (s *hintlessServer) SendMessage(ctx context.Context, req *rocketryv1.SendMe
 	if n == 0 {
 		return nil, status.Error(codes.InvalidArgument, "bench: no messages")
 	}
-	if err := s.admit(ctx, req, n); err != nil {
+	if err := s.travel(ctx); err != nil {
+		return nil, err
+	}
+	err := s.admit(ctx, req, n)
+	if werr := s.travel(ctx); werr != nil {
+		return nil, werr
+	}
+	if err != nil {
 		s.refused.Add(1)
 		return nil, err
 	}
@@ -119,6 +127,22 @@ func (s *hintlessServer) SendMessage(ctx context.Context, req *rocketryv1.SendMe
 		resp.Results[i] = &rocketryv1.SendResult{MessageId: m.GetMessageId(), Offset: s.offset.Add(1) - 1}
 	}
 	return resp, nil
+}
+
+// travel is half of the round trip the server adds to a call: a
+// request's way in, or its answer's way out.
+func (s *hintlessServer) travel(ctx context.Context) error {
+	if s.latency <= 0 {
+		return nil
+	}
+	t := time.NewTimer(s.latency / 2)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
 }
 
 func (s *hintlessServer) stats() ServerStats {
@@ -139,19 +163,23 @@ func ServeHintless(ctx context.Context, listen string, perSecond float64, burst 
 // done, with the server stopped. When ctx ends first, the goroutine reading
 // in ends when in does.
 func ServeShape(ctx context.Context, listen, shape string, perSecond float64, burst int, in io.Reader, out io.Writer) error {
-	return ServeSteps(ctx, listen, shape, perSecond, burst, nil, in, out)
+	return ServeSteps(ctx, listen, shape, perSecond, burst, nil, 0, in, out)
 }
 
 // ServeSteps is ServeShape whose bucket (shape ShapeBucket only) changes
 // its rate as steps say, counting from when it starts listening or from
 // the time of the last "start UNIXNANO" line read from in before the
-// first step applies.
-func ServeSteps(ctx context.Context, listen, shape string, perSecond float64, burst int, steps []RateStep, in io.Reader, out io.Writer) error {
+// first step applies, and whose every call takes latency more (a round
+// trip: half before the server decides, half after).
+func ServeSteps(ctx context.Context, listen, shape string, perSecond float64, burst int, steps []RateStep, latency time.Duration, in io.Reader, out io.Writer) error {
 	if !slices.Contains(Shapes, shape) {
 		return fmt.Errorf("bench: hintless server: unknown shape %q (known: %q)", shape, Shapes)
 	}
 	if !(perSecond > 0) || burst < 1 {
 		return fmt.Errorf("bench: hintless server: rate %v and burst %d must be > 0", perSecond, burst)
+	}
+	if latency < 0 {
+		return fmt.Errorf("bench: hintless server: --latency %v must be >= 0", latency)
 	}
 	lis, err := net.Listen("tcp", listen)
 	if err != nil {
@@ -161,6 +189,7 @@ func ServeSteps(ctx context.Context, listen, shape string, perSecond float64, bu
 		return fmt.Errorf("bench: hintless server: --steps needs shape %s, not %s", ShapeBucket, shape)
 	}
 	svc := newHintlessServer(shape, perSecond, burst)
+	svc.latency = latency
 	if len(steps) > 0 {
 		svc.sched = newRateSchedule(steps, time.Now())
 	}

@@ -5,8 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -137,4 +143,73 @@ func TestHintlessValidate(t *testing.T) {
 			t.Errorf("Validate with bad %s = nil; want an error", name)
 		}
 	}
+}
+
+// serveInProcess runs ServeSteps on pipes in this process, for the test's
+// life: it returns the server's address and a func that reads its stats.
+func serveInProcess(t *testing.T, perSecond float64, burst int, latency time.Duration) (string, func() ServerStats) {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- ServeSteps(context.Background(), "127.0.0.1:0", ShapeBucket, perSecond, burst, nil, latency, inR, outW)
+		outW.Close()
+	}()
+	out := bufio.NewReader(outR)
+	line, err := out.ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
+	require.True(t, err == nil && ok, "first line = %q, %v; want \"listening ADDR\"", line, err)
+	t.Cleanup(func() {
+		inW.Close()
+		require.NoError(t, <-done)
+	})
+	return addr, func() ServerStats {
+		_, err := io.WriteString(inW, "stats\n")
+		require.NoError(t, err)
+		line, err := out.ReadString('\n')
+		require.NoError(t, err)
+		var st ServerStats
+		require.NoError(t, json.Unmarshal([]byte(line), &st), "stats line %q", line)
+		return st
+	}
+}
+
+// TestServeLatency: every call takes the latency more, so a call whose
+// deadline is a tenth of it ends DEADLINE_EXCEEDED, and one that waits is
+// answered (no clock read).
+func TestServeLatency(t *testing.T) {
+	addr, _ := serveInProcess(t, 1000, 10, 300*time.Millisecond)
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer cc.Close()
+	client := rocketryv1.NewMessagingServiceClient(cc)
+	req := &rocketryv1.SendMessageRequest{Messages: []*rocketryv1.Message{{MessageId: "a", Topic: "t"}}}
+	short, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	_, err = client.SendMessage(short, req)
+	assert.Equal(t, codes.DeadlineExceeded, status.Code(err), "a call with a tenth of the latency: %v", err)
+	_, err = client.SendMessage(context.Background(), req)
+	assert.NoError(t, err, "a call that waits")
+}
+
+// TestAsyncSender: the rocketry-async contender sends with SendAsync and
+// returns its callback's outcome: 20 senders at once against a server that
+// takes 50 ms a call, every message stored once (the server counts them).
+func TestAsyncSender(t *testing.T) {
+	addr, stats := serveInProcess(t, 1e6, 1000, 50*time.Millisecond)
+	s, err := NewHintlessSender(RocketryAsync, addr, 5)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	errs := make([]error, 20)
+	for i := range errs {
+		wg.Go(func() { errs[i] = s.Send(context.Background(), "m"+strconv.Itoa(i), []byte("x")) })
+	}
+	wg.Wait()
+	require.NoError(t, s.Close())
+	for i, err := range errs {
+		assert.NoError(t, err, "send %d", i)
+	}
+	st := stats()
+	assert.Equal(t, int64(len(errs)), st.Stored, "stored: %+v", st)
 }

@@ -15,6 +15,11 @@ import (
 // broker accepts).
 const RocketryNoPacing = "rocketry-nopacing"
 
+// RocketryAsync is rocketry with pacing on whose sends are SendAsync calls
+// (batched, WithBatching's default), each sender waiting for its callback
+// before its next send.
+const RocketryAsync = "rocketry-async"
+
 // ShapeContenders lists the contenders of the shapes: rocketry paced and
 // not, and go-grpc-middleware's retry beside.
 var ShapeContenders = []string{Rocketry, RocketryNoPacing, Middleware}

@@ -122,6 +122,7 @@ flags:
 	fApart := fs.Duration("apart", fdef.Apart, "--fleet: the delay between the starts of two producers")
 	fSteps := fs.String("steps", "", "--fleet: the server's capacity schedule, AT:RATE,... after the fleet's start (e.g. 10s:500,20s:3000: 500 msg/s from 10s, 3000 from 20s)")
 	fHog := fs.Bool("hog", false, "--fleet: run one more process that spins a CPU core for each run")
+	fLatency := fs.Duration("latency", 0, "--fleet: the round trip the server adds to every call (half before it decides, half after)")
 	hShape := fs.String("shape", bench.ShapeBucket, "--hintless: the server's throttling, one of "+strings.Join(bench.Shapes, ", "))
 	hSends := fs.Int("sends", 3000, "--hintless --shape hot|oneinten: the sends, timed")
 	hSettle := fs.Duration("settle", hdef.Settle, "--hintless, --fleet: the settled figure counts from this long after the first send (0: none; only when --duration is over twice it)")
@@ -166,7 +167,7 @@ flags:
 		if set["senders"] {
 			f.Senders = *senders
 		}
-		f.Producers, f.Apart, f.Rate, f.Burst, f.Settle, f.Hog = *fProducers, *fApart, *hRate, *hBurst, *hSettle, *fHog
+		f.Producers, f.Apart, f.Rate, f.Burst, f.Settle, f.Hog, f.Latency = *fProducers, *fApart, *hRate, *hBurst, *hSettle, *fHog, *fLatency
 		return runFleetMode(ctx, f, *fSteps, *contenders, set["contenders"], *rounds, *seed, rep, *markdown, *jsonOut, stdout, stderr)
 	}
 	if set["producers"] || set["apart"] || set["steps"] || set["hog"] {
@@ -205,7 +206,7 @@ flags:
 		if set["contenders"] {
 			list = *contenders
 		}
-		names, err := bench.ParseList(list, append(slices.Clone(bench.HintlessContenders), bench.RocketryNoPacing))
+		names, err := bench.ParseList(list, append(slices.Clone(bench.HintlessContenders), bench.RocketryNoPacing, bench.RocketryAsync))
 		if err != nil {
 			fmt.Fprintf(stderr, "rocketry-bench: --contenders: %v\n", err)
 			return 2
@@ -402,6 +403,7 @@ func runHintlessServer(args []string, stdout, stderr io.Writer) int {
 	burst := fs.Int("burst", def.Burst, "token-bucket burst, messages")
 	shape := fs.String("shape", bench.ShapeBucket, "the throttling, one of "+strings.Join(bench.Shapes, ", "))
 	stepsFlag := fs.String("steps", "", "the bucket's capacity schedule, AT:RATE,... after its start or the time of a \"start UNIXNANO\" line")
+	latency := fs.Duration("latency", 0, "the round trip every call takes more: half before the server decides, half after")
 	if code, ok := cli.ParseFlags("rocketry-bench "+hintlessServerArg, fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -412,7 +414,7 @@ func runHintlessServer(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := bench.ServeSteps(ctx, *listen, *shape, *perSecond, *burst, steps, benchStdin, stdout); err != nil {
+	if err := bench.ServeSteps(ctx, *listen, *shape, *perSecond, *burst, steps, *latency, benchStdin, stdout); err != nil {
 		fmt.Fprintf(stderr, "rocketry-bench %s: %v\n", hintlessServerArg, err)
 		return 1
 	}

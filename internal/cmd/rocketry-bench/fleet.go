@@ -55,7 +55,7 @@ func runFleetMode(ctx context.Context, f bench.Fleet, steps, list string, listSe
 	if !listSet {
 		list = strings.Join(bench.FleetContenders, ",")
 	}
-	names, err := bench.ParseList(list, append(slices.Clone(bench.HintlessContenders), bench.RocketryNoPacing))
+	names, err := bench.ParseList(list, append(slices.Clone(bench.HintlessContenders), bench.RocketryNoPacing, bench.RocketryAsync))
 	if err != nil {
 		fmt.Fprintf(stderr, "rocketry-bench: --contenders: %v\n", err)
 		return 2

@@ -42,7 +42,7 @@ func TestBenchFleet(t *testing.T) {
 	}
 	var out, errb bytes.Buffer
 	args := []string{"--fleet", "--json", "--markdown", "--contenders", "middleware", "--producers", "2", "--senders", "2",
-		"--apart", "300ms", "--duration", "1500ms", "--rate", "400", "--burst", "40", "--steps", "1s:200", "--hog"}
+		"--apart", "300ms", "--duration", "1500ms", "--rate", "400", "--burst", "40", "--steps", "1s:200", "--hog", "--latency", "4ms"}
 	start := time.Now()
 	if code := runBench(args, &out, &errb); code != 0 {
 		t.Fatalf("runBench(%q) = %d; want 0 (stderr %q)", args, code, errb.String())
@@ -51,7 +51,7 @@ func TestBenchFleet(t *testing.T) {
 	text := out.String()
 	for _, want := range []string{
 		"fleet: 2 producer processes x 2 senders (started 0.3s apart) for 1.5s",
-		"400 msg/s, 200 msg/s from 1s (burst 40)", "one more process spins a CPU core",
+		"400 msg/s, 200 msg/s from 1s (burst 40)", "every call takes 4 ms more (a round trip)", "one more process spins a CPU core",
 		"| contender | stored msg/s | stored/capacity |", "| middleware |",
 	} {
 		if !strings.Contains(text, want) {
@@ -64,8 +64,8 @@ func TestBenchFleet(t *testing.T) {
 	}
 	f := rep.Fleet
 	if f == nil || len(f.Summary) != 1 || len(f.Runs) != 1 || f.Settings.Producers != 2 || f.Settings.Senders != 2 ||
-		len(f.Settings.Steps) != 1 || !f.Settings.Hog {
-		t.Fatalf("fleet = %+v; want 1 contender, 1 run, 2 producers of 2 senders, 1 step, the hog", f)
+		len(f.Settings.Steps) != 1 || !f.Settings.Hog || f.Settings.LatencyMs != 4 {
+		t.Fatalf("fleet = %+v; want 1 contender, 1 run, 2 producers of 2 senders, 1 step, the hog, 4 ms of latency", f)
 	}
 	r := f.Runs[0]
 	if r.Contender != "middleware" || len(r.Producers) != 2 || len(r.Phases) != 2 {
