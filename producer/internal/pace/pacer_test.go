@@ -109,6 +109,18 @@ func TestPacerSilenceIsNoSpell(t *testing.T) {
 	assert.True(t, ended, "refusals for a window without a store end the episode")
 }
 
+// endedNotTheRates runs an episode of p at 1000 a second for a second and
+// ends it on refusals judged not the rate's; it returns the time of the end.
+func endedNotTheRates(t *testing.T, p *Pacer) time.Time {
+	t.Helper()
+	at := stores(p, open(t, p, 1000), 1000, 1000)
+	p.mu.Lock()
+	p.notTheRatesLocked(at)
+	p.mu.Unlock()
+	require.False(t, p.on.Load())
+	return at
+}
+
 // TestPacerReopensWhenWorse: after an episode ends on refusals not the
 // rate's, a refusal opens the next when the scope stores under β of what
 // it stored in the episode; while it stores as much, it takes 4 refusals
@@ -119,11 +131,7 @@ func TestPacerReopensWhenWorse(t *testing.T) {
 		opens bool
 	}{{100, true}, {1000, false}} {
 		var p Pacer
-		at := stores(&p, open(t, &p, 1000), 1000, 1000) // a second of the episode at 1000
-		p.mu.Lock()
-		p.notTheRatesLocked(at)
-		p.mu.Unlock()
-		require.False(t, p.on.Load())
+		at := endedNotTheRates(t, &p)
 		at = stores(&p, at, int(1.5*tc.rate), tc.rate)
 		p.throttled(at, at)
 		assert.Equal(t, tc.opens, p.on.Load(), "storing %v a second after an episode at 1000", tc.rate)
@@ -136,11 +144,7 @@ func TestPacerReopensWhenWorse(t *testing.T) {
 // a refusal opens the next episode.
 func TestPacerReopensWhenWorseLater(t *testing.T) {
 	var p Pacer
-	at := stores(&p, open(t, &p, 1000), 1000, 1000) // a second of the episode at 1000
-	p.mu.Lock()
-	p.notTheRatesLocked(at)
-	p.mu.Unlock()
-	require.False(t, p.on.Load())
+	at := endedNotTheRates(t, &p)
 	at = stores(&p, at, 1200, 1000) // 1.2 s as in the episode
 	p.throttled(at, at)
 	require.False(t, p.on.Load(), "as much as in the episode: no episode")
@@ -167,12 +171,9 @@ func TestPacerCutsUnderARateRefused(t *testing.T) {
 // store samples tell what got through, cuts to it, no lower.
 func TestPacerCutsInTheDipToWhatGotThrough(t *testing.T) {
 	var p Pacer
-	at := open(t, &p, 1000)
-	p.mu.Lock()
-	p.t, p.dipCut, p.r = 0, false, beta*p.wmax // in a dip, its cut once more not made
-	p.cutA, p.cutF = p.answered, p.refused
-	p.cut = mark{at: at, n: p.stores.Load()}
-	p.mu.Unlock()
+	at := open(t, &p, 1000).Add(time.Millisecond)
+	p.throttled(at, at) // the probe refused: a cut, and its dip
+	require.Less(t, p.t, p.k, "in the cut's dip")
 	require.Greater(t, p.rateNow(), 300.0)
 	at = stores(&p, at, 24, 300) // 80 ms at 300 a second: under 2·noiseOf answers
 	p.throttled(at, at)
@@ -199,11 +200,8 @@ func TestPacerOneCutPerOverload(t *testing.T) {
 func TestPacerCutsFromWhatGotThrough(t *testing.T) {
 	var p Pacer
 	at := open(t, &p, 1000)
-	// A second in which the broker stores 800 a second while the rate
-	// is pushed to twice that: then a refusal.
-	p.mu.Lock()
-	p.r, p.t = 1600, 3*p.k
-	p.mu.Unlock()
+	require.Greater(t, p.rateNow(), 1000.0, "the probe is under way at the opening")
+	// A second in which the broker stores 800 a second: then a refusal.
 	at = stores(&p, at, 800, 800)
 	p.throttled(at, at)
 	require.True(t, p.on.Load())
@@ -268,17 +266,21 @@ func TestPacerNoiseInTheDip(t *testing.T) {
 // nothing, but lowers wmax by the share refused times (1−β)·noiseOf.
 func TestPacerNoiseLowersWmax(t *testing.T) {
 	var p Pacer
-	at := open(t, &p, 1000)
-	p.mu.Lock()
-	p.t, p.dipCut = 0, true // in a dip, its cut once more made
-	p.cutA, p.cutF = p.answered, p.refused
-	p.mu.Unlock()
+	at := open(t, &p, 1000).Add(time.Millisecond)
+	p.throttled(at, at) // the probe refused: a cut, and its dip
+	at = stores(&p, at, 10, 1000)
+	p.throttled(at, at) // the first refusal in the dip: the cut once more
+	require.True(t, p.cut.at.Equal(at))
 	at = stores(&p, at, 99, 1000)
 	cut, w := p.cut.at, p.wmax
-	p.throttled(at, at) // 1 of 100
+	// The share is counted since the last cut outside a dip, this refusal
+	// included.
+	a, f := p.answered+1-p.cutA, p.refused+1-p.cutF
+	require.Less(t, f*noiseOf, a, "under 1 in noiseOf")
+	p.throttled(at, at)
 	require.True(t, p.on.Load())
 	assert.Equal(t, cut, p.cut.at, "no cut")
-	assert.InDelta(t, w*(1-(1-beta)*noiseOf/100.0), p.wmax, 1e-6*w)
+	assert.InDelta(t, w*(1-(1-beta)*noiseOf*float64(f)/float64(a)), p.wmax, 1e-6*w)
 }
 
 // TestTurnsInOrderAtTheRate: tickets leave one every 1/r in the order they
