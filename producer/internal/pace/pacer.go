@@ -21,7 +21,8 @@ import (
 // overload. In a cut's dip, refusals under 1 in noiseOf lower wmax, and a
 // steady share under 2 in noiseOf is not the rate's and ends the episode.
 // Every decision reads the broker's answers and the times attempts left
-// and came back, on the clock the executor passes.
+// and came back, on the clock the executor passes, never when a goroutine
+// woke.
 
 const (
 	engageOf     = 4                      // refusals among the scope's last 8 attempts that open an episode: the majority's edge
