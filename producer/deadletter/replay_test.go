@@ -242,10 +242,12 @@ func TestReplayKeepsWhereAFailureMayBeStored(t *testing.T) {
 	b := brokertest.Start(t)
 	store := openStore(t, filepath.Join(t.TempDir(), "dead.db"))
 	require.NoError(t, store.Put(letter("m-1", "")))
-	rp := newProducer(t, b.Addr(), producer.WithMaxAttempts(1), producer.WithAttemptTimeout(300*time.Millisecond))
+	rp := newProducer(t, b.Addr(), producer.WithMaxAttempts(1), producer.WithAttemptTimeout(2*time.Second))
 	// Connected first (a send stored), then the broker answers nothing: an
 	// attempt that never left, on a machine too loaded to connect within
-	// its timeout, would pin nothing.
+	// its timeout, would pin nothing. 2 s: with 300 ms, an attempt on a
+	// loaded CI machine ran out of time before gRPC gave its stream a peer
+	// (read as never left) once.
 	require.Eventually(t, func() bool {
 		_, err := rp.Send(context.Background(), &producer.Message{Topic: "t", Body: []byte("connect")})
 		return err == nil
