@@ -118,6 +118,8 @@ func (h Hintless) Validate() error {
 //   - rocketry: producer.New(addr, producer.WithProtocol(producer.RocketryV1), producer.WithMaxAttempts(attempts)),
 //     nothing else (so its throttle schedule is the gRPC connection
 //     backoff: 1 s, x1.6, +/-20% from the second wait on);
+//     rocketry-nopacing the same with WithPacing(false), rocketry-async
+//     the same producer sending with SendAsync (RocketryAsync);
 //   - middleware: go-grpc-middleware's retry on RESOURCE_EXHAUSTED and
 //     UNAVAILABLE, WithMax(attempts) (it counts attempts),
 //     BackoffExponentialWithJitter(100 ms, 0.2): 100, 200, 400, 800 ms;
@@ -128,18 +130,16 @@ func NewHintlessSender(name, addr string, attempts int) (Sender, error) {
 	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	switch name {
 	case Raw:
-	case Rocketry, RocketryNoPacing:
-		p, err := producer.New(addr, producer.WithProtocol(producer.RocketryV1), producer.WithMaxAttempts(attempts), producer.WithPacing(name == Rocketry))
+	case Rocketry, RocketryNoPacing, RocketryAsync:
+		p, err := producer.New(addr, producer.WithProtocol(producer.RocketryV1), producer.WithMaxAttempts(attempts), producer.WithPacing(name != RocketryNoPacing))
 		if err != nil {
 			return nil, err
 		}
-		return &rocketrySender{p: p, topic: scenarioTopic}, nil
-	case RocketryAsync:
-		p, err := producer.New(addr, producer.WithProtocol(producer.RocketryV1), producer.WithMaxAttempts(attempts))
-		if err != nil {
-			return nil, err
+		r := rocketrySender{p: p, topic: scenarioTopic}
+		if name == RocketryAsync {
+			return &asyncSender{r}, nil
 		}
-		return &asyncSender{rocketrySender{p: p, topic: scenarioTopic}}, nil
+		return &r, nil
 	case Middleware:
 		dial = append(dial, grpc.WithUnaryInterceptor(retry.UnaryClientInterceptor(
 			retry.WithCodes(codes.ResourceExhausted, codes.Unavailable),
