@@ -39,18 +39,20 @@ func stored(b *broker.Broker, topic string) map[string]int {
 	return out
 }
 
-// TestUnknownOutcomeIsPinned: a send whose attempts time out on a broker
-// (its outcome there unknown) is kept with that broker as MaybeStoredAt,
-// and a replay over three brokers sends it to that one only.
+// TestUnknownOutcomeIsPinned: a send whose attempts end with an unknown
+// outcome on a broker (the connection dropped after the request left) is
+// kept with that broker as MaybeStoredAt, and a replay over three brokers
+// sends it to that one only.
 func TestUnknownOutcomeIsPinned(t *testing.T) {
 	bs := brokertest.StartCluster(t, 3)
 	slow := bs[1]
-	require.NoError(t, slow.SetFaults(broker.Faults{Latency: time.Second}))
+	// Not a latency over the attempt timeout: when the call's deadline
+	// passes, the broker's own deadline may answer it (UNAVAILABLE, not
+	// stored) before the client's, and it then pins nothing, rightly.
+	require.NoError(t, slow.SetFaults(broker.Faults{DropRate: 1}))
 	store := openStore(t, filepath.Join(t.TempDir(), "dead.db"))
-	// 250 ms an attempt, a quarter of the latency: time to connect on a
-	// loaded machine (an attempt that never left pins nothing).
 	p := newProducer(t, slow.Addr(), producer.WithDeadLetterSink(store),
-		producer.WithMaxAttempts(2), producer.WithAttemptTimeout(250*time.Millisecond))
+		producer.WithMaxAttempts(2), producer.WithAttemptTimeout(2*time.Second))
 	_, err := p.Send(context.Background(), &producer.Message{ID: "m-1", Topic: "orders", Body: []byte("x")})
 	var se *producer.SendError
 	require.ErrorAs(t, err, &se)
@@ -234,25 +236,27 @@ func (f resendFunc) Resend(ctx context.Context, d *producer.DeadLetter) (*produc
 }
 
 // TestReplayKeepsWhereAFailureMayBeStored: a record with no pin whose
-// resend ends with an unknown outcome on a broker (a blackhole: the
-// broker may have stored it) keeps that broker, so that the next replay
-// sends it there and nowhere else. Before, the record stayed unpinned and
-// a replay to another address could store it a second time.
+// resend ends with an unknown outcome on a broker (the connection dropped
+// after the request left: the broker may have stored it) keeps that
+// broker, so that the next replay sends it there and nowhere else. Before,
+// the record stayed unpinned and a replay to another address could store
+// it a second time.
 func TestReplayKeepsWhereAFailureMayBeStored(t *testing.T) {
 	b := brokertest.Start(t)
 	store := openStore(t, filepath.Join(t.TempDir(), "dead.db"))
 	require.NoError(t, store.Put(letter("m-1", "")))
 	rp := newProducer(t, b.Addr(), producer.WithMaxAttempts(1), producer.WithAttemptTimeout(2*time.Second))
-	// Connected first (a send stored), then the broker answers nothing: an
-	// attempt that never left, on a machine too loaded to connect within
-	// its timeout, would pin nothing. 2 s: with 300 ms, an attempt on a
-	// loaded CI machine ran out of time before gRPC gave its stream a peer
-	// (read as never left) once.
+	// Connected first (a send stored), then the broker drops the
+	// connection of every call it receives: an attempt that never left
+	// would pin nothing. Not a blackhole: when the call's deadline passes,
+	// a blackholed call may be answered by the broker's own deadline
+	// (UNAVAILABLE, not stored) before the client's, and it then pins
+	// nothing, rightly.
 	require.Eventually(t, func() bool {
 		_, err := rp.Send(context.Background(), &producer.Message{Topic: "t", Body: []byte("connect")})
 		return err == nil
-	}, 10*time.Second, time.Millisecond, "a send to the broker before its blackhole")
-	require.NoError(t, b.SetFaults(broker.Faults{BlackholeRate: 1}))
+	}, 10*time.Second, time.Millisecond, "a send to the broker before it drops connections")
+	require.NoError(t, b.SetFaults(broker.Faults{DropRate: 1}))
 	res, err := store.Replay(context.Background(), rp, deadletter.ReplayOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, deadletter.ReplayResult{Failed: 1}, res)
