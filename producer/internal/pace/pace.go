@@ -1,16 +1,11 @@
-// Package pace is the producer's pacer: when a broker throttles without
+// Package pace is the producer's pacer: while a broker throttles without
 // saying when to come back, the attempts to the throttled scope wait their
-// turn at a rate that follows what the broker accepts, instead of each
-// waiting out its own throttle schedule alone. pacer.go states the
-// controller; docs/pacing.md has the model and its measures.
-//
-// The producer holds a [Pacers] per endpoint; an attempt's [Pace] is its
-// endpoint's and its topic's pacer there. The attempt waits its turn with
-// [Pace.Wait] and reports what the broker made of it with [Pace.Record].
-// A refusal is its topic's, unless it names a state of the whole broker
-// process ([ThrottledWide]; the caller reads which from its protocol's
-// words, so that this package knows no protocol): then the endpoint is
-// paced, and every topic's attempts wait for the endpoint's pacer first.
+// turn at a rate that follows what the broker accepts (pacer.go; the model
+// and its measures are in docs/pacing.md). A [Pacers] per endpoint holds
+// the endpoint's pacer and one per topic; an attempt waits with
+// [Pace.Wait] and reports with [Pace.Record]. A refusal is its topic's,
+// unless it names a state of the whole broker ([ThrottledWide]): then the
+// endpoint is paced, and every topic's attempts wait for it first.
 package pace
 
 import (

@@ -8,21 +8,16 @@ import (
 	"time"
 )
 
-// This file holds the controller of one scope. docs/pacing.md states it
-// in a paragraph, with why each rule and what it measures. In short: off
-// until the broker refuses, without a hint, engageOf of the scope's last 8
-// attempts; then attempts leave one at a time (turns.go) at a rate r on
-// CUBIC's curve around wmax, the rate that got through at the last cut,
-//
-//	r(t) = wmax·(1 + (1−β)·((t − K)/K)³),
-//
-// capped at twice what the broker stored over the last window. A refusal,
-// or a store that waited over queued in the broker's queue, cuts once per
-// overload. In a cut's dip, refusals under 1 in noiseOf lower wmax, and a
-// steady share under 2 in noiseOf is not the rate's and ends the episode.
-// Every decision reads the broker's answers and the times attempts left
-// and came back, on the clock the executor passes, never when a goroutine
-// woke.
+// The controller of one scope, stated in full in docs/pacing.md: off until
+// engageOf of the scope's last 8 attempts are refused without a hint; then
+// attempts leave one at a time (turns.go) at a rate r on CUBIC's curve
+// around wmax, the rate that got through at the last cut, capped at twice
+// what the broker stored over the last window. A refusal, or a store that
+// waited over queued in the broker's queue, cuts once per overload; in a
+// cut's dip, refusals under 1 in noiseOf lower wmax, and a steady share
+// under 2 in noiseOf is not the rate's and ends the episode. Decisions
+// read the broker's answers and the times attempts left and came back,
+// never when a goroutine woke.
 
 const (
 	engageOf     = 4                      // refusals among the scope's last 8 attempts that open an episode: the majority's edge
@@ -218,10 +213,9 @@ func (p *Pacer) hinted() {
 	p.mu.Unlock()
 }
 
-// openLocked opens an episode at now at the rate the broker stored since
-// the older store sample (over a window at least), with the probe above it
-// under way (t = 2K): that rate is a floor. If nothing was stored since,
-// no rate gets through (a spell), and no episode opens.
+// openLocked opens an episode at now at the rate stored since the older
+// store sample (over a window at least), a floor, with the probe above it
+// under way (t = 2K). If nothing was stored since (a spell), none opens.
 func (p *Pacer) openLocked(now time.Time) {
 	n := p.stores.Load()
 	from := p.marks[0]
@@ -247,10 +241,8 @@ func (p *Pacer) openLocked(now time.Time) {
 }
 
 // signalLocked is a congestion signal at now, of an attempt that waited
-// wait in the broker's queue: it cuts to what got through, at most r;
-// when store samples do not tell what got through, to (1+β)/2 of r: the
-// rate refused is over what the broker takes, where a rate it stored is
-// not.
+// wait in the broker's queue: a cut to what got through, at most r, or,
+// untold, to (1+β)/2 of r (a rate refused is over what the broker takes).
 func (p *Pacer) signalLocked(now time.Time, wait time.Duration) {
 	w := p.r * (1 + beta) / 2
 	if got, ok := p.gotLocked(now); ok {
@@ -259,9 +251,8 @@ func (p *Pacer) signalLocked(now time.Time, wait time.Duration) {
 	p.cutLocked(now, w, wait)
 }
 
-// gotLocked is the rate the broker stored over the last window as of now
-// (since the cut, when that is sooner), and true, when store samples
-// cover most of it.
+// gotLocked is the rate stored over the last window to now (since the
+// cut, if sooner), and whether store samples cover most of it.
 func (p *Pacer) gotLocked(now time.Time) (float64, bool) {
 	span := min(now.Sub(p.cut.at), window)
 	from, samples := p.oldest(now, span, p.cut.at, p.cut)
@@ -288,10 +279,8 @@ func (p *Pacer) oldest(now time.Time, span time.Duration, floor time.Time, from 
 }
 
 // cutLocked sets wmax to w and the rate to β of it, and voids the turns
-// handed out. K doubles when w is within 5% of the last wmax, and is
-// recoverIn again otherwise. After a signal of an attempt that waited wait
-// in the broker's queue, signals count again once the queue has drained
-// at β of its rate.
+// handed out. K doubles when w is within 5% of the last wmax, else is
+// recoverIn. Signals count again once a queue's wait has drained at β.
 func (p *Pacer) cutLocked(now time.Time, w float64, wait time.Duration) {
 	if w >= 0.95*p.wmax && w <= 1.05*p.wmax {
 		p.k = min(2*p.k, recoverMax)
@@ -312,9 +301,8 @@ func (p *Pacer) endLocked() {
 	p.ring.Store(0)
 }
 
-// notTheRatesLocked ends the episode at now on refusals judged not the
-// rate's, and keeps the rate the broker stored in it for worseLocked (an
-// episode shorter than a window has none).
+// notTheRatesLocked ends the episode at now on refusals not the rate's,
+// and keeps its stored rate (over a window at least) for worseLocked.
 func (p *Pacer) notTheRatesLocked(now time.Time) {
 	p.endLocked()
 	if d := now.Sub(p.opened.at); d >= window {
@@ -324,12 +312,10 @@ func (p *Pacer) notTheRatesLocked(now time.Time) {
 }
 
 // worseLocked tells, at a refusal at now after an episode ended on
-// refusals not the rate's, whether the scope has stored under β of the
-// rate it stored in that episode since (from a store sample after the
-// end, over a window at least): then the refusal opens an episode. No
-// rate read after the end confirms the verdict for good: the senders let
-// out store their fill until each is refused and sleeps out its second,
-// so the first second after the end reads high, and the fall comes after.
+// refusals not the rate's, whether the scope has since stored under β of
+// the episode's rate (from a store sample after the end, over a window at
+// least): then the refusal opens an episode. The verdict is never final:
+// the senders let out store at first, and the fall comes after.
 func (p *Pacer) worseLocked(now time.Time) bool {
 	from := p.marks[0]
 	if from.at.Before(p.endAt) {
@@ -355,9 +341,8 @@ func (p *Pacer) stepLocked(now time.Time) {
 		p.endLocked()
 		return
 	}
-	// The rate runs ahead of what the broker stores by 2x at most (AWS
-	// SDKs' cap), when tx can be read: under 4 stores a window, it reads 0
-	// as often as not.
+	// At most 2x what the broker stores (AWS SDKs' cap), when tx can be
+	// read (4 stores a window at least).
 	r := curve(p.wmax, p.t, p.k)
 	if p.tx*window.Seconds() >= 4 {
 		r = min(r, 2*max(p.tx, p.wmax))
