@@ -97,3 +97,42 @@ func TestTable(t *testing.T) {
 		}
 	}
 }
+
+// TestShares prints the one-second shares of docs/pacing.md's newcomers
+// paragraph: in fleet-8x8-apart over PACESIM_SEEDS seeds (10 by default),
+// each newcomer's share of a fair share in its fifth second beside every
+// producer's in every second from 5 s after the last start, so that a
+// newcomer's share is read against how much any producer's moves from one
+// second to the next. It runs with
+//
+//	PACESIM_SHARES=1 go test ./producer/internal/pacesim -run TestShares -v
+func TestShares(t *testing.T) {
+	if os.Getenv("PACESIM_SHARES") == "" {
+		t.Skip("PACESIM_SHARES is not set: this prints figures, it asserts nothing")
+	}
+	var newcomers, every []float64
+	for seed := range envInt("PACESIM_SEEDS", 10) {
+		sc := Shapes(30 * time.Second)["fleet-8x8-apart"]
+		sc.Seed = uint64(seed + 1)
+		r := Run(sc)
+		last := sc.Producers[len(sc.Producers)-1].Start
+		for i, p := range sc.Producers {
+			if p.Start > 0 {
+				newcomers = append(newcomers, r.FairShare(i, p.Start+4*time.Second, p.Start+5*time.Second))
+			}
+			for from := last + 5*time.Second; from+time.Second <= sc.Duration; from += time.Second {
+				every = append(every, r.FairShare(i, from, from+time.Second))
+			}
+		}
+	}
+	fmt.Println("| one-second shares of a fair share | n | least | 5th pct | 10th | 25th | median |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	for _, row := range []struct {
+		name string
+		v    []float64
+	}{{"a newcomer's fifth second", newcomers}, {"every producer's every second, from 5 s after the last start", every}} {
+		v := row.v
+		slices.Sort(v)
+		fmt.Printf("| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f |\n", row.name, len(v), v[0], v[len(v)/20], v[len(v)/10], v[len(v)/4], v[len(v)/2])
+	}
+}
