@@ -134,10 +134,12 @@ type FleetPhase struct {
 }
 
 // FleetNewcomer is the producer with the lowest share of its fair share
-// from 4 s to 5 s after it started (see worstNewcomer).
+// from 4 s to 5 s after it started, and the median newcomer's share (see
+// worstNewcomer).
 type FleetNewcomer struct {
 	Producer int     `json:"producer"`
 	Share    float64 `json:"share"`
+	Median   float64 `json:"median_share"`
 }
 
 // FleetResult is one contender's run of the fleet mode.
@@ -182,6 +184,10 @@ type FleetResult struct {
 	// 0 when the run ends before.
 	Jain            float64 `json:"jain,omitempty"`
 	JainFromSeconds float64 `json:"jain_from_seconds,omitempty"`
+	// SecondShareP10 is the 10th percentile of every producer's share of
+	// a fair share in each second of Jain's window (secondShares): how
+	// far one second of a producer falls, newcomer or not.
+	SecondShareP10 float64 `json:"second_share_p10,omitempty"`
 	// Newcomer is the worst newcomer's share (Apart > 0 only).
 	Newcomer *FleetNewcomer `json:"newcomer,omitempty"`
 	// Producers are the producers' own reports, without their bins.
@@ -202,10 +208,10 @@ func (r *FleetResult) String() string {
 	fmt.Fprintf(&b, "), %.2f attempts/stored, %d of %d sends failed, p50 %.1f ms, p99 %.1f ms (worst producer)",
 		r.AttemptsPerStored, r.Failed, r.Sent, r.P50ms, r.P99ms)
 	if r.Jain > 0 {
-		fmt.Fprintf(&b, ", Jain %.3f from %gs", r.Jain, r.JainFromSeconds)
+		fmt.Fprintf(&b, ", Jain %.3f from %gs, a producer's second at %.2f of a fair share or more 9 times in 10", r.Jain, r.JainFromSeconds, r.SecondShareP10)
 	}
 	if r.Newcomer != nil {
-		fmt.Fprintf(&b, ", worst newcomer %.2f of its fair share (producer %d)", r.Newcomer.Share, r.Newcomer.Producer)
+		fmt.Fprintf(&b, ", worst newcomer %.2f of its fair share (producer %d), median %.2f", r.Newcomer.Share, r.Newcomer.Producer, r.Newcomer.Median)
 	}
 	return b.String()
 }
@@ -248,9 +254,10 @@ func (f Fleet) figures(r *FleetResult, b fleetBins) {
 	}
 	if j, from, ok := b.fairness(starts, f.Duration); ok {
 		r.Jain, r.JainFromSeconds = j, from.Seconds()
+		r.SecondShareP10 = quantile(b.secondShares(from, f.Duration), 0.1)
 	}
-	if p, share, ok := b.worstNewcomer(starts, f.Duration); ok {
-		r.Newcomer = &FleetNewcomer{Producer: p, Share: share}
+	if p, share, median, ok := b.worstNewcomer(starts, f.Duration); ok {
+		r.Newcomer = &FleetNewcomer{Producer: p, Share: share, Median: median}
 	}
 }
 
@@ -446,7 +453,9 @@ type FleetSummary struct {
 	P50ms             *Spread `json:"p50_ms"`
 	P99ms             *Spread `json:"p99_ms"`
 	Jain              *Spread `json:"jain,omitempty"`
+	SecondShareP10    *Spread `json:"second_share_p10,omitempty"`
 	NewcomerShare     *Spread `json:"newcomer_share,omitempty"`
+	NewcomerMedian    *Spread `json:"newcomer_median_share,omitempty"`
 	// Phases are the phases' capacity ratios, in the schedule's order.
 	Phases []*Spread `json:"phases,omitempty"`
 }
@@ -469,11 +478,18 @@ func SummarizeFleet(rs []*FleetResult) *FleetSummary {
 		P50ms:             all(func(r *FleetResult) float64 { return r.P50ms }),
 		P99ms:             all(func(r *FleetResult) float64 { return r.P99ms }),
 		Jain:              fleetSpread(rs, func(r *FleetResult) (float64, bool) { return r.Jain, r.Jain > 0 }),
+		SecondShareP10:    fleetSpread(rs, func(r *FleetResult) (float64, bool) { return r.SecondShareP10, r.Jain > 0 }),
 		NewcomerShare: fleetSpread(rs, func(r *FleetResult) (float64, bool) {
 			if r.Newcomer == nil {
 				return 0, false
 			}
 			return r.Newcomer.Share, true
+		}),
+		NewcomerMedian: fleetSpread(rs, func(r *FleetResult) (float64, bool) {
+			if r.Newcomer == nil {
+				return 0, false
+			}
+			return r.Newcomer.Median, true
 		}),
 	}
 	for k := range rs[0].Phases {
@@ -623,10 +639,12 @@ func (rep *FleetReport) WriteMarkdown(w io.Writer) {
 		for _, r := range rep.Runs {
 			from = max(from, r.JainFromSeconds)
 		}
-		cols = append(cols, column{fmt.Sprintf("Jain from %gs", from), func(r *FleetSummary) string { return cell(r.Jain, "%.3f", "", one) }})
+		cols = append(cols, column{fmt.Sprintf("Jain from %gs", from), func(r *FleetSummary) string { return cell(r.Jain, "%.3f", "", one) }},
+			column{"a producer's second / fair share, 10th pct", func(r *FleetSummary) string { return cell(r.SecondShareP10, "%.2f", "", one) }})
 	}
 	if has(func(r *FleetSummary) *Spread { return r.NewcomerShare }) {
-		cols = append(cols, column{"worst newcomer / fair share", func(r *FleetSummary) string { return cell(r.NewcomerShare, "%.2f", "", one) }})
+		cols = append(cols, column{"worst newcomer / fair share", func(r *FleetSummary) string { return cell(r.NewcomerShare, "%.2f", "", one) }},
+			column{"median newcomer", func(r *FleetSummary) string { return cell(r.NewcomerMedian, "%.2f", "", one) }})
 	}
 	fmt.Fprint(w, "| contender | stored msg/s | stored/capacity |")
 	for _, c := range cols {

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -169,14 +170,14 @@ func (b fleetBins) fairness(starts []time.Duration, duration time.Duration) (flo
 	return Jain(x), from, true
 }
 
-// worstNewcomer is the lowest share among the producers that started
-// after the fleet's start (starts[p] > 0): a producer's stores in
+// newcomerShares are the shares of the producers that started after the
+// fleet's start (starts[p] > 0), by producer: a producer's stores in
 // [start + newcomerFrom, start + newcomerTo) over the mean stores, in the
 // same window, of every producer started by the window's start (itself
 // included), so that 1 is its fair share. Producers whose window ends
-// after duration, or in whose window nobody stored, have no share; false
-// when no producer has one.
-func (b fleetBins) worstNewcomer(starts []time.Duration, duration time.Duration) (producer int, share float64, ok bool) {
+// after duration, or in whose window nobody stored, have no share.
+func (b fleetBins) newcomerShares(starts []time.Duration, duration time.Duration) map[int]float64 {
+	shares := map[int]float64{}
 	for p, s := range starts {
 		from, to := s+newcomerFrom, s+newcomerTo
 		if s <= 0 || to > duration {
@@ -190,15 +191,54 @@ func (b fleetBins) worstNewcomer(starts []time.Duration, duration time.Duration)
 				n++
 			}
 		}
-		if sum == 0 {
-			continue
-		}
-		v := float64(b.stored(p, from, to)) / (sum / float64(n))
-		if !ok || v < share {
-			producer, share, ok = p, v, true
+		if sum > 0 {
+			shares[p] = float64(b.stored(p, from, to)) / (sum / float64(n))
 		}
 	}
-	return producer, share, ok
+	return shares
+}
+
+// worstNewcomer is the lowest of newcomerShares and the median of them
+// (of an even count, the lower of the middle two);
+// false when no producer has one.
+func (b fleetBins) worstNewcomer(starts []time.Duration, duration time.Duration) (producer int, share, median float64, ok bool) {
+	shares := b.newcomerShares(starts, duration)
+	v := make([]float64, 0, len(shares))
+	for p, x := range shares {
+		v = append(v, x)
+		if !ok || x < share || x == share && p < producer {
+			producer, share, ok = p, x, true
+		}
+	}
+	return producer, share, quantile(v, 0.5), ok
+}
+
+// secondShares are every producer's shares of a fair share (its stores
+// over the mean of every producer's) in each whole second of [from, to)
+// in which anybody stored: how much one producer's second moves, against
+// which a newcomer's second is read.
+func (b fleetBins) secondShares(from, to time.Duration) []float64 {
+	var v []float64
+	for s := from; s+time.Second <= to; s += time.Second {
+		mean := float64(b.stored(-1, s, s+time.Second)) / float64(len(b.per))
+		if mean == 0 {
+			continue
+		}
+		for p := range b.per {
+			v = append(v, float64(b.stored(p, s, s+time.Second))/mean)
+		}
+	}
+	return v
+}
+
+// quantile is the q-quantile of v (sorted in place), by the nearest rank
+// below; 0 when v is empty.
+func quantile(v []float64, q float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	return v[int(q*float64(len(v)-1))]
 }
 
 // rateSchedule applies a capacity schedule to the server's token bucket:

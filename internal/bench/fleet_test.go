@@ -101,18 +101,45 @@ func TestWorstNewcomer(t *testing.T) {
 	})
 	// Producer 1 in [6s, 7s): 100 of the mean of 100, 100, 50; producer 2
 	// in [8s, 9s): 50 of the same mean.
-	p, share, ok := b.worstNewcomer(starts, 10*time.Second)
-	if !ok || p != 2 || !near(share, 50/(250.0/3)) {
-		t.Errorf("worstNewcomer = %d, %v, %v; want producer 2 at 0.6", p, share, ok)
+	// The median of two is the lower.
+	p, share, median, ok := b.worstNewcomer(starts, 10*time.Second)
+	if !ok || p != 2 || !near(share, 50/(250.0/3)) || median != share {
+		t.Errorf("worstNewcomer = %d, %v (median %v), %v; want producer 2 at 0.6, median 0.6", p, share, median, ok)
 	}
 	// Ending at 8.5 s, producer 2's window is not over: producer 1 only.
-	p, share, ok = b.worstNewcomer(starts, 8500*time.Millisecond)
-	if !ok || p != 1 || !near(share, 100/(250.0/3)) {
-		t.Errorf("worstNewcomer to 8.5s = %d, %v, %v; want producer 1 at 1.2", p, share, ok)
+	p, share, median, ok = b.worstNewcomer(starts, 8500*time.Millisecond)
+	if !ok || p != 1 || !near(share, 100/(250.0/3)) || median != share {
+		t.Errorf("worstNewcomer to 8.5s = %d, %v (median %v), %v; want producer 1 at 1.2, median 1.2", p, share, median, ok)
 	}
 	// Started together: no newcomer.
-	if _, _, ok := b.worstNewcomer([]time.Duration{0, 0, 0}, 10*time.Second); ok {
+	if _, _, _, ok := b.worstNewcomer([]time.Duration{0, 0, 0}, 10*time.Second); ok {
 		t.Errorf("worstNewcomer of producers started together: ok; want none")
+	}
+}
+
+// TestSecondShares: producers that store 10 and 30 a bin have shares 0.5
+// and 1.5 in every second, and a second in which nobody stored has none.
+func TestSecondShares(t *testing.T) {
+	b := binsOf(2, 4*time.Second, func(p int, t time.Duration) int64 {
+		if t >= 3*time.Second {
+			return 0
+		}
+		return int64(10 + 20*p)
+	})
+	v := b.secondShares(0, 4*time.Second)
+	if len(v) != 6 {
+		t.Fatalf("secondShares = %v; want 6 shares (2 producers, 3 seconds with stores)", v)
+	}
+	for _, x := range v {
+		if !near(x, 0.5) && !near(x, 1.5) {
+			t.Errorf("secondShares = %v; want 0.5 and 1.5 only", v)
+		}
+	}
+	if q := quantile(v, 0.1); !near(q, 0.5) {
+		t.Errorf("quantile(%v, 0.1) = %v; want 0.5", v, q)
+	}
+	if q := quantile(v, 0.9); !near(q, 1.5) {
+		t.Errorf("quantile(%v, 0.9) = %v; want 1.5", v, q)
 	}
 }
 
