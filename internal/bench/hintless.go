@@ -57,7 +57,8 @@ type Hintless struct {
 	ServerEnv []string
 	// Shape is the server's throttling, one of Shapes ("": ShapeBucket).
 	// ShapeHot and ShapeOneInTen run Sends sends and time them instead of
-	// running for Duration (see runCount).
+	// running for Duration (see runCount); ShapeHotCold runs three phases
+	// of Duration each (see runHotCold).
 	Shape string
 	// Sends is the sends of ShapeHot and ShapeOneInTen.
 	Sends int
@@ -66,6 +67,11 @@ type Hintless struct {
 	// sender refused then sleeps out 1 s), and the rate that meets the
 	// senders coming back is what the contender made of it. 0: none.
 	Settle time.Duration
+	// Hog runs one more child process, HogCommand with HogEnv added to
+	// its environment, that spins a CPU core for each run (see Fleet's).
+	Hog        bool
+	HogCommand []string
+	HogEnv     []string
 }
 
 // DefaultHintless returns the hintless mode's defaults, without Server.
@@ -107,6 +113,10 @@ func (h Hintless) Validate() error {
 		return fmt.Errorf("bench: Shape %q: want one of %q", h.Shape, Shapes)
 	case h.counted() && h.Sends < 1:
 		return errors.New("bench: Sends must be >= 1")
+	case h.Shape == ShapeHotCold && h.Senders < 2:
+		return errors.New("bench: Senders must be >= 2 with shape " + ShapeHotCold + " (half to each topic)")
+	case h.Hog && len(h.HogCommand) == 0:
+		return errors.New("bench: HogCommand must name the hog's command")
 	}
 	return nil
 }
@@ -203,9 +213,15 @@ type HintlessResult struct {
 	// topic that failed.
 	Seconds     float64 `json:"seconds,omitempty"`
 	TimedFailed int64   `json:"timed_failed,omitempty"`
+	// HotCold is ShapeHotCold's figures (then P50ms and P99ms are the
+	// sends to topic "cold" in the three phases).
+	HotCold *HotColdResult `json:"hot_cold,omitempty"`
 }
 
 func (r *HintlessResult) String() string {
+	if r.HotCold != nil {
+		return r.HotCold.line(r.Contender)
+	}
 	if r.Seconds > 0 {
 		return fmt.Sprintf("%s: %.3f s, %d failed of the timed sends, %.2f attempts/stored, %d of %d sends failed, p50 %.1f ms, p99 %.1f ms",
 			r.Contender, r.Seconds, r.TimedFailed, r.AttemptsPerStored, r.Failed, r.Sent, r.P50ms, r.P99ms)
@@ -222,6 +238,17 @@ func (r *HintlessResult) String() string {
 func (h Hintless) Run(ctx context.Context, name string) (res *HintlessResult, err error) {
 	if err := h.Validate(); err != nil {
 		return nil, err
+	}
+	if h.Hog {
+		hog, err := startChild(h.HogCommand, h.HogEnv)
+		if err != nil {
+			return nil, fmt.Errorf("bench: the hog: %w", err)
+		}
+		defer func() {
+			if serr := hog.stop(); serr != nil && err == nil {
+				res, err = nil, fmt.Errorf("bench: the hog: %w", serr)
+			}
+		}()
 	}
 	argv := append(slices.Clone(h.Server), "--listen", "127.0.0.1:0",
 		"--rate", strconv.FormatFloat(h.Rate, 'g', -1, 64), "--burst", strconv.Itoa(h.Burst))
@@ -249,6 +276,9 @@ func (h Hintless) Run(ctx context.Context, name string) (res *HintlessResult, er
 	}
 	if h.counted() {
 		return h.runCount(ctx, name, sender, srv, before)
+	}
+	if h.Shape == ShapeHotCold {
+		return h.runHotCold(ctx, name, sender, srv, before)
 	}
 	body := make([]byte, h.BodyBytes)
 	ids := NewIDs(name)
@@ -317,7 +347,9 @@ func (h Hintless) Run(ctx context.Context, name string) (res *HintlessResult, er
 
 // settles reports whether a run has a settled figure: Settle is set, and
 // Duration is over twice it.
-func (h Hintless) settles() bool { return h.Settle > 0 && h.Duration > 2*h.Settle }
+func (h Hintless) settles() bool {
+	return h.Settle > 0 && h.Duration > 2*h.Settle && h.Shape != ShapeHotCold
+}
 
 // waitUntil returns at t, or when ctx ends.
 func waitUntil(ctx context.Context, t time.Time) {
@@ -363,12 +395,15 @@ type HintlessSummary struct {
 	P99ms             Spread `json:"p99_ms"`
 	Seconds           Spread `json:"seconds"`
 	TimedFailed       Spread `json:"timed_failed"`
+	// HotCold is ShapeHotCold's figures.
+	HotCold *HotColdSummary `json:"hot_cold,omitempty"`
 }
 
 // SummarizeHintless returns the summary of one contender's runs (at least
 // one).
 func SummarizeHintless(rs []*HintlessResult) *HintlessSummary {
 	return &HintlessSummary{
+		HotCold:           summarizeHotCold(rs),
 		Contender:         rs[0].Contender,
 		Rounds:            len(rs),
 		StoredPerSecond:   spreadOf(rs, func(r *HintlessResult) float64 { return r.StoredPerSecond }),
@@ -405,6 +440,10 @@ type HintlessSettings struct {
 	Sends              int     `json:"sends,omitempty"`
 	// SettleSeconds is Settle, when the runs have a settled figure.
 	SettleSeconds float64 `json:"settle_seconds,omitempty"`
+	// WarmupSeconds is ShapeHotCold's warmup before its first phase.
+	WarmupSeconds float64 `json:"warmup_seconds,omitempty"`
+	// Hog is Hintless.Hog.
+	Hog bool `json:"hog,omitempty"`
 }
 
 // RunHintless runs every contender of names once per round, each run
@@ -417,8 +456,11 @@ func RunHintless(ctx context.Context, h Hintless, names []string, rounds int, pr
 	rep := &HintlessReport{Settings: HintlessSettings{
 		DurationSeconds: h.Duration.Seconds(), Senders: h.Senders, Rate: h.Rate, Burst: h.Burst,
 		MaxAttempts: h.MaxAttempts, SendTimeoutSeconds: h.SendTimeout.Seconds(), Rounds: rounds,
-		Shape: h.Shape, Sends: h.Sends,
+		Shape: h.Shape, Sends: h.Sends, Hog: h.Hog,
 	}}
+	if h.Shape == ShapeHotCold {
+		rep.Settings.WarmupSeconds = h.warmup().Seconds()
+	}
 	if h.settles() {
 		rep.Settings.SettleSeconds = h.Settle.Seconds()
 	}
@@ -443,8 +485,8 @@ func (rep *HintlessReport) WriteMarkdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "hintless: %d senders for %gs per contender against a server in its own process that stores %g msg/s (burst %d) "+
 		"and refuses the rest RESOURCE_EXHAUSTED + ErrorDetail 530 SEND_RATE, no RetryInfo; %d attempts per send; "+
-		"%s\n\n",
-		s.Senders, s.DurationSeconds, s.Rate, s.Burst, s.MaxAttempts, rounds(s.Rounds))
+		"%s%s\n\n",
+		s.Senders, s.DurationSeconds, s.Rate, s.Burst, s.MaxAttempts, hogWords(s.Hog), rounds(s.Rounds))
 	// The column "after Ns" only when the runs have a settled figure.
 	afterHead, afterRule := "", ""
 	if s.SettleSeconds > 0 {

@@ -57,6 +57,12 @@ type ServerStats struct {
 	Stored int64 `json:"stored"`
 	// Refused is the calls answered RESOURCE_EXHAUSTED.
 	Refused int64 `json:"refused"`
+	// HotRequests, HotStored and HotRefused are the same counts for the
+	// calls to topic "hot" alone (ShapeHot, ShapeHotCold), among the
+	// above.
+	HotRequests int64 `json:"hot_requests,omitempty"`
+	HotStored   int64 `json:"hot_stored,omitempty"`
+	HotRefused  int64 `json:"hot_refused,omitempty"`
 }
 
 // hintlessServer is the service. Safe for concurrent use.
@@ -67,6 +73,8 @@ type hintlessServer struct {
 	burst                     int
 	msg                       string
 	requests, stored, refused atomic.Int64
+	hotRequests, hotStored    atomic.Int64 // topic "hot"'s, among the above
+	hotRefused                atomic.Int64
 	offset                    atomic.Int64
 	queue                     sendQueue
 	seen                      sync.Map      // ShapeOneInTen: message IDs refused once
@@ -87,6 +95,8 @@ func newHintlessServer(shape string, perSecond float64, burst int) *hintlessServ
 		s.msg = "bench: topic " + hotTopic + " has too many unconsumed messages (BACKLOG); nothing stored"
 	case ShapeOneInTen:
 		s.msg = "bench: this message is refused once; nothing stored"
+	case ShapeHotCold:
+		s.msg = fmt.Sprintf("bench: topic %s: send rate over %g messages/s (burst %d); nothing stored", hotTopic, perSecond, burst)
 	}
 	return s
 }
@@ -110,6 +120,10 @@ func (s *hintlessServer) SendMessage(ctx context.Context, req *rocketryv1.SendMe
 	if n == 0 {
 		return nil, status.Error(codes.InvalidArgument, "bench: no messages")
 	}
+	hot := req.GetMessages()[0].GetTopic() == hotTopic
+	if hot {
+		s.hotRequests.Add(1)
+	}
 	if err := s.travel(ctx); err != nil {
 		return nil, err
 	}
@@ -119,9 +133,15 @@ func (s *hintlessServer) SendMessage(ctx context.Context, req *rocketryv1.SendMe
 	}
 	if err != nil {
 		s.refused.Add(1)
+		if hot {
+			s.hotRefused.Add(1)
+		}
 		return nil, err
 	}
 	s.stored.Add(int64(n))
+	if hot {
+		s.hotStored.Add(int64(n))
+	}
 	resp := &rocketryv1.SendMessageResponse{Results: make([]*rocketryv1.SendResult, n)}
 	for i, m := range req.GetMessages() {
 		resp.Results[i] = &rocketryv1.SendResult{MessageId: m.GetMessageId(), Offset: s.offset.Add(1) - 1}
@@ -146,7 +166,8 @@ func (s *hintlessServer) travel(ctx context.Context) error {
 }
 
 func (s *hintlessServer) stats() ServerStats {
-	return ServerStats{Requests: s.requests.Load(), Stored: s.stored.Load(), Refused: s.refused.Load()}
+	return ServerStats{Requests: s.requests.Load(), Stored: s.stored.Load(), Refused: s.refused.Load(),
+		HotRequests: s.hotRequests.Load(), HotStored: s.hotStored.Load(), HotRefused: s.hotRefused.Load()}
 }
 
 // ServeHintless runs the hintless server of shape ShapeBucket; see

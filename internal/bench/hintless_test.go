@@ -136,6 +136,10 @@ func TestHintlessValidate(t *testing.T) {
 		"burst":    func(h *Hintless) { h.Burst = 0 },
 		"attempts": func(h *Hintless) { h.MaxAttempts = 6 },
 		"server":   func(h *Hintless) { h.Server = nil },
+		"hot-cold senders": func(h *Hintless) {
+			h.Shape, h.Senders = ShapeHotCold, 1
+		},
+		"hog": func(h *Hintless) { h.Hog = true },
 	} {
 		h := ok
 		mut(&h)
@@ -149,11 +153,17 @@ func TestHintlessValidate(t *testing.T) {
 // life: it returns the server's address and a func that reads its stats.
 func serveInProcess(t *testing.T, perSecond float64, burst int, latency time.Duration) (string, func() ServerStats) {
 	t.Helper()
+	return serveShapeInProcess(t, ShapeBucket, perSecond, burst, latency)
+}
+
+// serveShapeInProcess is serveInProcess with the throttling of shape.
+func serveShapeInProcess(t *testing.T, shape string, perSecond float64, burst int, latency time.Duration) (string, func() ServerStats) {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- ServeSteps(context.Background(), "127.0.0.1:0", ShapeBucket, perSecond, burst, nil, latency, inR, outW)
+		done <- ServeSteps(context.Background(), "127.0.0.1:0", shape, perSecond, burst, nil, latency, inR, outW)
 		outW.Close()
 	}()
 	out := bufio.NewReader(outR)

@@ -39,7 +39,7 @@ func (h Hintless) runCount(ctx context.Context, name string, sender Sender, srv 
 	ids := NewIDs(name)
 	hot, cold := sender, sender
 	if h.Shape == ShapeHot {
-		hot, cold = withTopic(sender, hotTopic), withTopic(sender, "cold")
+		hot, cold = withTopic(sender, hotTopic), withTopic(sender, coldTopic)
 	}
 	var next, sent, failed, timedFailed atomic.Int64
 	var mu sync.Mutex
@@ -124,10 +124,14 @@ var shapeWords = map[string]string{
 // writeShapeMarkdown writes the table of a shape other than ShapeBucket.
 func (rep *HintlessReport) writeShapeMarkdown(w io.Writer) {
 	s := rep.Settings
+	if s.Shape == ShapeHotCold {
+		rep.writeHotColdMarkdown(w)
+		return
+	}
 	one := func(v float64) float64 { return v }
 	if s.Sends == 0 { // ShapeQueue: a duration, as the bucket
-		fmt.Fprintf(w, "shape %s: %d senders for %gs per contender against a server in its own process that %s at %g msg/s; %d attempts per send; %s\n\n",
-			s.Shape, s.Senders, s.DurationSeconds, shapeWords[s.Shape], s.Rate, s.MaxAttempts, rounds(s.Rounds))
+		fmt.Fprintf(w, "shape %s: %d senders for %gs per contender against a server in its own process that %s at %g msg/s; %d attempts per send; %s%s\n\n",
+			s.Shape, s.Senders, s.DurationSeconds, shapeWords[s.Shape], s.Rate, s.MaxAttempts, hogWords(s.Hog), rounds(s.Rounds))
 		fmt.Fprintln(w, "| contender | stored msg/s | stored/capacity | attempts/stored | sends | failed | p50 ms | p99 ms |")
 		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
 		pct := func(v float64) float64 { return 100 * v }
@@ -139,8 +143,8 @@ func (rep *HintlessReport) writeShapeMarkdown(w io.Writer) {
 		}
 		return
 	}
-	fmt.Fprintf(w, "shape %s: %d sends from %d senders per contender against a server in its own process that %s; %d attempts per send; %s\n\n",
-		s.Shape, s.Sends, s.Senders, shapeWords[s.Shape], s.MaxAttempts, rounds(s.Rounds))
+	fmt.Fprintf(w, "shape %s: %d sends from %d senders per contender against a server in its own process that %s; %d attempts per send; %s%s\n\n",
+		s.Shape, s.Sends, s.Senders, shapeWords[s.Shape], s.MaxAttempts, hogWords(s.Hog), rounds(s.Rounds))
 	var off float64
 	for _, r := range rep.Summary {
 		if r.Contender == RocketryNoPacing {

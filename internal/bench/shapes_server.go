@@ -33,13 +33,22 @@ const (
 	// waitTimeMillsInSendQueue 200 ms by default): state-based flow
 	// control, no rate at all in the refusal.
 	ShapeQueue = "queue"
+	// ShapeHotCold is a token bucket of Rate messages per second and Burst
+	// for topic "hot" alone, refusing as ShapeBucket does (530 SEND_RATE),
+	// and every other topic stored always: a throttled topic beside an
+	// open one (see runHotCold).
+	ShapeHotCold = "hot-cold"
 )
 
 // Shapes lists the shapes.
-var Shapes = []string{ShapeBucket, ShapeHot, ShapeOneInTen, ShapeQueue}
+var Shapes = []string{ShapeBucket, ShapeHot, ShapeOneInTen, ShapeQueue, ShapeHotCold}
 
-// hotTopic is the topic ShapeHot refuses.
-const hotTopic = "hot"
+// hotTopic is the topic ShapeHot refuses and ShapeHotCold throttles;
+// coldTopic is the open one beside it.
+const (
+	hotTopic  = "hot"
+	coldTopic = "cold"
+)
 
 // queueWait is how long a request may wait in ShapeQueue's send queue.
 const queueWait = 200 * time.Millisecond
@@ -85,6 +94,10 @@ func (s *hintlessServer) admit(ctx context.Context, req *rocketryv1.SendMessageR
 				return s.refusalOf(rocketryv1.ThrottleReason_THROTTLE_REASON_UNSPECIFIED, s.msg)
 			}
 		}
+	case ShapeHotCold:
+		if req.GetMessages()[0].GetTopic() == hotTopic {
+			return s.bucket(n)
+		}
 	case ShapeQueue:
 		wait, ok := s.queue.enter(time.Now(), n)
 		t := time.NewTimer(wait)
@@ -99,13 +112,21 @@ func (s *hintlessServer) admit(ctx context.Context, req *rocketryv1.SendMessageR
 				fmt.Sprintf("[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: %dms", wait.Milliseconds()))
 		}
 	default:
-		now := time.Now()
-		if s.sched != nil {
-			s.sched.apply(s.lim, now)
-		}
-		if !s.lim.AllowN(now, min(n, s.burst)) {
-			return s.refusal()
-		}
+		return s.bucket(n)
+	}
+	return nil
+}
+
+// bucket takes n messages from the token bucket (ShapeBucket's, with its
+// capacity schedule if any; ShapeHotCold's for topic "hot"), or refuses
+// them as ShapeBucket does.
+func (s *hintlessServer) bucket(n int) error {
+	now := time.Now()
+	if s.sched != nil {
+		s.sched.apply(s.lim, now)
+	}
+	if !s.lim.AllowN(now, min(n, s.burst)) {
+		return s.refusal()
 	}
 	return nil
 }

@@ -85,6 +85,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(fs.Output(), `usage: rocketry-bench [--duration 10s] [--rounds N] [--contenders a,b,...] [--json] [--markdown]
        rocketry-bench --hintless [--duration 20s] [--senders 64] [--rate 2000] [--burst 200] [--rounds N] [--json]
        rocketry-bench --hintless --shape hot|oneinten|queue [--sends 3000] [--senders 32] [--rate R] ...
+       rocketry-bench --hintless --shape hot-cold [--duration 5s] [--senders 64] [--rate 500] [--burst 50] [--hog] ...
        rocketry-bench --fleet [--producers 8] [--senders 8] [--apart 0s] [--duration 20s] [--rate 2000] [--burst 200]
                       [--steps 10s:500,20s:3000] [--hog] [--rounds N] [--json]
        rocketry-bench --scale [--scale-sizes 1000,10000,100000] [--json]
@@ -98,13 +99,17 @@ and every contender (rocketry, middleware, serviceconfig, raw) gets 5
 attempts on its own unscaled schedule; --shape picks another shape of
 throttling (hot: topic "hot" refused always beside topic "cold"; oneinten:
 one message in ten refused once; queue: a send queue refusing requests that
-waited over 200 ms) with contenders rocketry, rocketry-nopacing and
-middleware by default; with --fleet, --producers producer processes
-(this binary, as "rocketry-bench `+fleetProducerArg+`") of --senders senders
-each, started --apart apart, share one such server whose capacity --steps
-can change during the run, with contenders rocketry, rocketry-nopacing and
-middleware by default, and --hog runs one more process that spins a CPU
-core; with --scale, measures goroutines and memory per queued async send.
+waited over 200 ms; hot-cold: topic "hot" throttled at --rate (500/s
+burst 50 by default) beside topic "cold", stored always, in one producer:
+cold's throughput alone, beside hot and alone again, --duration (5s by
+default) each) with contenders rocketry, rocketry-nopacing and middleware
+by default, and --hog spins a CPU core beside; with --fleet, --producers
+producer processes (this binary, as "rocketry-bench `+fleetProducerArg+`")
+of --senders senders each, started --apart apart, share one such server
+whose capacity --steps can change during the run, with contenders
+rocketry, rocketry-nopacing and middleware by default, and --hog runs one
+more process that spins a CPU core; with --scale, measures goroutines and
+memory per queued async send.
 
 flags:
 `)
@@ -112,16 +117,16 @@ flags:
 	}
 	def := bench.DefaultScenario()
 	hdef := bench.DefaultHintless()
-	duration := fs.Duration("duration", def.Duration, "how long each contender sends (the warmup, a tenth of it, is left out of the rates); --hintless: default 20s, no warmup")
+	duration := fs.Duration("duration", def.Duration, "how long each contender sends (the warmup, a tenth of it, is left out of the rates); --hintless: default 20s, no warmup; --shape hot-cold: each phase, default 5s")
 	hintless := fs.Bool("hintless", false, "throttling without RetryInfo hints, against a server in its own process (see above)")
-	hRate := fs.Float64("rate", hdef.Rate, "--hintless, --fleet: the server's capacity, messages per second")
-	hBurst := fs.Int("burst", hdef.Burst, "--hintless, --fleet: the server's token-bucket burst, messages")
+	hRate := fs.Float64("rate", hdef.Rate, "--hintless, --fleet: the server's capacity, messages per second (--shape hot-cold: topic hot's, default 500)")
+	hBurst := fs.Int("burst", hdef.Burst, "--hintless, --fleet: the server's token-bucket burst, messages (--shape hot-cold: default 50)")
 	fdef := bench.DefaultFleet()
 	fleet := fs.Bool("fleet", false, "many producer processes on one hintless server in its own process (see above)")
 	fProducers := fs.Int("producers", fdef.Producers, "--fleet: producer processes")
 	fApart := fs.Duration("apart", fdef.Apart, "--fleet: the delay between the starts of two producers")
 	fSteps := fs.String("steps", "", "--fleet: the server's capacity schedule, AT:RATE,... after the fleet's start (e.g. 10s:500,20s:3000: 500 msg/s from 10s, 3000 from 20s)")
-	fHog := fs.Bool("hog", false, "--fleet: run one more process that spins a CPU core for each run")
+	fHog := fs.Bool("hog", false, "--fleet, --hintless: run one more process that spins a CPU core for each run")
 	fLatency := fs.Duration("latency", 0, "--fleet: the round trip the server adds to every call (half before it decides, half after)")
 	hShape := fs.String("shape", bench.ShapeBucket, "--hintless: the server's throttling, one of "+strings.Join(bench.Shapes, ", "))
 	hSends := fs.Int("sends", 3000, "--hintless --shape hot|oneinten: the sends, timed")
@@ -170,8 +175,12 @@ flags:
 		f.Producers, f.Apart, f.Rate, f.Burst, f.Settle, f.Hog, f.Latency = *fProducers, *fApart, *hRate, *hBurst, *hSettle, *fHog, *fLatency
 		return runFleetMode(ctx, f, *fSteps, *contenders, set["contenders"], *rounds, *seed, rep, *markdown, *jsonOut, stdout, stderr)
 	}
-	if set["producers"] || set["apart"] || set["steps"] || set["hog"] {
-		fmt.Fprintln(stderr, "rocketry-bench: --producers, --apart, --steps and --hog need --fleet")
+	if set["producers"] || set["apart"] || set["steps"] {
+		fmt.Fprintln(stderr, "rocketry-bench: --producers, --apart and --steps need --fleet")
+		return 2
+	}
+	if set["hog"] && !*hintless {
+		fmt.Fprintln(stderr, "rocketry-bench: --hog needs --fleet or --hintless")
 		return 2
 	}
 	if !*hintless && (set["rate"] || set["burst"] || set["shape"] || set["sends"] || set["settle"]) {
@@ -193,12 +202,23 @@ flags:
 		} else if !set["senders"] {
 			h.Senders = 32
 		}
+		if h.Shape == bench.ShapeHotCold {
+			hotColdDefaults(&h, set)
+		}
 		argv, env, err := hintlessServerCommand()
 		if err != nil {
 			fmt.Fprintf(stderr, "rocketry-bench: --hintless: the server command: %v\n", err)
 			return 1
 		}
 		h.Server, h.ServerEnv = argv, env
+		if *fHog {
+			h.Hog = true
+			if h.HogCommand, h.HogEnv, err = benchChildCommand(hogArg); err != nil {
+				fmt.Fprintf(stderr, "rocketry-bench: --hintless: the command of %s: %v\n", hogArg, err)
+				return 1
+			}
+			h.HogEnv = append(h.HogEnv, "GOMAXPROCS=1")
+		}
 		list := strings.Join(bench.HintlessContenders, ",")
 		if h.Shape != bench.ShapeBucket {
 			list = strings.Join(bench.ShapeContenders, ",")
@@ -295,6 +315,21 @@ flags:
 		rep.Results = append(rep.Results, bench.Median(byName[name]))
 	}
 	return printBench(rep, *markdown, *jsonOut, stdout, stderr)
+}
+
+// hotColdDefaults sets what --shape hot-cold takes by default where the
+// flags (set) did not say: the issue's topic throttled at 500/s with a
+// burst of 50, and phases of 5 s.
+func hotColdDefaults(h *bench.Hintless, set map[string]bool) {
+	if !set["rate"] {
+		h.Rate = 500
+	}
+	if !set["burst"] {
+		h.Burst = 50
+	}
+	if !set["duration"] {
+		h.Duration = 5 * time.Second
+	}
 }
 
 func benchMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

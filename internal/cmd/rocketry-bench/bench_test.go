@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/rocketry-go/rocketry/internal/bench"
 )
 
 // smallBench are flags that make a scenario run take a fraction of a second.
@@ -98,6 +101,8 @@ func TestBenchBadFlags(t *testing.T) {
 		{"--hintless", "--contenders", "naive-sleep"},
 		{"--hintless", "--burst", "0"},
 		{"--hintless", "--duration", "0s"},
+		{"--hintless", "--shape", "hot-cold", "--senders", "1"},
+		{"--hintless", "--shape", "nope"},
 		{hintlessServerArg, "--rate", "x"},
 	} {
 		var out, errb bytes.Buffer
@@ -175,5 +180,110 @@ func TestBenchHintless(t *testing.T) {
 	}
 	if raw := h.Runs[3]; raw.Failed != raw.Refused {
 		t.Errorf("raw: failed %d, refused %d; want every refusal to fail a send (no retry)", raw.Failed, raw.Refused)
+	}
+}
+
+// TestBenchHintlessHotCold runs --hintless --shape hot-cold with rocketry
+// and middleware, one round, phases of 200 ms, 8 senders (4 to each
+// topic), topic "hot" throttled at 5/s with a burst of 2, and the hog; the
+// server and the hog are child processes (this test binary): it checks
+// that the three phases ran and were counted, that hot was throttled by
+// its bucket and cold was not, and that the ratio is the counts', not how
+// well anyone does.
+func TestBenchHintlessHotCold(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	origServer, origChild := hintlessServerCommand, benchChildCommand
+	t.Cleanup(func() { hintlessServerCommand, benchChildCommand = origServer, origChild })
+	env := []string{"GORACE=atexit_sleep_ms=0"} // a -race binary sleeps 1 s when it exits, unless told not to
+	hintlessServerCommand = func() ([]string, []string, error) {
+		return []string{os.Args[0], "-test.run=^TestBenchHintlessServerHelper$", "--"}, append([]string{hintlessServerEnv + "=1"}, env...), nil
+	}
+	benchChildCommand = func(sub string) ([]string, []string, error) {
+		return []string{os.Args[0], "-test.run=^TestBenchChildHelper$", "--", sub}, append([]string{benchChildEnv + "=1"}, env...), nil
+	}
+	var out, errb bytes.Buffer
+	args := []string{"--hintless", "--shape", "hot-cold", "--json", "--markdown", "--contenders", "rocketry,middleware",
+		"--duration", "200ms", "--senders", "8", "--rate", "5", "--burst", "2", "--hog"}
+	start := time.Now()
+	if code := runBench(args, &out, &errb); code != 0 {
+		t.Fatalf("runBench(%q) = %d; want 0 (stderr %q)", args, code, errb.String())
+	}
+	t.Logf("took %v", time.Since(start))
+	text := out.String()
+	for _, want := range []string{
+		`shape hot-cold: one producer per contender, 4 senders to topic "cold" (stored always) and 4 to topic "hot" (a token bucket of 5 msg/s, burst 2,`,
+		"three phases of 0.2s", "one more process spins a CPU core",
+		"| contender | cold alone before msg/s | cold beside hot msg/s | cold alone after msg/s | **beside/alone** |", "| rocketry |", "| middleware |",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("runBench(%q) printed %q; want it to contain %q", args, text, want)
+		}
+	}
+	var rep benchReport
+	if err := json.Unmarshal([]byte(text[strings.Index(text, "{\n"):]), &rep); err != nil {
+		t.Fatalf("runBench(%q) printed %q: %v; want Markdown then JSON", args, text, err)
+	}
+	h := rep.Hintless
+	if h == nil || len(h.Summary) != 2 || len(h.Runs) != 2 {
+		t.Fatalf("hintless = %+v; want 2 contenders, 1 run each", h)
+	}
+	if s := h.Settings; s.Shape != "hot-cold" || s.Rate != 5 || s.Burst != 2 || s.DurationSeconds != 0.2 || s.WarmupSeconds != 0.02 || !s.Hog || s.SettleSeconds != 0 {
+		t.Errorf("settings = %+v; want hot-cold, rate 5, burst 2, 0.2 s phases, 0.02 s of warmup, the hog, no settled figure", s)
+	}
+	for i, name := range []string{"rocketry", "middleware"} {
+		r := h.Runs[i]
+		hc := r.HotCold
+		if r.Contender != name || hc == nil || h.Summary[i].HotCold == nil {
+			t.Fatalf("run %d = %+v; want %s's, with hot-cold figures and their summary", i, r, name)
+		}
+		// Both phases ran: each at least --duration, with cold stored in
+		// each and hot sending beside.
+		if hc.BeforeSeconds < 0.2 || hc.BesideSeconds < 0.2 || hc.AfterSeconds < 0.2 || hc.DrainSeconds < 0 {
+			t.Errorf("%s: phases %vs, %vs, %vs (drain %vs); want each at least 0.2 s", name, hc.BeforeSeconds, hc.BesideSeconds, hc.AfterSeconds, hc.DrainSeconds)
+		}
+		if hc.ColdStoredBefore <= 0 || hc.ColdStoredBeside <= 0 || hc.ColdStoredAfter <= 0 || hc.HotSent <= 0 || hc.HotStoredBeside <= 0 {
+			t.Errorf("%s: cold stored %d, %d, %d; hot sent %d, stored %d beside; want every one > 0",
+				name, hc.ColdStoredBefore, hc.ColdStoredBeside, hc.ColdStoredAfter, hc.HotSent, hc.HotStoredBeside)
+		}
+		// Hot is throttled by its bucket: at most the burst and the rate
+		// over the time hot sent, and refused beyond it.
+		if most := 2 + 5*(hc.BesideSeconds+hc.DrainSeconds); float64(hc.HotStored) > most+1 || hc.HotStoredBeside > hc.HotStored {
+			t.Errorf("%s: hot stored %d (%d beside) in %vs + %vs; want at most the burst and the rate's %.1f", name, hc.HotStored, hc.HotStoredBeside, hc.BesideSeconds, hc.DrainSeconds, most)
+		}
+		if hc.HotRefused <= 0 || hc.HotAttempts != hc.HotStored+hc.HotRefused {
+			t.Errorf("%s: hot attempts %d, stored %d, refused %d; want refusals, attempts = stored + refused", name, hc.HotAttempts, hc.HotStored, hc.HotRefused)
+		}
+		if want := 5 * hc.HotShare; math.Abs(hc.HotPerSecond-want) > 1e-9 || math.Abs(hc.HotPerSecond-float64(hc.HotStoredBeside)/hc.BesideSeconds) > 1e-9 {
+			t.Errorf("%s: hot %v/s, share %v; want hot stored beside / beside's seconds, over the rate", name, hc.HotPerSecond, hc.HotShare)
+		}
+		// Cold is not: no refusal, no failure.
+		if hc.ColdRefused != 0 || hc.ColdFailed != 0 || r.Refused != hc.HotRefused {
+			t.Errorf("%s: cold refused %d, failed %d; refused %d in all, %d hot; want cold never refused nor failed", name, hc.ColdRefused, hc.ColdFailed, r.Refused, hc.HotRefused)
+		}
+		// The ratio is the counts': beside's rate over the alone phases' pooled.
+		beside := float64(hc.ColdStoredBeside) / hc.BesideSeconds
+		alone := float64(hc.ColdStoredBefore+hc.ColdStoredAfter) / (hc.BeforeSeconds + hc.AfterSeconds)
+		if math.Abs(hc.Beside-beside) > 1e-6 || math.Abs(hc.Alone-alone) > 1e-6 || math.Abs(hc.Ratio-beside/alone) > 1e-9 {
+			t.Errorf("%s: beside %v/s, alone %v/s, ratio %v; want %v, %v and %v from the counts", name, hc.Beside, hc.Alone, hc.Ratio, beside, alone, beside/alone)
+		}
+		if r.Sent != hc.ColdSent+hc.HotSent || r.Failed != hc.ColdFailed+hc.HotFailed {
+			t.Errorf("%s: sent %d, failed %d; want cold's and hot's sums", name, r.Sent, r.Failed)
+		}
+	}
+}
+
+// TestHotColdDefaults: --shape hot-cold is the issue's 500/s with a burst
+// of 50 and 5 s phases unless the flags say otherwise.
+func TestHotColdDefaults(t *testing.T) {
+	h := bench.DefaultHintless()
+	hotColdDefaults(&h, map[string]bool{})
+	if h.Rate != 500 || h.Burst != 50 || h.Duration != 5*time.Second {
+		t.Errorf("defaults: rate %v, burst %d, duration %v; want 500, 50, 5s", h.Rate, h.Burst, h.Duration)
+	}
+	h = bench.DefaultHintless()
+	h.Rate, h.Burst, h.Duration = 7, 3, time.Second
+	hotColdDefaults(&h, map[string]bool{"rate": true, "burst": true, "duration": true})
+	if h.Rate != 7 || h.Burst != 3 || h.Duration != time.Second {
+		t.Errorf("flags set: rate %v, burst %d, duration %v; want 7, 3, 1s kept", h.Rate, h.Burst, h.Duration)
 	}
 }

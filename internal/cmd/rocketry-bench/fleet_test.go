@@ -109,7 +109,7 @@ func TestBenchFleetBadFlags(t *testing.T) {
 		{[]string{"--fleet", "--hintless"}, "--hintless"},
 		{[]string{"--fleet", "--shape", "hot"}, "--shape"},
 		{[]string{"--producers", "2"}, "--fleet"},
-		{[]string{"--hintless", "--hog"}, "--fleet"},
+		{[]string{"--hog"}, "--fleet or --hintless"},
 		{[]string{hintlessServerArg, "--steps", "x"}, "--steps"},
 		{[]string{fleetProducerArg, "--senders", "2"}, "--addr"},
 		{[]string{fleetProducerArg, "--addr", "x", "--delay", "2s", "--duration", "1s"}, "--duration"},
