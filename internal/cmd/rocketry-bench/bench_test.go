@@ -150,15 +150,7 @@ func TestBenchHintless(t *testing.T) {
 	}
 	t.Logf("took %v", time.Since(start))
 	text := out.String()
-	for _, want := range []string{"| contender | stored msg/s | stored/capacity | after 0.1s |", "| rocketry |", "| raw |"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("runBench(%q) printed %q; want it to contain %q", args, text, want)
-		}
-	}
-	var rep benchReport
-	if err := json.Unmarshal([]byte(text[strings.Index(text, "{\n"):]), &rep); err != nil {
-		t.Fatalf("runBench(%q) printed %q: %v; want Markdown then JSON", args, text, err)
-	}
+	rep := printed(t, args, text, "| contender | stored msg/s | stored/capacity | after 0.1s |", "| rocketry |", "| raw |")
 	h := rep.Hintless
 	if h == nil || len(h.Summary) != 4 || len(h.Runs) != 4 || h.Settings.Rate != 300 || h.Settings.Burst != 30 || h.Settings.MaxAttempts != 5 {
 		t.Fatalf("hintless = %+v; want 4 contenders, 1 run each, rate 300, burst 30, 5 attempts", h)
@@ -210,19 +202,11 @@ func TestBenchHintlessHotCold(t *testing.T) {
 	}
 	t.Logf("took %v", time.Since(start))
 	text := out.String()
-	for _, want := range []string{
+	rep := printed(t, args, text,
 		`shape hot-cold: one producer per contender, 4 senders to topic "cold" (stored always) and 4 to topic "hot" (a token bucket of 5 msg/s, burst 2,`,
 		"three phases of 0.2s", "one more process spins a CPU core",
 		"| contender | cold alone before msg/s | cold beside hot msg/s | cold alone after msg/s | **beside/alone** |", "| rocketry |", "| middleware |",
-	} {
-		if !strings.Contains(text, want) {
-			t.Errorf("runBench(%q) printed %q; want it to contain %q", args, text, want)
-		}
-	}
-	var rep benchReport
-	if err := json.Unmarshal([]byte(text[strings.Index(text, "{\n"):]), &rep); err != nil {
-		t.Fatalf("runBench(%q) printed %q: %v; want Markdown then JSON", args, text, err)
-	}
+	)
 	h := rep.Hintless
 	if h == nil || len(h.Summary) != 2 || len(h.Runs) != 2 {
 		t.Fatalf("hintless = %+v; want 2 contenders, 1 run each", h)
@@ -286,4 +270,24 @@ func TestHotColdDefaults(t *testing.T) {
 	if h.Rate != 7 || h.Burst != 3 || h.Duration != time.Second {
 		t.Errorf("flags set: rate %v, burst %d, duration %v; want 7, 3, 1s kept", h.Rate, h.Burst, h.Duration)
 	}
+}
+
+// printed checks that runBench(args) printed text with every one of wants
+// in its Markdown, and returns the JSON report that follows the Markdown.
+func printed(t *testing.T, args []string, text string, wants ...string) benchReport {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(text, want) {
+			t.Errorf("runBench(%q) printed %q; want it to contain %q", args, text, want)
+		}
+	}
+	var rep benchReport
+	i := strings.Index(text, "{\n")
+	if i < 0 {
+		t.Fatalf("runBench(%q) printed %q; want Markdown then JSON", args, text)
+	}
+	if err := json.Unmarshal([]byte(text[i:]), &rep); err != nil {
+		t.Fatalf("runBench(%q) printed %q: %v; want Markdown then JSON", args, text, err)
+	}
+	return rep
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"slices"
 	"strings"
@@ -49,19 +48,11 @@ func TestBenchFleet(t *testing.T) {
 	}
 	t.Logf("took %v", time.Since(start))
 	text := out.String()
-	for _, want := range []string{
+	rep := printed(t, args, text,
 		"fleet: 2 producer processes x 2 senders (started 0.3s apart) for 1.5s",
 		"400 msg/s, 200 msg/s from 1s (burst 40)", "every call takes 4 ms more (a round trip)", "one more process spins a CPU core",
 		"| contender | stored msg/s | stored/capacity |", "| middleware |",
-	} {
-		if !strings.Contains(text, want) {
-			t.Errorf("runBench(%q) printed %q; want it to contain %q", args, text, want)
-		}
-	}
-	var rep benchReport
-	if err := json.Unmarshal([]byte(text[strings.Index(text, "{\n"):]), &rep); err != nil {
-		t.Fatalf("runBench(%q) printed %q: %v; want Markdown then JSON", args, text, err)
-	}
+	)
 	f := rep.Fleet
 	if f == nil || len(f.Summary) != 1 || len(f.Runs) != 1 || f.Settings.Producers != 2 || f.Settings.Senders != 2 ||
 		len(f.Settings.Steps) != 1 || !f.Settings.Hog || f.Settings.LatencyMs != 4 {
