@@ -173,10 +173,15 @@ func topicStored(b *broker.Broker) int64 {
 
 // percentileMs returns the p-quantile of d in milliseconds (sorting d).
 func percentileMs(d []time.Duration, p float64) float64 {
-	if len(d) == 0 {
+	return float64(quantile(d, p)) / float64(time.Millisecond)
+}
+
+// quantile is the q-quantile of v (sorted in place), by the nearest rank
+// below; 0 when v is empty.
+func quantile[T int64 | float64 | time.Duration](v []T, q float64) T {
+	if len(v) == 0 {
 		return 0
 	}
-	slices.Sort(d)
-	i := int(p * float64(len(d)-1))
-	return float64(d[i]) / float64(time.Millisecond)
+	slices.Sort(v)
+	return v[int(q*float64(len(v)-1))]
 }

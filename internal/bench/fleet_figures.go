@@ -3,7 +3,6 @@ package bench
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -229,16 +228,6 @@ func (b fleetBins) secondShares(from, to time.Duration) []float64 {
 		}
 	}
 	return v
-}
-
-// quantile is the q-quantile of v (sorted in place), by the nearest rank
-// below; 0 when v is empty.
-func quantile(v []float64, q float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	slices.Sort(v)
-	return v[int(q*float64(len(v)-1))]
 }
 
 // rateSchedule applies a capacity schedule to the server's token bucket:

@@ -142,15 +142,8 @@ func TestBenchHintless(t *testing.T) {
 		// GORACE: a -race binary sleeps 1 s when it exits, unless told not to.
 		return []string{os.Args[0], "-test.run=^TestBenchHintlessServerHelper$", "--"}, []string{hintlessServerEnv + "=1", "GORACE=atexit_sleep_ms=0"}, nil
 	}
-	var out, errb bytes.Buffer
 	args := []string{"--hintless", "--json", "--markdown", "--duration", "300ms", "--settle", "100ms", "--senders", "4", "--rate", "300", "--burst", "30"}
-	start := time.Now()
-	if code := runBench(args, &out, &errb); code != 0 {
-		t.Fatalf("runBench(%q) = %d; want 0 (stderr %q)", args, code, errb.String())
-	}
-	t.Logf("took %v", time.Since(start))
-	text := out.String()
-	rep := printed(t, args, text, "| contender | stored msg/s | stored/capacity | after 0.1s |", "| rocketry |", "| raw |")
+	rep := runPrinted(t, args, "| contender | stored msg/s | stored/capacity | after 0.1s |", "| rocketry |", "| raw |")
 	h := rep.Hintless
 	if h == nil || len(h.Summary) != 4 || len(h.Runs) != 4 || h.Settings.Rate != 300 || h.Settings.Burst != 30 || h.Settings.MaxAttempts != 5 {
 		t.Fatalf("hintless = %+v; want 4 contenders, 1 run each, rate 300, burst 30, 5 attempts", h)
@@ -193,16 +186,9 @@ func TestBenchHintlessHotCold(t *testing.T) {
 	benchChildCommand = func(sub string) ([]string, []string, error) {
 		return []string{os.Args[0], "-test.run=^TestBenchChildHelper$", "--", sub}, append([]string{benchChildEnv + "=1"}, env...), nil
 	}
-	var out, errb bytes.Buffer
 	args := []string{"--hintless", "--shape", "hot-cold", "--json", "--markdown", "--contenders", "rocketry,middleware",
 		"--duration", "200ms", "--senders", "8", "--rate", "5", "--burst", "2", "--hog"}
-	start := time.Now()
-	if code := runBench(args, &out, &errb); code != 0 {
-		t.Fatalf("runBench(%q) = %d; want 0 (stderr %q)", args, code, errb.String())
-	}
-	t.Logf("took %v", time.Since(start))
-	text := out.String()
-	rep := printed(t, args, text,
+	rep := runPrinted(t, args,
 		`shape hot-cold: one producer per contender, 4 senders to topic "cold" (stored always) and 4 to topic "hot" (a token bucket of 5 msg/s, burst 2,`,
 		"three phases of 0.2s", "one more process spins a CPU core",
 		"| contender | cold alone before msg/s | cold beside hot msg/s | cold alone after msg/s | **beside/alone** |", "| rocketry |", "| middleware |",
@@ -272,10 +258,18 @@ func TestHotColdDefaults(t *testing.T) {
 	}
 }
 
-// printed checks that runBench(args) printed text with every one of wants
-// in its Markdown, and returns the JSON report that follows the Markdown.
-func printed(t *testing.T, args []string, text string, wants ...string) benchReport {
+// runPrinted runs runBench(args), which must exit 0, checks that its
+// Markdown has every one of wants, and returns the JSON report that
+// follows the Markdown.
+func runPrinted(t *testing.T, args []string, wants ...string) benchReport {
 	t.Helper()
+	var out, errb bytes.Buffer
+	start := time.Now()
+	if code := runBench(args, &out, &errb); code != 0 {
+		t.Fatalf("runBench(%q) = %d; want 0 (stderr %q)", args, code, errb.String())
+	}
+	t.Logf("took %v", time.Since(start))
+	text := out.String()
 	for _, want := range wants {
 		if !strings.Contains(text, want) {
 			t.Errorf("runBench(%q) printed %q; want it to contain %q", args, text, want)

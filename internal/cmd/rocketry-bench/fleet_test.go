@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 )
@@ -39,16 +38,9 @@ func TestBenchFleet(t *testing.T) {
 		// GORACE: a -race binary sleeps 1 s when it exits, unless told not to.
 		return []string{os.Args[0], "-test.run=^TestBenchChildHelper$", "--", sub}, []string{benchChildEnv + "=1", "GORACE=atexit_sleep_ms=0"}, nil
 	}
-	var out, errb bytes.Buffer
 	args := []string{"--fleet", "--json", "--markdown", "--contenders", "middleware", "--producers", "2", "--senders", "2",
 		"--apart", "300ms", "--duration", "1500ms", "--rate", "400", "--burst", "40", "--steps", "1s:200", "--hog", "--latency", "4ms"}
-	start := time.Now()
-	if code := runBench(args, &out, &errb); code != 0 {
-		t.Fatalf("runBench(%q) = %d; want 0 (stderr %q)", args, code, errb.String())
-	}
-	t.Logf("took %v", time.Since(start))
-	text := out.String()
-	rep := printed(t, args, text,
+	rep := runPrinted(t, args,
 		"fleet: 2 producer processes x 2 senders (started 0.3s apart) for 1.5s",
 		"400 msg/s, 200 msg/s from 1s (burst 40)", "every call takes 4 ms more (a round trip)", "one more process spins a CPU core",
 		"| contender | stored msg/s | stored/capacity |", "| middleware |",
