@@ -135,11 +135,16 @@ type FleetPhase struct {
 
 // FleetNewcomer is the producer with the lowest share of its fair share
 // from 4 s to 5 s after it started, and the median newcomer's share (see
-// worstNewcomer).
+// worstNewcomer); and how many newcomers reached 0.8 of a fair share in
+// one second within 5 s of their start, and how long the slowest of them
+// took (see newcomerReach).
 type FleetNewcomer struct {
-	Producer int     `json:"producer"`
-	Share    float64 `json:"share"`
-	Median   float64 `json:"median_share"`
+	Producer       int     `json:"producer"`
+	Share          float64 `json:"share"`
+	Median         float64 `json:"median_share"`
+	Reached        int     `json:"reached"`
+	Of             int     `json:"of"`
+	SlowestSeconds float64 `json:"slowest_reach_seconds,omitempty"`
 }
 
 // FleetResult is one contender's run of the fleet mode.
@@ -211,7 +216,12 @@ func (r *FleetResult) String() string {
 		fmt.Fprintf(&b, ", Jain %.3f from %gs, a producer's second at %.2f of a fair share or more 9 times in 10", r.Jain, r.JainFromSeconds, r.SecondShareP10)
 	}
 	if r.Newcomer != nil {
-		fmt.Fprintf(&b, ", worst newcomer %.2f of its fair share (producer %d), median %.2f", r.Newcomer.Share, r.Newcomer.Producer, r.Newcomer.Median)
+		n := r.Newcomer
+		fmt.Fprintf(&b, ", worst newcomer %.2f of its fair share (producer %d), median %.2f, %d of %d newcomers at %.1f of it within %gs",
+			n.Share, n.Producer, n.Median, n.Reached, n.Of, reachShare, newcomerTo.Seconds())
+		if n.Reached > 0 {
+			fmt.Fprintf(&b, " (the slowest in %gs)", n.SlowestSeconds)
+		}
 	}
 	return b.String()
 }
@@ -258,6 +268,8 @@ func (f Fleet) figures(r *FleetResult, b fleetBins) {
 	}
 	if p, share, median, ok := b.worstNewcomer(starts, f.Duration); ok {
 		r.Newcomer = &FleetNewcomer{Producer: p, Share: share, Median: median}
+		reached, of, slowest := b.newcomerReach(starts, f.Duration)
+		r.Newcomer.Reached, r.Newcomer.Of, r.Newcomer.SlowestSeconds = reached, of, slowest.Seconds()
 	}
 }
 
@@ -456,6 +468,7 @@ type FleetSummary struct {
 	SecondShareP10    *Spread `json:"second_share_p10,omitempty"`
 	NewcomerShare     *Spread `json:"newcomer_share,omitempty"`
 	NewcomerMedian    *Spread `json:"newcomer_median_share,omitempty"`
+	NewcomerReached   *Spread `json:"newcomers_reached,omitempty"`
 	// Phases are the phases' capacity ratios, in the schedule's order.
 	Phases []*Spread `json:"phases,omitempty"`
 }
@@ -465,6 +478,14 @@ type FleetSummary struct {
 func SummarizeFleet(rs []*FleetResult) *FleetSummary {
 	all := func(f func(*FleetResult) float64) *Spread {
 		return fleetSpread(rs, func(r *FleetResult) (float64, bool) { return f(r), true })
+	}
+	newcomer := func(f func(*FleetNewcomer) float64) *Spread {
+		return fleetSpread(rs, func(r *FleetResult) (float64, bool) {
+			if r.Newcomer == nil {
+				return 0, false
+			}
+			return f(r.Newcomer), true
+		})
 	}
 	s := &FleetSummary{
 		Contender:         rs[0].Contender,
@@ -479,18 +500,9 @@ func SummarizeFleet(rs []*FleetResult) *FleetSummary {
 		P99ms:             all(func(r *FleetResult) float64 { return r.P99ms }),
 		Jain:              fleetSpread(rs, func(r *FleetResult) (float64, bool) { return r.Jain, r.Jain > 0 }),
 		SecondShareP10:    fleetSpread(rs, func(r *FleetResult) (float64, bool) { return r.SecondShareP10, r.Jain > 0 }),
-		NewcomerShare: fleetSpread(rs, func(r *FleetResult) (float64, bool) {
-			if r.Newcomer == nil {
-				return 0, false
-			}
-			return r.Newcomer.Share, true
-		}),
-		NewcomerMedian: fleetSpread(rs, func(r *FleetResult) (float64, bool) {
-			if r.Newcomer == nil {
-				return 0, false
-			}
-			return r.Newcomer.Median, true
-		}),
+		NewcomerShare:     newcomer(func(n *FleetNewcomer) float64 { return n.Share }),
+		NewcomerMedian:    newcomer(func(n *FleetNewcomer) float64 { return n.Median }),
+		NewcomerReached:   newcomer(func(n *FleetNewcomer) float64 { return float64(n.Reached) }),
 	}
 	for k := range rs[0].Phases {
 		s.Phases = append(s.Phases, fleetSpread(rs, func(r *FleetResult) (float64, bool) {
@@ -645,6 +657,14 @@ func (rep *FleetReport) WriteMarkdown(w io.Writer) {
 	if has(func(r *FleetSummary) *Spread { return r.NewcomerShare }) {
 		cols = append(cols, column{"worst newcomer / fair share", func(r *FleetSummary) string { return cell(r.NewcomerShare, "%.2f", "", one) }},
 			column{"median newcomer", func(r *FleetSummary) string { return cell(r.NewcomerMedian, "%.2f", "", one) }})
+		of := 0
+		for _, r := range rep.Runs {
+			if r.Newcomer != nil {
+				of = max(of, r.Newcomer.Of)
+			}
+		}
+		cols = append(cols, column{fmt.Sprintf("newcomers at %.1f of it in a second within %gs, of %d", reachShare, newcomerTo.Seconds(), of),
+			func(r *FleetSummary) string { return cell(r.NewcomerReached, "%.0f", "", one) }})
 	}
 	fmt.Fprint(w, "| contender | stored msg/s | stored/capacity |")
 	for _, c := range cols {

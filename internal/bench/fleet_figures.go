@@ -146,6 +146,10 @@ const (
 	// [its start + newcomerFrom, its start + newcomerTo).
 	newcomerFrom = 4 * time.Second
 	newcomerTo   = 5 * time.Second
+	// reachShare: a newcomer reaches its share once one second of its
+	// stores, ending by its start + newcomerTo, is this much of a fair
+	// share or more (the 0.8 within 5 s).
+	reachShare = 0.8
 	// stepSettle: a phase's share of capacity counts from this long after
 	// its step.
 	stepSettle = time.Second
@@ -182,16 +186,8 @@ func (b fleetBins) newcomerShares(starts []time.Duration, duration time.Duration
 		if s <= 0 || to > duration {
 			continue
 		}
-		var sum float64
-		var n int
-		for q, sq := range starts {
-			if sq <= from {
-				sum += float64(b.stored(q, from, to))
-				n++
-			}
-		}
-		if sum > 0 {
-			shares[p] = float64(b.stored(p, from, to)) / (sum / float64(n))
+		if x, ok := b.share(p, starts, from, to); ok {
+			shares[p] = x
 		}
 	}
 	return shares
@@ -210,6 +206,46 @@ func (b fleetBins) worstNewcomer(starts []time.Duration, duration time.Duration)
 		}
 	}
 	return producer, share, quantile(v, 0.5), ok
+}
+
+// share is producer p's stores in [from, to) over the mean stores, in
+// the same window, of every producer started by from (p included); false
+// when nobody stored.
+func (b fleetBins) share(p int, starts []time.Duration, from, to time.Duration) (float64, bool) {
+	var sum float64
+	var n int
+	for q, sq := range starts {
+		if sq <= from {
+			sum += float64(b.stored(q, from, to))
+			n++
+		}
+	}
+	if sum == 0 {
+		return 0, false
+	}
+	return float64(b.stored(p, from, to)) / (sum / float64(n)), true
+}
+
+// newcomerReach tells, of the producers started after the fleet's start
+// whose start + newcomerTo is by duration, how many reached reachShare
+// of a fair share in one second ending by then (read at every bin edge
+// from a second after the start), and how long the slowest of those took
+// (to the end of its second).
+func (b fleetBins) newcomerReach(starts []time.Duration, duration time.Duration) (reached, of int, slowest time.Duration) {
+	for p, s := range starts {
+		if s <= 0 || s+newcomerTo > duration {
+			continue
+		}
+		of++
+		for e := s + time.Second; e <= s+newcomerTo; e += b.bin {
+			if x, ok := b.share(p, starts, e-time.Second, e); ok && x >= reachShare {
+				reached++
+				slowest = max(slowest, e-s)
+				break
+			}
+		}
+	}
+	return reached, of, slowest
 }
 
 // secondShares are every producer's shares of a fair share (its stores

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"golang.org/x/time/rate"
 )
 
@@ -115,6 +116,31 @@ func TestWorstNewcomer(t *testing.T) {
 	if _, _, _, ok := b.worstNewcomer([]time.Duration{0, 0, 0}, 10*time.Second); ok {
 		t.Errorf("worstNewcomer of producers started together: ok; want none")
 	}
+}
+
+// TestNewcomerReach: producer 1 stores nothing for 2.5 s after its start,
+// then 10 a bin as producer 0 does; with producer 2 at 2 a bin, its share
+// of the second ending 3 s after its start is 50 of a mean of (100 + 50 +
+// 20) / 3, 0.88, and of the one ending a bin sooner 0.75. Producer 2
+// never reaches 0.8; producer 3's fifth second ends after the run and is
+// not counted.
+func TestNewcomerReach(t *testing.T) {
+	starts := []time.Duration{0, time.Second, 2 * time.Second, 6 * time.Second}
+	b := binsOf(4, 10*time.Second, func(p int, t time.Duration) int64 {
+		switch {
+		case t < starts[p]:
+			return 0
+		case p == 1 && t < starts[p]+2500*time.Millisecond:
+			return 0
+		case p == 2:
+			return 2
+		}
+		return 10
+	})
+	reached, of, slowest := b.newcomerReach(starts, 10*time.Second)
+	assert.Equal(t, 1, reached, "newcomers reaching 0.8")
+	assert.Equal(t, 2, of, "newcomers whose 5 s end by the run's end")
+	assert.Equal(t, 3*time.Second, slowest, "time to reach")
 }
 
 // TestSecondShares: producers that store 10 and 30 a bin have shares 0.5

@@ -103,7 +103,10 @@ func TestTable(t *testing.T) {
 // each newcomer's share of a fair share in its fifth second beside every
 // producer's in every second from 5 s after the last start, so that a
 // newcomer's share is read against how much any producer's moves from one
-// second to the next. It runs with
+// second to the next; and how many newcomers reach 0.8 of a fair share in
+// one second (read every 100 ms) within 5 s of their start, beside how
+// many 5 s stretches of every producer, from 5 s after the last start,
+// hold such a second. It runs with
 //
 //	PACESIM_SHARES=1 go test ./producer/internal/pacesim -run TestShares -v
 func TestShares(t *testing.T) {
@@ -111,6 +114,23 @@ func TestShares(t *testing.T) {
 		t.Skip("PACESIM_SHARES is not set: this prints figures, it asserts nothing")
 	}
 	var newcomers, every []float64
+	var reach [2]struct{ n, reached int }
+	// reaches tells whether producer i's share of one second ending in
+	// (from+1 s, from+5 s] is 0.8 or more.
+	reaches := func(r *Result, i int, from time.Duration) bool {
+		for end := from + time.Second; end <= from+5*time.Second; end += 100 * time.Millisecond {
+			if r.FairShare(i, end-time.Second, end) >= 0.8 {
+				return true
+			}
+		}
+		return false
+	}
+	count := func(k int, ok bool) {
+		reach[k].n++
+		if ok {
+			reach[k].reached++
+		}
+	}
 	for seed := range envInt("PACESIM_SEEDS", 10) {
 		sc := Shapes(30 * time.Second)["fleet-8x8-apart"]
 		sc.Seed = uint64(seed + 1)
@@ -119,9 +139,13 @@ func TestShares(t *testing.T) {
 		for i, p := range sc.Producers {
 			if p.Start > 0 {
 				newcomers = append(newcomers, r.FairShare(i, p.Start+4*time.Second, p.Start+5*time.Second))
+				count(0, reaches(r, i, p.Start))
 			}
 			for from := last + 5*time.Second; from+time.Second <= sc.Duration; from += time.Second {
 				every = append(every, r.FairShare(i, from, from+time.Second))
+				if from+5*time.Second <= sc.Duration {
+					count(1, reaches(r, i, from))
+				}
 			}
 		}
 	}
@@ -135,4 +159,6 @@ func TestShares(t *testing.T) {
 		slices.Sort(v)
 		fmt.Printf("| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f |\n", row.name, len(v), v[0], v[len(v)/20], v[len(v)/10], v[len(v)/4], v[len(v)/2])
 	}
+	fmt.Printf("\nnewcomers at 0.8 of a fair share in one second within 5 s of their start: %d of %d\n", reach[0].reached, reach[0].n)
+	fmt.Printf("5 s stretches of every producer, from 5 s after the last start, holding such a second: %d of %d\n", reach[1].reached, reach[1].n)
 }
