@@ -115,8 +115,8 @@ func TestShares(t *testing.T) {
 	}
 	var newcomers, every []float64
 	var reach [2]struct{ n, reached int }
-	// reaches tells whether producer i's share of one second ending in
-	// (from+1 s, from+5 s] is 0.8 or more.
+	// reaches tells whether producer i's share of a fair share is 0.8 or
+	// more in some second ending from 1 s to 5 s after from.
 	reaches := func(r *Result, i int, from time.Duration) bool {
 		for end := from + time.Second; end <= from+5*time.Second; end += 100 * time.Millisecond {
 			if r.FairShare(i, end-time.Second, end) >= 0.8 {
