@@ -327,6 +327,18 @@ func (r *Result) FairShare(p int, a, b time.Duration) float64 {
 	return float64(r.producerIn(p, a, b)) / (all / float64(n))
 }
 
+// Reaches tells whether producer p holds share of a fair share
+// (FairShare) in some second ending from 1 s to within after from, read
+// every Bin.
+func (r *Result) Reaches(p int, from, within time.Duration, share float64) bool {
+	for end := from + time.Second; end <= from+within; end += Bin {
+		if r.FairShare(p, end-time.Second, end) >= share {
+			return true
+		}
+	}
+	return false
+}
+
 // Trace is a hash of every bin of every producer: the same scenario gives
 // the same trace.
 func (r *Result) Trace() uint64 {

@@ -115,16 +115,6 @@ func TestShares(t *testing.T) {
 	}
 	var newcomers, every []float64
 	var reach [2]struct{ n, reached int }
-	// reaches tells whether producer i's share of a fair share is 0.8 or
-	// more in some second ending from 1 s to 5 s after from.
-	reaches := func(r *Result, i int, from time.Duration) bool {
-		for end := from + time.Second; end <= from+5*time.Second; end += 100 * time.Millisecond {
-			if r.FairShare(i, end-time.Second, end) >= 0.8 {
-				return true
-			}
-		}
-		return false
-	}
 	count := func(k int, ok bool) {
 		reach[k].n++
 		if ok {
@@ -139,12 +129,12 @@ func TestShares(t *testing.T) {
 		for i, p := range sc.Producers {
 			if p.Start > 0 {
 				newcomers = append(newcomers, r.FairShare(i, p.Start+4*time.Second, p.Start+5*time.Second))
-				count(0, reaches(r, i, p.Start))
+				count(0, r.Reaches(i, p.Start, 5*time.Second, 0.8))
 			}
 			for from := last + 5*time.Second; from+time.Second <= sc.Duration; from += time.Second {
 				every = append(every, r.FairShare(i, from, from+time.Second))
 				if from+5*time.Second <= sc.Duration {
-					count(1, reaches(r, i, from))
+					count(1, r.Reaches(i, from, 5*time.Second, 0.8))
 				}
 			}
 		}
