@@ -228,8 +228,8 @@ func (b fleetBins) share(p int, starts []time.Duration, from, to time.Duration) 
 
 // newcomerReach tells, of the producers started after the fleet's start
 // whose start + newcomerTo is by duration, how many reached reachShare
-// of a fair share in one second ending by then (read at every bin edge
-// from a second after the start), and how long the slowest of those took
+// of a fair share in one second ending by then (read every bin, rounded
+// to bin edges, from a second after the start), and how long the slowest took
 // (to the end of its second).
 func (b fleetBins) newcomerReach(starts []time.Duration, duration time.Duration) (reached, of int, slowest time.Duration) {
 	for p, s := range starts {
