@@ -200,8 +200,8 @@ func (p *Pacer) throttled(start, end time.Time) {
 	p.signalLocked(end, p.queueWait(start, end))
 }
 
-// hinted records a throttle with the broker's hint: a broker that says when
-// to come back is followed, not paced, so an episode ends.
+// hinted records a refusal with a hint: a broker that says when to come
+// back is followed, not paced, so an episode ends.
 func (p *Pacer) hinted() {
 	if p == nil || !p.on.Load() {
 		return
@@ -241,8 +241,8 @@ func (p *Pacer) openLocked(now time.Time) {
 }
 
 // signalLocked is a congestion signal at now, of an attempt that waited
-// wait in the broker's queue: a cut to what got through, at most r, or,
-// untold, to (1+β)/2 of r (a rate refused is over what the broker takes).
+// wait in the broker's queue: a cut to what got through (at most r), or,
+// untold, to (1+β)/2 of r: a rate refused is over what the broker takes.
 func (p *Pacer) signalLocked(now time.Time, wait time.Duration) {
 	w := p.r * (1 + beta) / 2
 	if got, ok := p.gotLocked(now); ok {
@@ -312,10 +312,8 @@ func (p *Pacer) notTheRatesLocked(now time.Time) {
 }
 
 // worseLocked tells, at a refusal at now after an episode ended on
-// refusals not the rate's, whether the scope has since stored under β of
-// the episode's rate (from a store sample after the end, over a window at
-// least): then the refusal opens an episode. The verdict is never final:
-// the senders let out store at first, and the fall comes after.
+// refusals not the rate's, whether the scope has since stored (over a
+// window at least) under β of the episode's rate: then one opens again.
 func (p *Pacer) worseLocked(now time.Time) bool {
 	from := p.marks[0]
 	if from.at.Before(p.endAt) {
@@ -331,12 +329,16 @@ func (p *Pacer) worseLocked(now time.Time) bool {
 // which nobody waited for idleEnd.
 func (p *Pacer) stepLocked(now time.Time) {
 	// t runs from the end of the cut's overload, while attempts wait.
-	if from := maxTime(p.stepAt, p.quietAt); now.After(from) {
-		if gap := p.gap(); now.Sub(p.boundAt) <= gap {
-			p.t += min(now.Sub(from), gap)
-		}
+	from := p.stepAt
+	if p.quietAt.After(from) {
+		from = p.quietAt
 	}
-	p.stepAt = maxTime(p.stepAt, now)
+	if gap := p.gap(); now.After(from) && now.Sub(p.boundAt) <= gap {
+		p.t += min(now.Sub(from), gap)
+	}
+	if now.After(p.stepAt) {
+		p.stepAt = now
+	}
 	if now.Sub(p.boundAt) > idleEnd && now.Sub(p.cut.at) > idleEnd {
 		p.endLocked()
 		return
@@ -393,8 +395,7 @@ func (p *Pacer) roll(now time.Time, n int64) {
 }
 
 // queueWait is how long an attempt that left at start and was answered at
-// end waited in the broker's queue: its time in flight over the quickest
-// store's of the last flightWindow or two.
+// end waited in the broker's queue: its flight over the quickest store's.
 func (p *Pacer) queueWait(start, end time.Time) time.Duration {
 	base := p.flight.Load()
 	if prev := p.flightPrev.Load(); prev != 0 && (base == 0 || prev < base) {
@@ -404,11 +405,4 @@ func (p *Pacer) queueWait(start, end time.Time) time.Duration {
 		return 0
 	}
 	return max(end.Sub(start)-time.Duration(base), 0)
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

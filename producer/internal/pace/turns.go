@@ -8,12 +8,11 @@ import (
 	"github.com/rocketry-go/rocketry/producer/internal/deadline"
 )
 
-// wait makes an attempt that is about to leave wait its turn while an
-// episode is open: false when the turn does not fit before ctx's deadline
-// (late; deadline.Fits; nothing is waited then) or ctx ended during the
-// wait. The attempt takes a ticket and reads its time again every
-// histEvery at least, so that it moves with the rate; a cut voids the
-// ticket (a new one is taken), and the end of the episode lets it go.
+// wait holds an attempt about to leave until its turn while an episode is
+// open: false when the turn does not fit before ctx's deadline (late; then
+// nothing is waited) or ctx ended. Its ticket's time is read again every
+// histEvery, so it moves with the rate; a cut voids it (a new one is
+// taken), and the episode's end lets the attempt go.
 func (p *Pacer) wait(ctx context.Context, clk clock.Clock) (ok bool, late bool) {
 	if p == nil || !p.on.Load() {
 		return true, false
