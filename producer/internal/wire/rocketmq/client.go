@@ -189,7 +189,7 @@ func newRMQClient(addrs []string, cfg Config) (*rmqClient, error) {
 		pacing:         cfg.Pacing,
 		logger:         cfg.Send.Logger,
 		id:             newRMQClientID(now()),
-		ids:            newRMQIDGen(),
+		ids:            rmqIDs,
 		bornHost:       rmqBornHost(),
 		now:            now,
 		heartbeatEvery: rmqHeartbeatEvery,

@@ -32,12 +32,19 @@ var rmqIDEpoch = time.Date(2021, 1, 1, 0, 0, 0, 0, time.UTC)
 //	4 bytes: seconds since 2021-01-01 UTC | 4 bytes: a sequence number
 //
 // so that a proxy or a tool that decodes IDs reads ours too. It is safe
-// for concurrent use.
+// for concurrent use. The clients of a process share one (rmqIDs), as the
+// official clients share theirs (the Java client's MessageIdCodec is a
+// singleton): their prefix is the same, so that IDs of two clients with
+// sequences of their own would collide, and a proxy stores a message's ID
+// as it is sent.
 type rmqIDGen struct {
 	prefix string // "01" + MAC + pid, upper-case hex
 	seq    atomic.Uint32
 	now    func() time.Time
 }
+
+// rmqIDs makes the message IDs of every client of the process.
+var rmqIDs = newRMQIDGen()
 
 func newRMQIDGen() *rmqIDGen {
 	var b [8]byte

@@ -41,6 +41,24 @@ func TestRmqMessageID(t *testing.T) {
 	assert.Equal(t, a[:18], b[:18], "same process, same prefix")
 }
 
+// TestRmqMessageIDsOfTwoClients: the clients of one process share the
+// prefix of their IDs (MAC and pid), so they share the sequence too: two
+// producers that each make IDs never make the same one.
+func TestRmqMessageIDsOfTwoClients(t *testing.T) {
+	a, err := newRMQClient([]string{"127.0.0.1:1"}, testConfig())
+	require.NoError(t, err)
+	b, err := newRMQClient([]string{"127.0.0.1:1"}, testConfig())
+	require.NoError(t, err)
+	seen := make(map[string]bool)
+	for range 100 {
+		for _, c := range []*rmqClient{a, b} {
+			id := c.ids.next()
+			require.False(t, seen[id], "ID %s made twice", id)
+			seen[id] = true
+		}
+	}
+}
+
 // TestRmqClientID: host@pid@index@start (base 36 microseconds), the index
 // counting the clients of the process.
 func TestRmqClientID(t *testing.T) {
