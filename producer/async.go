@@ -24,8 +24,8 @@ import (
 // was room. ctx also bounds the send itself, as Send's does.
 //
 // The first attempt of an async send may share one SendMessage call with
-// other async sends to the same endpoint and topic (WithBatching, on by
-// default); the message keeps its own outcome, retries and callback, and
+// other async sends to the same endpoint and topic (WithBatching: on by
+// default over rocketry.v1, off unless given over RocketMQ5); the message keeps its own outcome, retries and callback, and
 // its retries go alone. A FIFO message (MessageGroup) is never batched and
 // is sent after the previous message of its group has its outcome, in the
 // order of the SendAsync calls. It waits for its turn holding one of

@@ -76,7 +76,16 @@ var defaultBatchConfig = batchConfig{Linger: DefaultBatchLinger, MaxMessages: De
 
 // WithBatching sets how async sends share SendMessage calls, overriding the
 // default of DefaultBatchLinger (500 µs), DefaultBatchMessages (128) and
-// DefaultBatchBytes (1 MiB). The first attempt of a SendAsync or
+// DefaultBatchBytes (1 MiB) over rocketry.v1, and of no batching over
+// RocketMQ5: a RocketMQ 5 proxy sends a request of several messages to its
+// broker as one batch whose properties are its first message's, and the
+// broker appends them to every message of the batch, so that its consumers
+// read the first message's tag, keys, properties and delivery time on
+// every message (and, on brokers before Apache RocketMQ's fix of issue
+// #9416, its message ID). Over RocketMQ5 a batch therefore holds only
+// messages whose tag, keys, properties and delivery time agree; turn it on
+// where consumers do not read message IDs, or the brokers have that fix.
+// The first attempt of a SendAsync or
 // TrySendAsync joins the batch of its endpoint and topic, which is sent in
 // one SendMessage when it holds maxMessages messages (at most a quarter of
 // WithMaxInFlight, so that several batches are in flight at once) or
@@ -99,6 +108,7 @@ var defaultBatchConfig = batchConfig{Linger: DefaultBatchLinger, MaxMessages: De
 func WithBatching(linger time.Duration, maxMessages, maxBytes int) Option {
 	return option{"WithBatching", scopeProducer, func(c *config) error {
 		v := fmt.Sprintf("%v, %d, %d", linger, maxMessages, maxBytes)
+		c.batchSet = true
 		switch {
 		case linger < 0 || linger > maxBatchLinger:
 			return invalid(v, "linger must be in [0, 1s]")

@@ -386,7 +386,7 @@ func TestSlowBrokerBounded(t *testing.T) {
 	case os.Getenv("ROCKETRY_LONG") == "1":
 		n = 100000
 	case testing.Short():
-		n = 1000
+		n = 4 * inflight // past the 2×MaxInFlight the heap is first read at
 	}
 	t.Run("stub", func(t *testing.T) {
 		warm, end := slowSends(t, startStub(t, &stub{latency: slowLatency, noStore: true}), n, inflight)

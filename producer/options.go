@@ -92,6 +92,7 @@ type config struct {
 	protocol    Protocol
 	rmq         rmqSettings // apache.rocketmq.v2: see rocketmq_options.go
 	batch       batchConfig // async first attempts: see batch.go
+	batchSet    bool        // WithBatching was given (RocketMQ5 batches only then)
 }
 
 var discardLogger = slog.New(slog.DiscardHandler)
@@ -138,6 +139,9 @@ func build(sc scope, where string, opts []Option) (config, error) {
 		return config{}, err
 	}
 	c.settleAttempts()
+	if c.protocol == RocketMQ5 && !c.batchSet {
+		c.batch = batchConfig{} // see WithBatching: a proxy's batch is stored with its first message's properties
+	}
 	if err := c.checkProtocol(where); err != nil {
 		return config{}, err
 	}

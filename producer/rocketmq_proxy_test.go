@@ -132,7 +132,7 @@ func TestRmqProxyOneEntryBatchStoredOnce(t *testing.T) {
 	}
 	ps := newProxyStore()
 	srv := startProxy(t, ps)
-	p, err := New(srv.Addr, WithProtocol(RocketMQ5))
+	p, err := New(srv.Addr, WithProtocol(RocketMQ5), WithBatching(DefaultBatchLinger, DefaultBatchMessages, DefaultBatchBytes))
 	require.NoError(t, err)
 	ctx := context.Background()
 
