@@ -68,21 +68,48 @@ func (p *Producer) sendAsync(ctx context.Context, m *Message, cb func(*SendRecei
 		err = p.async.room(p.async.slots, ctx, p.closing, block)
 	}
 	if err != nil {
-		if t != nil {
-			if j := p.fifo.cancel(t); j != nil {
-				p.async.submit(p, *j)
-			}
-		}
-		p.leave()
+		p.refused(t)
 		return err
 	}
-	ctx, wm := p.startSend(ctx, m, true)
+	ctx, wm := p.startSendAsync(ctx, m, t, queued)
 	j := &asyncJob{ctx: ctx, m: m, wm: wm, cb: cb, t: t, queued: queued}
 	if t != nil && t.turn != nil && p.fifo.park(j) {
 		return nil // parked in its ticket: the send before it submits it (fifo.go)
 	}
 	p.async.submit(p, *j)
 	return nil
+}
+
+// refused takes back what an async send that was not accepted holds: its
+// FIFO ticket, if any, and its place among the sends in flight.
+func (p *Producer) refused(t *ticket) {
+	if t != nil {
+		if j := p.fifo.cancel(t); j != nil {
+			p.async.submit(p, *j)
+		}
+	}
+	p.leave()
+}
+
+// startSendAsync is startSend for an async send that holds its room (a
+// slot, or a place in the FIFO queue when queued): a panic in the hook's
+// StartSend gives the room back before it unwinds SendAsync's caller.
+func (p *Producer) startSendAsync(ctx context.Context, m *Message, t *ticket, queued bool) (context.Context, *Message) {
+	started := false
+	defer func() {
+		if started {
+			return
+		}
+		if queued {
+			<-p.async.queued
+		} else {
+			<-p.async.slots
+		}
+		p.refused(t)
+	}()
+	ctx, wm := p.startSend(ctx, m, true)
+	started = true
+	return ctx, wm
 }
 
 // fifoRoom takes the room of a FIFO send whose ticket's turn channel is

@@ -74,7 +74,8 @@ type groupLine struct {
 // ticket is one send's place in its group. Its fields are written under
 // the sequencer's lock until its turn, and read by its send after.
 type ticket struct {
-	line *groupLine
+	line  *groupLine
+	ended bool // release ran (under the lock)
 	gen  uint64
 	turn chan struct{} // closed at the ticket's turn; nil: its turn at once
 	job  *asyncJob     // an async send parked (park): handed to a worker at its turn
@@ -158,6 +159,7 @@ func (s *sequencer) cancel(t *ticket) *asyncJob {
 func (s *sequencer) release(t *ticket, se *SendError) *asyncJob {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	t.ended = true
 	l := t.line
 	if se != nil && !se.Is(ErrGroupFailed) {
 		l.fail(l.gen, se)
@@ -195,6 +197,20 @@ func (s *sequencer) giveUp(t *ticket, se *SendError) bool {
 	t.gaveUp, t.gaveUpGen = se, l.gen
 	l.gen++
 	return true
+}
+
+// abandon ends the ticket of a sync send that a panic unwound with its
+// failure se, unless its turn already ended or it gave up: one still
+// waiting gives up (the sends behind it fail at its turn), one at its turn
+// hands it on. It returns the job to submit then, or nil.
+func (s *sequencer) abandon(t *ticket, se *SendError) *asyncJob {
+	s.mu.Lock()
+	done := t.ended || t.gaveUp != nil
+	s.mu.Unlock()
+	if done || (t.turn != nil && s.giveUp(t, se)) {
+		return nil
+	}
+	return s.release(t, se)
 }
 
 // fail records the failure se, reported at gen: it fails the tickets of

@@ -225,15 +225,21 @@ func (p *Producer) sendSync(ctx context.Context, m *Message, maybeAt string) (*S
 	if !p.enter() {
 		return nil, ErrClosed
 	}
+	defer p.sends.leave()
+	var t *ticket
+	inCore := true // until end leaves core
+	defer func() {
+		if inCore {
+			p.unwound(m, t)
+		}
+	}()
 	var pn *send.Pin
 	if maybeAt != "" {
 		var err error
 		if pn, err = p.pinFor(ctx, m, maybeAt); err != nil {
-			p.leave()
 			return nil, err
 		}
 	}
-	var t *ticket
 	if m.MessageGroup != "" {
 		t, _ = p.fifo.take(m)
 	}
@@ -245,8 +251,27 @@ func (p *Producer) sendSync(ctx context.Context, m *Message, maybeAt string) (*S
 	} else if se = p.awaitTurn(ctx, m, t); se == nil {
 		r, se = p.sendInTurn(ctx, m, wm, t, pn)
 	}
-	defer p.sends.leave()
+	inCore = false
 	return p.end(ctx, m, r, se)
+}
+
+// errUnwound is the failure of a sync send that a panic in the caller's
+// own code (an Observer, a Hook, a sink) unwound: its outcome is unknown.
+var errUnwound = errors.New("producer: a panic in an Observer, a Hook or a sink unwound the send; the message may or may not be stored")
+
+// unwound leaves core for a sync send that did not reach its end (an
+// error before any attempt, or a panic unwinding it), so that Close does
+// not wait for it, and ends its FIFO ticket, if it holds one its group
+// waits on: the group's sends behind it fail, as behind any failure whose
+// outcome the caller did not learn.
+func (p *Producer) unwound(m *Message, t *ticket) {
+	p.core.leave()
+	if t == nil {
+		return
+	}
+	if j := p.fifo.abandon(t, failedBefore(m.ID, ErrNotRetryable, nil, errUnwound)); j != nil {
+		p.async.submit(p, *j)
+	}
 }
 
 // end is the one ending of a send that ran, sync (sendSync), async
