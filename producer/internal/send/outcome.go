@@ -29,8 +29,10 @@ func AttemptContext(ctx context.Context, deadline time.Time) (context.Context, c
 	if deadline.IsZero() {
 		return ctx, func() {}
 	}
-	if s, ok := ctx.(*Shared); ok && time.Until(deadline) >= minShared {
-		return s.deadline(deadline), func() {}
+	if s, ok := ctx.(*Shared); ok {
+		if d := time.Until(deadline); d >= minShared && d <= maxShared {
+			return s.deadline(deadline), func() {}
+		}
 	}
 	return context.WithDeadlineCause(ctx, deadline, ErrAttemptTimeout)
 }
@@ -38,6 +40,7 @@ func AttemptContext(ctx context.Context, deadline time.Time) (context.Context, c
 const (
 	slotWidth = 10 * time.Millisecond // attempts whose deadlines fall this close share a context
 	minShared = time.Second           // a deadline this far away or farther may be slotWidth early: by 1% at most
+	maxShared = 24 * time.Hour        // a deadline farther away has its own context (and its unix ns may not fit an int64)
 )
 
 // Shared is a long-lived context under which attempts share their

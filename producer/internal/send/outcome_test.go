@@ -3,6 +3,7 @@ package send
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -42,6 +43,14 @@ func TestAttemptContextShared(t *testing.T) {
 		defer cancelNear()
 		nd, _ := near.Deadline()
 		assert.Equal(t, now.Add(minShared/2), nd, "a near deadline moved")
+
+		// A deadline past 2262 (an attempt timeout of math.MaxInt64) does
+		// not fit unix ns: it gets its own context, exact.
+		far := now.Add(math.MaxInt64)
+		fc, cancelFar := AttemptContext(sh, far)
+		defer cancelFar()
+		fd, _ := fc.Deadline()
+		assert.Equal(t, far, fd, "a far deadline moved")
 
 		own, cancelOwn := context.WithCancel(context.Background())
 		defer cancelOwn()
