@@ -80,4 +80,10 @@ func TestSendError(t *testing.T) {
 	if got, want := NewSendError(ErrGroupFailed, nil).Error(), "producer: send failed after 0 attempts (an earlier message of its group failed)"; got != want {
 		t.Errorf("Error() = %q; want %q", got, want)
 	}
+	// A context's cause that wraps an application's error (cancel(fmt.Errorf("app: %w", errShutdown))).
+	errShutdown := errors.New("shutdown")
+	wrapped := NewSendError(fmt.Errorf("app: %w", errShutdown), context.Canceled)
+	if !errors.Is(wrapped, errShutdown) || !errors.Is(wrapped, context.Canceled) || errors.Is(wrapped, ErrClosed) {
+		t.Errorf("errors.Is(%v) misses the cause's wrapped error", wrapped)
+	}
 }

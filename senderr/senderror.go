@@ -1,6 +1,7 @@
 package senderr
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 
@@ -99,10 +100,11 @@ func (e *SendError) Error() string {
 func (e *SendError) Unwrap() error { return e.Cause }
 
 // Is reports whether target is why the send ended (one of the sentinels, or
-// the caller's context error when it stopped the send).
+// the cause of the caller's context, or an error that cause wraps), or the
+// caller's context error when it stopped the send.
 func (e *SendError) Is(target error) bool {
 	if target == nil {
 		return false
 	}
-	return target == e.kind || target == e.ctxErr
+	return target == e.kind || target == e.ctxErr || (e.kind != nil && errors.Is(e.kind, target))
 }
