@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	mathrand "math/rand/v2"
+	"reflect"
 	"time"
 
 	"github.com/rocketry-go/rocketry/backoff"
@@ -238,8 +239,8 @@ func WithAttemptTimeout(d time.Duration) Option {
 // n-th throttled attempt of the send. s must not be nil. Applies everywhere.
 func WithThrottleSchedule(s backoff.Schedule) Option {
 	return option{"WithThrottleSchedule", scopeAll, func(c *config) error {
-		if s == nil {
-			return invalid("nil", "must not be nil")
+		if err := checkSchedule(s); err != nil {
+			return err
 		}
 		c.Throttle = s
 		return nil
@@ -254,12 +255,30 @@ func WithThrottleSchedule(s backoff.Schedule) Option {
 // the send. s must not be nil. Applies everywhere.
 func WithFailureSchedule(s backoff.Schedule) Option {
 	return option{"WithFailureSchedule", scopeAll, func(c *config) error {
-		if s == nil {
-			return invalid("nil", "must not be nil")
+		if err := checkSchedule(s); err != nil {
+			return err
 		}
 		c.Failure = s
 		return nil
 	}}
+}
+
+// checkSchedule refuses a nil schedule (a nil interface, or a nil pointer
+// in one: (*backoff.DeliveryPolicy)(nil)) and one whose parameters do not
+// validate (the zero backoff.Connection, not made by NewConnection).
+func checkSchedule(s backoff.Schedule) error {
+	if s == nil {
+		return invalid("nil", "must not be nil")
+	}
+	if v := reflect.ValueOf(s); v.Kind() == reflect.Pointer && v.IsNil() {
+		return invalid(fmt.Sprintf("%T(nil)", s), "must not be nil")
+	}
+	if c, ok := s.(interface{ Config() backoff.Config }); ok {
+		if err := c.Config().Validate(); err != nil {
+			return invalid(fmt.Sprintf("%T", s), err.Error()+" (make it with backoff.NewConnection)")
+		}
+	}
+	return nil
 }
 
 // WithFailoverOnUnknownOutcome makes a retry after an unknown outcome (the
@@ -402,6 +421,11 @@ func WithLogger(l *slog.Logger) Option {
 // NewFromConn refuses it, since its connection is already made.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return option{"WithDialOptions", scopeNew, func(c *config) error {
+		for i, o := range opts {
+			if o == nil {
+				return invalid(fmt.Sprintf("option %d of %d is nil", i+1, len(opts)), "must not be nil")
+			}
+		}
 		c.dialOpts = append(c.dialOpts, opts...)
 		return nil
 	}}
