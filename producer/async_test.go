@@ -167,3 +167,31 @@ func TestSendAsyncContextEnds(t *testing.T) {
 		t.Errorf("SendAsync(ended ctx) = %v; want context.Canceled", err)
 	}
 }
+
+// TestCloseTwice: a second Close waits for the first within its ctx; when
+// ctx ends first it says so (the producer is not closed yet), and once the
+// first has returned it returns nil.
+func TestCloseTwice(t *testing.T) {
+	b := brokertest.Start(t, broker.WithFaults(broker.Faults{BlackholeRate: 1}))
+	p, err := New(b.Addr(), WithProtocol(RocketryV1))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	require.NoError(t, p.SendAsync(context.Background(), msg("t"), func(_ *SendReceipt, err error) { done <- err }))
+	require.Eventually(t, func() bool { return b.Stats().GetSendRequests() >= 1 }, 10*time.Second, time.Millisecond)
+
+	first, cancelFirst := context.WithCancel(context.Background())
+	var firstErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { firstErr = p.Close(first) })
+	<-p.closing // the first Close has begun
+
+	short, cancelShort := context.WithCancel(context.Background())
+	cancelShort()
+	require.ErrorIs(t, p.Close(short), context.Canceled, "a second Close whose ctx ended before the first returned")
+
+	cancelFirst() // the black-holed send is cancelled
+	wg.Wait()
+	require.ErrorIs(t, firstErr, context.Canceled)
+	require.ErrorIs(t, <-done, ErrClosed)
+	require.NoError(t, p.Close(context.Background()), "a Close after the first returned")
+}

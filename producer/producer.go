@@ -366,16 +366,17 @@ func (p *Producer) sendContext(ctx context.Context) (sctx context.Context, relea
 // once), not for fallbacks and callbacks still running, so that a Close
 // called from one of them returns; it then returns ctx's error. Close may
 // be called more than once; later calls wait for the first one within
-// their ctx and return nil.
+// their ctx: nil once it has returned, else ctx's error.
 func (p *Producer) Close(ctx context.Context) error {
 	first := false
 	p.closeOnce.Do(func() { first = true })
 	if !first {
 		select {
 		case <-p.closeDone:
+			return nil
 		case <-ctx.Done():
+			return fmt.Errorf("producer: Close: the first Close has not returned: %w", ctx.Err())
 		}
-		return nil
 	}
 	defer close(p.closeDone)
 	close(p.closing)
