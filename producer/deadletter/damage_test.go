@@ -22,12 +22,13 @@ import (
 
 // The damaged-store tests build one small store (damageKept records, after a
 // replay delivered damageDelivered others: its last transaction is that
-// replay's delete, so that a damaged current meta page brings them back),
-// damage copies of it, and open, replay, and when Open refuses, check and
-// salvage each copy.
+// replay's last delete, of damageBack records, so that a damaged current
+// meta page brings them back), damage copies of it, and open, replay, and
+// when Open refuses, check and salvage each copy.
 const (
 	damageDelivered = 4
 	damageKept      = 16
+	damageBack      = 1 // Replay deletes each record as soon as it is stored
 )
 
 // damageLetter is record i of the damaged-store tests: bodies of varied
@@ -226,7 +227,9 @@ func checkOutcome(t testing.TB, what string, want map[string]*producer.DeadLette
 	if o.report != nil {
 		damaged += len(o.report.Damaged)
 	}
-	accounted := len(o.sent) + damaged
+	// Left: records a replay stopped by ErrCorrupt (a delete that failed on
+	// a damaged page) did not send; they stay in the store.
+	accounted := len(o.sent) + damaged + o.replay.Left
 	switch {
 	case accounted == len(want):
 	case accounted < len(want) && o.report != nil && o.report.LostPages > 0:
@@ -329,6 +332,8 @@ func outcomeKind(o damageOutcome) string {
 		return "records reported damaged"
 	case o.replay.AlreadyDelivered > 0:
 		return "delivered records back, not sent"
+	case o.replay.Left > 0:
+		return "replay stopped by a failed delete, records left"
 	}
 	return "no effect"
 }
@@ -390,11 +395,11 @@ func TestRollbackDoesNotResendDelivered(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, s.Close())
 		if withLedger {
-			assert.Equal(t, deadletter.ReplayResult{Stored: damageKept, AlreadyDelivered: damageDelivered}, res)
+			assert.Equal(t, deadletter.ReplayResult{Stored: damageKept, AlreadyDelivered: damageBack}, res)
 			checkOutcome(t, "with the ledger", want, damageOutcome{replay: res, sent: sk.sent})
 			continue
 		}
-		assert.Equal(t, deadletter.ReplayResult{Stored: damageKept + damageDelivered}, res, "without the ledger, what was delivered is sent again")
+		assert.Equal(t, deadletter.ReplayResult{Stored: damageKept + damageBack}, res, "without the ledger, what was delivered is sent again")
 	}
 }
 

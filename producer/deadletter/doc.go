@@ -19,9 +19,11 @@
 // the last attempt whose outcome was unknown (DeadLetter.MaybeStoredAt): the
 // message may be stored there. Replay resends each record with a Producer's
 // Resend, which sends such a record to that endpoint and no other, so that
-// replaying to several brokers stores nothing twice; it deletes what was
-// stored as it goes, stops early when the broker keeps throttling
-// (ReplayOptions.MaxThrottled), and a later Replay takes up what is left.
+// replaying to several brokers stores nothing twice; it deletes each record
+// as soon as it is stored, before the next is sent (a crash sends again at
+// most the one record in flight), stops early when the broker keeps
+// throttling (ReplayOptions.MaxThrottled), and a later Replay takes up what
+// is left.
 //
 // A damaged file never crashes, hangs, or changes a message. Open reads
 // every page in use before bbolt does and refuses a store whose pages are

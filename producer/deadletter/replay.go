@@ -59,36 +59,43 @@ type ReplayResult struct {
 	Left int
 }
 
-// pageSize is how many records Replay reads at once, and deletes in one
-// transaction after they were stored.
+// pageSize is how many records Replay reads at once.
 const pageSize = 64
 
 // Replay sends every record of the store with r, in the order of their
 // keys (the records of a FIFO message, one with a MessageGroup, after the
 // others: each group in the order the store took them, one at a time, and
 // a group stops at its first record not stored, so that it is never
-// stored out of order), and deletes each one stored (a duplicate, which the broker
-// recognised by its ID, included), a page of records per transaction: a
-// crash before a delete only means the record is sent again, which stores
-// nothing twice. It holds no transaction while it sends, so a Producer may
-// Put into the same Store meanwhile; a record put under a key after the
-// replay's position may be replayed too, one before it is left for the next
-// replay.
+// stored out of order), and deletes each one stored (a duplicate, which the
+// broker recognised by its ID, included) as soon as its resend returns, in
+// a transaction of its own, before the next resend starts. A crash, a kill
+// or a failed delete can cost the one record in flight only: stored by the
+// broker but not yet deleted, it is sent again by the next replay, which a
+// broker that deduplicates by message ID (rocketry.v1, within its window)
+// answers as a duplicate and a RocketMQ 5 broker, which does not, stores a
+// second time. A record deleted is not sent again. It holds no transaction
+// while it sends, so a Producer may Put into the same Store meanwhile; a
+// record put under a key after the replay's position may be replayed too,
+// one before it is left for the next replay.
 //
 // Replay always moves forward and always ends: each page starts strictly
 // after the last key of the one before (a key that does not is damage:
 // ErrCorrupt); a pass reads at most twice the records the store held when
 // it started, and a page; and ctx is checked before each page and each
 // send. A record whose checksum fails is never sent (ReplayResult.Corrupt).
-// Before it deletes what was stored, it appends it to the delivered ledger
+// Before it deletes a record stored, it appends it to the delivered ledger
 // (FILE.delivered), so that a record that comes back after a rollback of
-// the store is deleted, not sent (ReplayResult.AlreadyDelivered).
+// the store is deleted, not sent (ReplayResult.AlreadyDelivered). Each
+// record stored thus costs a write transaction of the store and an append
+// to the ledger, each fsync'd.
 //
 // The error is nil when every record was tried, even if some sends failed
 // (ReplayResult.Failed). When ctx ends, the replay stops with ctx's error;
 // when opts.MaxThrottled records in a row were throttled, it stops with an
-// error wrapping ErrThrottled. Either way the records not yet sent stay in
-// the store (ReplayResult.Left) and a later Replay takes them up.
+// error wrapping ErrThrottled; when a delete fails (a damaged store), it
+// stops with that error, and the record stored counts as Failed. Every
+// time the records not yet sent stay in the store (ReplayResult.Left) and
+// a later Replay takes them up.
 func (s *Store) Replay(ctx context.Context, r Resender, opts ReplayOptions) (ReplayResult, error) {
 	var res ReplayResult
 	switch {
@@ -134,7 +141,7 @@ func (s *Store) Replay(ctx context.Context, r Resender, opts ReplayOptions) (Rep
 		}
 		read += len(recs)
 		after = recs[len(recs)-1].key
-		var stored, ghosts []pageRecord
+		var ghosts []pageRecord // deleted with the next record stored, or at the page's end
 		for i, pr := range recs {
 			if err := ctx.Err(); err != nil {
 				stop = err
@@ -162,7 +169,15 @@ func (s *Store) Replay(ctx context.Context, r Resender, opts ReplayOptions) (Rep
 			rc, err := r.Resend(ctx, d)
 			switch {
 			case err == nil:
-				stored = append(stored, pr)
+				// Delivered (ledger) and deleted before the next resend
+				// starts: a crash sends again at most this record.
+				if err := s.deliver([]pageRecord{pr}, ghosts); err != nil {
+					res.Failed++ // still stored on the broker: sent again next time
+					n, cerr := s.countAfter(after, budget)
+					res.Left += len(recs) - i - 1 + n + len(fifo)
+					return res, errors.Join(err, cerr)
+				}
+				ghosts = nil
 				res.Stored++
 				if rc != nil && rc.Duplicate {
 					res.Duplicates++
@@ -181,11 +196,10 @@ func (s *Store) Replay(ctx context.Context, r Resender, opts ReplayOptions) (Rep
 				opts.Progress(res)
 			}
 		}
-		if err := s.deliver(stored, ghosts); err != nil {
-			// Still stored on the broker; the records are sent again next time.
-			res.Stored -= len(stored)
-			res.Failed += len(stored)
-			return res, err
+		if err := s.deliver(nil, ghosts); err != nil {
+			n, cerr := s.countAfter(after, budget)
+			res.Left += n + len(fifo)
+			return res, errors.Join(err, cerr)
 		}
 		if stop != nil {
 			n, err := s.countAfter(after, budget)
@@ -249,6 +263,7 @@ func (s *Store) replayGroups(ctx context.Context, r Resender, opts ReplayOptions
 				if err == nil {
 					if err := s.deliver([]pageRecord{pr}, nil); err != nil {
 						res.Failed++ // still stored on the broker: sent again next time
+						res.Left += len(recs) - i - n - 1
 						return err
 					}
 					res.Stored++
@@ -280,9 +295,10 @@ func (s *Store) replayGroups(ctx context.Context, r Resender, opts ReplayOptions
 	return nil
 }
 
-// deliver deletes the records stored by a replay, and those found in the
-// ledger (ghosts), in one transaction; before, in the same transaction, it
-// appends the stored ones to the ledger. A record whose value changed since
+// deliver deletes the records stored by a replay (Replay gives it one at a
+// time, as soon as it is stored), and those found in the ledger (ghosts),
+// in one transaction; before, in the same transaction, it appends the
+// stored ones to the ledger. A record whose value changed since
 // it was read (put again meanwhile) is kept.
 func (s *Store) deliver(stored, ghosts []pageRecord) error {
 	if len(stored)+len(ghosts) == 0 {

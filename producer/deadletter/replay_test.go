@@ -266,3 +266,95 @@ func TestReplayKeepsWhereAFailureMayBeStored(t *testing.T) {
 	assert.Equal(t, 1, d.Attempts)
 	assert.NotEmpty(t, d.Err)
 }
+
+// TestReplayDeletesEachRecordAsStored is the regression test of the
+// review's replay item: the records stored by a replay were deleted a page
+// (64) at a time, after the page's last resend, so a crash, a kill or a
+// failed delete mid-page sent every record of the page already stored
+// again at the next replay, a second copy on a broker that does not
+// deduplicate (RocketMQ 5). Each record is now deleted as soon as its
+// resend returns: what the next replay sends again is at most the one
+// record in flight.
+func TestReplayDeletesEachRecordAsStored(t *testing.T) {
+	const n = 10
+	setup := func(t *testing.T) (path string, store *deadletter.Store, sends map[string]int, resend resendFunc) {
+		b := brokertest.Start(t)
+		path = filepath.Join(t.TempDir(), "dead.db")
+		store = openStore(t, path)
+		for i := range n {
+			require.NoError(t, store.Put(letter(fmt.Sprintf("m-%03d", i), "")))
+		}
+		rp := newProducer(t, b.Addr())
+		sends = map[string]int{}
+		resend = func(ctx context.Context, d *producer.DeadLetter) (*producer.SendReceipt, error) {
+			sends[d.Message.ID]++
+			return rp.Resend(ctx, d)
+		}
+		return path, store, sends, resend
+	}
+	// replayAgain reopens the store and replays what is left; every record
+	// sent twice in all is returned.
+	replayAgain := func(t *testing.T, path string, sends map[string]int, resend resendFunc) (res deadletter.ReplayResult, twice []string) {
+		s := openStore(t, path)
+		res, err := s.Replay(context.Background(), resend, deadletter.ReplayOptions{})
+		require.NoError(t, err)
+		left, err := s.Len()
+		require.NoError(t, err)
+		assert.Zero(t, left)
+		for i := range n {
+			id := fmt.Sprintf("m-%03d", i)
+			switch sends[id] {
+			case 1:
+			case 2:
+				twice = append(twice, id)
+			default:
+				t.Errorf("%s sent %d times", id, sends[id])
+			}
+		}
+		return res, twice
+	}
+
+	t.Run("delete fails after the first record", func(t *testing.T) {
+		path, store, sends, resend := setup(t)
+		calls := 0
+		res, err := store.Replay(context.Background(), resendFunc(func(ctx context.Context, d *producer.DeadLetter) (*producer.SendReceipt, error) {
+			r, err := resend(ctx, d)
+			if calls++; calls == 2 {
+				// The second record is stored; its delete then fails.
+				require.NoError(t, store.Close())
+			}
+			return r, err
+		}), deadletter.ReplayOptions{})
+		require.ErrorIs(t, err, deadletter.ErrClosed)
+		assert.Equal(t, deadletter.ReplayResult{Stored: 1, Failed: 1, Left: n - 2}, res, "the replay stops at the failed delete")
+		assert.Equal(t, 2, calls, "no record sent after the failed delete")
+
+		res, twice := replayAgain(t, path, sends, resend)
+		// m-001 again: the bundled broker (rocketry.v1) answers it as a
+		// duplicate; a RocketMQ 5 broker would store it again.
+		assert.Equal(t, deadletter.ReplayResult{Stored: n - 1, Duplicates: 1}, res, "the first record is not sent again")
+		assert.Equal(t, []string{"m-001"}, twice, "only the record whose delete failed is sent again")
+	})
+
+	t.Run("crash mid-page", func(t *testing.T) {
+		path, store, sends, resend := setup(t)
+		calls := 0
+		func() {
+			defer func() { assert.Equal(t, "crash", recover(), "the replay's crash") }()
+			_, _ = store.Replay(context.Background(), resendFunc(func(ctx context.Context, d *producer.DeadLetter) (*producer.SendReceipt, error) {
+				if calls++; calls == 4 {
+					// The process dies while the fourth record is in flight
+					// (stored on the broker, or not: it is sent again).
+					_, _ = resend(ctx, d)
+					panic("crash")
+				}
+				return resend(ctx, d)
+			}), deadletter.ReplayOptions{})
+		}()
+		require.NoError(t, store.Close())
+
+		res, twice := replayAgain(t, path, sends, resend)
+		assert.Equal(t, deadletter.ReplayResult{Stored: n - 3, Duplicates: 1}, res, "the three records stored before the crash are not sent again")
+		assert.Equal(t, []string{"m-003"}, twice, "only the record in flight at the crash is sent again")
+	})
+}
