@@ -73,11 +73,36 @@ func (p *Producer) sendAsync(ctx context.Context, m *Message, cb func(*SendRecei
 	}
 	ctx, wm := p.startSendAsync(ctx, m, t, queued)
 	j := &asyncJob{ctx: ctx, m: m, wm: wm, cb: cb, t: t, queued: queued}
-	if t != nil && t.turn != nil && p.fifo.park(j) {
-		return nil // parked in its ticket: the send before it submits it (fifo.go)
+	if t != nil && t.turn != nil {
+		if ctx.Done() != nil {
+			// Set before parking: the send before it may submit j at once.
+			j.stop = context.AfterFunc(ctx, func() { p.giveUpParked(j) })
+		}
+		if p.fifo.park(j) {
+			return nil // parked in its ticket: the send before it submits it (fifo.go)
+		}
 	}
 	p.async.submit(p, *j)
 	return nil
+}
+
+// giveUpParked ends a parked FIFO send whose context ended before its
+// turn, as a sync send's awaitTurn does: it leaves its group's line (the
+// sends behind it fail at its turn), fails without an attempt, goes to the
+// dead-letter sink, and its callback runs now. Once its turn has come it
+// does nothing: the send runs, and fails on its ended context.
+func (p *Producer) giveUpParked(j *asyncJob) {
+	se := p.stoppedSend(j.ctx, j.m)
+	if !p.fifo.giveUp(j.t, se) {
+		return
+	}
+	p.putDeadLetter(j.m, se)
+	r, err := p.end(j.ctx, j.m, nil, se)
+	if j.cb != nil {
+		j.cb(r, err)
+	}
+	<-p.async.queued
+	p.sends.leave()
 }
 
 // refused takes back what an async send that was not accepted holds: its
@@ -168,9 +193,12 @@ func (a *asyncPool) room(room chan struct{}, ctx context.Context, closing <-chan
 // message at its turn, a place in the FIFO queue that it trades for a slot
 // first.
 func (p *Producer) runAsync(j asyncJob) {
+	if j.stop != nil {
+		j.stop() // its turn came: giveUpParked would do nothing
+	}
 	slot := true
 	if j.queued {
-		slot = p.async.turnSlot(p.hardCtx)
+		slot = p.async.turnSlot(j.ctx, p.hardCtx)
 	}
 	ctx := j.ctx
 	var r *SendReceipt
@@ -191,13 +219,16 @@ func (p *Producer) runAsync(j asyncJob) {
 }
 
 // turnSlot trades a FIFO send's place in the queue for a slot, waiting for
-// one; false when the Producer was closed for good first (hard), and the
-// send goes on without one: it fails without an attempt (sendInTurn).
-func (a *asyncPool) turnSlot(hard context.Context) bool {
+// one; false when the send's ctx ended or the Producer was closed for good
+// (hard) first, and the send goes on without one: it fails without an
+// attempt (sendInTurn).
+func (a *asyncPool) turnSlot(ctx, hard context.Context) bool {
 	defer func() { <-a.queued }()
 	select {
 	case a.slots <- struct{}{}:
 		return true
+	case <-ctx.Done():
+		return false
 	case <-hard.Done():
 		return false
 	}
@@ -210,6 +241,8 @@ type asyncJob struct {
 	wm  *Message // what goes on the wire: m, or a copy with the hook's properties
 	cb  func(*SendReceipt, error)
 	t   *ticket // a FIFO message's place in its group; nil: none
+	// stop unregisters giveUpParked from a parked send's context; nil: none.
+	stop func() bool
 	// queued says the send holds a place in the FIFO queue, not a slot: a
 	// FIFO message that waited for its turn.
 	queued bool

@@ -195,3 +195,38 @@ func TestCloseTwice(t *testing.T) {
 	require.ErrorIs(t, <-done, ErrClosed)
 	require.NoError(t, p.Close(context.Background()), "a Close after the first returned")
 }
+
+// TestParkedFIFOSendEndsWithItsContext: an async FIFO send waiting for its
+// turn behind a send that hangs ends when its own ctx does: its callback
+// runs at once with ctx's error, without an attempt, and the group's sends
+// after it are not held by it.
+func TestParkedFIFOSendEndsWithItsContext(t *testing.T) {
+	b := brokertest.Start(t, broker.WithFaults(broker.Faults{BlackholeRate: 1}))
+	p, err := New(b.Addr(), WithProtocol(RocketryV1), WithAttemptTimeout(time.Minute))
+	require.NoError(t, err)
+	first := make(chan error, 1)
+	g := func() *Message { m := msg("t"); m.MessageGroup = "g"; return m }
+	require.NoError(t, p.SendAsync(context.Background(), g(), func(_ *SendReceipt, err error) { first <- err }))
+	require.Eventually(t, func() bool { return b.Stats().GetSendRequests() >= 1 }, 10*time.Second, time.Millisecond)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	second := make(chan error, 1)
+	require.NoError(t, p.SendAsync(ctx, g(), func(_ *SendReceipt, err error) { second <- err }))
+	cancel()
+	select {
+	case err = <-second:
+	case <-time.After(10 * time.Second): // a bound that fails, not a measure
+		t.Fatal("the parked send's callback did not come when its ctx ended")
+	}
+	require.ErrorIs(t, err, context.Canceled)
+	var se *SendError
+	require.ErrorAs(t, err, &se)
+	require.Zero(t, se.Attempts)
+	require.Len(t, first, 0, "the first send is still in flight")
+	require.EqualValues(t, 1, b.Stats().GetSendRequests(), "the second send made no attempt")
+
+	cctx, ccancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer ccancel()
+	require.ErrorIs(t, p.Close(cctx), context.DeadlineExceeded)
+	require.ErrorIs(t, <-first, ErrClosed)
+}

@@ -76,9 +76,9 @@ type groupLine struct {
 type ticket struct {
 	line  *groupLine
 	ended bool // release ran (under the lock)
-	gen  uint64
-	turn chan struct{} // closed at the ticket's turn; nil: its turn at once
-	job  *asyncJob     // an async send parked (park): handed to a worker at its turn
+	gen   uint64
+	turn  chan struct{} // closed at the ticket's turn; nil: its turn at once
+	job   *asyncJob     // an async send parked (park): handed to a worker at its turn
 	// first, set at the ticket's turn, is the group's failure that this
 	// send fails behind (ErrGroupFailed); nil: the send goes.
 	first *SendError
