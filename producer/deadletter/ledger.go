@@ -59,6 +59,7 @@ type ledgerEntry struct {
 // use.
 type ledger struct {
 	path    string
+	syncDir func(dir string) error // syncDir (a test's spy)
 	mu      sync.Mutex
 	entries map[string][]ledgerEntry // by key
 	bad     bool                     // the file has a bad frame: rewrite it before appending
@@ -66,7 +67,7 @@ type ledger struct {
 
 // loadLedger reads the ledger at path; a missing file is an empty ledger.
 func loadLedger(path string) (*ledger, error) {
-	l := &ledger{path: path, entries: map[string][]ledgerEntry{}}
+	l := &ledger{path: path, syncDir: syncDir, entries: map[string][]ledgerEntry{}}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return l, nil
@@ -128,7 +129,8 @@ func (l *ledger) delivered(k []byte, sum fingerprint) bool {
 	return false
 }
 
-// add appends es to the file and fsyncs it.
+// add appends es to the file and fsyncs it; when the file is new (empty),
+// its directory too, so that the file's entry in it survives a crash.
 func (l *ledger) add(es []ledgerEntry) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -142,8 +144,9 @@ func (l *ledger) add(es []ledgerEntry) error {
 		return fmt.Errorf("deadletter: delivered ledger: %w", err)
 	}
 	var b []byte
+	fresh := false // made by this OpenFile (or left empty by an earlier one)
 	if info, err := f.Stat(); err == nil && info.Size() == 0 {
-		b = []byte(ledgerMagic)
+		b, fresh = []byte(ledgerMagic), true
 	}
 	for _, e := range es {
 		b = appendFrame(b, e)
@@ -154,6 +157,9 @@ func (l *ledger) add(es []ledgerEntry) error {
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil && fresh {
+		err = l.syncDir(filepath.Dir(l.path))
 	}
 	if err != nil {
 		l.bad = true // a torn append: rewritten before the next
@@ -209,7 +215,7 @@ func (l *ledger) rewriteLocked(current uint64) error {
 		err = os.Rename(tmp, l.path)
 	}
 	if err == nil {
-		err = syncDir(filepath.Dir(l.path))
+		err = l.syncDir(filepath.Dir(l.path))
 	}
 	if err != nil {
 		return fmt.Errorf("deadletter: delivered ledger: %w", err)
