@@ -325,8 +325,8 @@ func (p *Producer) prepare(m *Message) error {
 // where the message may be stored (Resend).
 func (p *Producer) send(ctx context.Context, m, wm *Message, bt *batch.Batcher, pn *send.Pin) (*SendReceipt, *SendError) {
 	sctx, release := p.sendContext(ctx)
+	defer release() // on a panic in an Observer too: its AfterFunc would stay until Close
 	r, f := p.tr.Send(sctx, *wm, bt, pn)
-	release()
 	if f == nil {
 		return r, nil
 	}
