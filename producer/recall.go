@@ -27,7 +27,9 @@ var ErrRecallHandle = senderr.ErrRecallHandle
 // *RocketMQStatusError. A handle of a message recalled already is
 // answered as a success again, as the broker does. Transport failures and
 // throttling are retried as EndTransaction is (recall is safe to repeat),
-// on the access points in turn.
+// on the access points in turn. Close waits for a Recall in flight, as for
+// a send (and cancels it when its ctx ends first: ErrClosed); a Recall
+// made once Close has started returns ErrClosed.
 func (p *Producer) Recall(ctx context.Context, topic, handle string) (string, error) {
 	tt, ok := p.tr.(wire.Transactions) // RocketMQ 5 only: what only it has, by a type assertion on the transport
 	if !ok {
@@ -39,12 +41,16 @@ func (p *Producer) Recall(ctx context.Context, topic, handle string) (string, er
 	case strings.TrimSpace(handle) == "":
 		return "", fmt.Errorf("%w: Recall: recall handle is empty (a receipt's RecallHandle: only a timed message has one)", ErrRecallHandle)
 	}
-	select {
-	case <-p.closing:
+	// Counted as a send is: Close waits for it (and, when its ctx ends
+	// first, cancels it with ErrClosed) before it closes the transport.
+	if !p.enter() {
 		return "", ErrClosed
-	default:
 	}
-	id, at, n, err := tt.Recall(ctx, topic, handle)
+	defer p.sends.leave()
+	sctx, release := p.sendContext(ctx)
+	id, at, n, err := tt.Recall(sctx, topic, handle)
+	release()
+	p.core.leave() // before the observer and the hook, as a send's end (Producer.end)
 	if err != nil {
 		err = explainProtocol(fmt.Errorf("producer: Recall(%q): %w", topic, err))
 	}

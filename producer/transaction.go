@@ -254,12 +254,19 @@ func (tx *Transaction) Send(ctx context.Context, m *Message) (*SendReceipt, erro
 // *TransactionError for each message not committed, and for each message
 // whose send had an unknown outcome (the producer has no transaction id to
 // end it with): Unresolved says the broker's check resolves it.
+//
+// Commit counts as a send in flight: Close waits for it before closing
+// the connections, and when Close's ctx ends first, cancels it (the error
+// wraps ErrClosed). Once Close has started, Commit ends nothing: its error
+// wraps ErrClosed (for each message, as above, or alone when there is
+// none).
 func (tx *Transaction) Commit(ctx context.Context) error {
 	return tx.end(ctx, "commit", true)
 }
 
 // Rollback rolls the transaction back: no half message sent is delivered.
-// Failures are retried and reported as by Commit.
+// Failures are retried and reported, and Close waits for it or refuses it
+// with ErrClosed, as by Commit.
 func (tx *Transaction) Rollback(ctx context.Context) error {
 	return tx.end(ctx, "rollback", false)
 }
@@ -272,28 +279,72 @@ func (tx *Transaction) end(ctx context.Context, op string, commit bool) error {
 	}
 	tx.ended = true
 	tx.mu.Unlock()
+	// Counted as a send is, before the wait for the sends: Close waits for
+	// the end in flight (and, when its ctx ends first, cancels it with
+	// ErrClosed) before it closes the transport; once Close has started,
+	// nothing is ended.
+	p := tx.p
+	entered := p.enter()
 	tx.sending.Wait()
+	if !entered {
+		return tx.closed(op)
+	}
+	defer p.sends.leave()
+	sctx, release := p.sendContext(ctx)
+	type ended struct {
+		n   int
+		err error
+	}
+	res := make([]ended, len(tx.halves))
+	for i, h := range tx.halves {
+		n, err := tx.tt.EndTransaction(sctx, h, commit)
+		res[i] = ended{n, explainProtocol(err)}
+	}
+	release()
+	p.core.leave() // before the observer and the hook, as a send's end (Producer.end)
 	kind := EventCommit
 	if !commit {
 		kind = EventRollback
 	}
 	var errs []error
-	for _, h := range tx.halves {
-		n, err := tx.tt.EndTransaction(ctx, h, commit)
-		err = explainProtocol(err)
-		if tx.p.cfg.watched() {
-			tx.p.cfg.emit(ctx, Event{Kind: kind, MessageID: h.MsgID, Attempt: n, Endpoint: h.Addr, Err: err})
+	for i, h := range tx.halves {
+		n, err := res[i].n, res[i].err
+		if p.cfg.watched() {
+			p.cfg.emit(ctx, Event{Kind: kind, MessageID: h.MsgID, Attempt: n, Endpoint: h.Addr, Err: err})
 		}
 		if err != nil {
 			errs = append(errs, &TransactionError{Op: op, MessageID: h.MsgID, TransactionID: h.TxID, Attempts: n,
 				Unresolved: !errors.Is(err, ErrTransactionNotFound), Err: err})
 		}
 	}
+	errs = append(errs, tx.unknownErrors(op)...)
+	return errors.Join(errs...)
+}
+
+// closed is the error of a Commit or Rollback made once Close has started:
+// ErrClosed, for each half message not ended (Unresolved: the broker's
+// check resolves it), or alone when there is none.
+func (tx *Transaction) closed(op string) error {
+	var errs []error
+	for _, h := range tx.halves {
+		errs = append(errs, &TransactionError{Op: op, MessageID: h.MsgID, TransactionID: h.TxID, Unresolved: true, Err: ErrClosed})
+	}
+	errs = append(errs, tx.unknownErrors(op)...)
+	if len(errs) == 0 {
+		return ErrClosed
+	}
+	return errors.Join(errs...)
+}
+
+// unknownErrors are the errors of the half messages whose send's outcome
+// is unknown: there is no transaction id to end them with.
+func (tx *Transaction) unknownErrors(op string) []error {
+	var errs []error
 	for _, id := range tx.unknown {
 		errs = append(errs, &TransactionError{Op: op, MessageID: id, Unresolved: true,
 			Err: errors.New("its send's outcome is unknown: no transaction id to end it with")})
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // sendHalf sends a prepared half message: Send's steps (hook, executor,

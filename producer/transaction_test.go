@@ -275,3 +275,217 @@ func TestTransactionsNeedRocketMQ5(t *testing.T) {
 	assert.ErrorAs(t, err, &oe)
 	assert.True(t, errors.As(err, &oe) && oe.Option == "WithTransactionChecker")
 }
+
+// holdCall is a client interceptor (WithDialOptions) that holds the calls
+// of one method until release, or until their context ends, and watches
+// NotifyClientTermination, which Close sends once it closes the transport.
+type holdCall struct {
+	method   string
+	entered  chan struct{} // closed when a held call starts
+	release  chan struct{}
+	returned chan struct{} // closed when the held call is over
+	notified chan struct{} // closed at NotifyClientTermination
+	// underHeld: NotifyClientTermination came while the held call was in
+	// flight (Close closed the transport under it).
+	underHeld                          atomic.Bool
+	enterOnce, relOnce, retOnce, nOnce sync.Once
+}
+
+func newHoldCall(method string) *holdCall {
+	return &holdCall{method: method, entered: make(chan struct{}), release: make(chan struct{}),
+		returned: make(chan struct{}), notified: make(chan struct{})}
+}
+
+func (h *holdCall) releaseNow() { h.relOnce.Do(func() { close(h.release) }) }
+
+func (h *holdCall) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	switch method {
+	case h.method:
+		h.enterOnce.Do(func() { close(h.entered) })
+		defer h.retOnce.Do(func() { close(h.returned) })
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		}
+	case rocketmqv2.MessagingService_NotifyClientTermination_FullMethodName:
+		select {
+		case <-h.entered:
+			select {
+			case <-h.returned:
+			default:
+				h.underHeld.Store(true)
+			}
+		default:
+		}
+		h.nOnce.Do(func() { close(h.notified) })
+		h.releaseNow()
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// awaitCloseWaiting returns once p's Close has started and counts one call
+// in flight, which it then waits for; or, when Close does not wait for it,
+// once Close sends NotifyClientTermination.
+func awaitCloseWaiting(t *testing.T, p *Producer, h *holdCall) {
+	t.Helper()
+	for i := 0; ; i++ {
+		select {
+		case <-h.notified:
+			return
+		default:
+		}
+		if p.sends.n.Load() == closedBit+1 {
+			return
+		}
+		require.Less(t, i, 60_000, "Close neither waits for the call nor closes the transport")
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestEndsInFlightAtClose is the regression test of the review's item on
+// Commit, Rollback and Recall racing Close: they were not counted as sends
+// in flight, so Close closed the transport under an EndTransaction (the
+// broker then rolls back, after its checks, a message the caller meant to
+// commit) or a recall. A Commit or a Recall in flight when Close starts
+// now ends, done, before Close closes the transport and returns.
+func TestEndsInFlightAtClose(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, method string
+		// start makes what the call needs on p, and returns the call and
+		// a check of the broker once it is done.
+		start func(t *testing.T, p *Producer, b *broker.Broker) (call func() error, check func())
+	}{{
+		name: "Commit", method: rocketmqv2.MessagingService_EndTransaction_FullMethodName,
+		start: func(t *testing.T, p *Producer, b *broker.Broker) (func() error, func()) {
+			tx, err := p.BeginTransaction(context.Background())
+			require.NoError(t, err)
+			m := &Message{Topic: "orders", Body: []byte("paid")}
+			_, err = tx.Send(context.Background(), m)
+			require.NoError(t, err)
+			return func() error { return tx.Commit(context.Background()) }, func() {
+				assert.Equal(t, []string{m.ID}, visibleIDs(b, "orders"), "committed")
+				assert.Empty(t, b.HalfMessages("orders"))
+			}
+		},
+	}, {
+		name: "Recall", method: rocketmqv2.MessagingService_RecallMessage_FullMethodName,
+		start: func(t *testing.T, p *Producer, b *broker.Broker) (func() error, func()) {
+			r, err := p.Send(context.Background(), &Message{Topic: "timers", Body: []byte("later"), DeliveryTime: time.Now().Add(time.Hour)})
+			require.NoError(t, err)
+			return func() error {
+					_, err := p.Recall(context.Background(), "timers", r.RecallHandle)
+					return err
+				}, func() {
+					assert.Empty(t, b.Messages("timers"), "recalled")
+				}
+		},
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b := brokertest.Start(t, broker.WithQueues(1))
+			h := newHoldCall(c.method)
+			p := newTestProducer(t, b.Addr(), WithProtocol(RocketMQ5), WithDialOptions(grpc.WithChainUnaryInterceptor(h.intercept)))
+			call, check := c.start(t, p, b)
+			var callErr error
+			callDone := make(chan struct{})
+			go func() {
+				defer close(callDone)
+				callErr = call()
+			}()
+			<-h.entered
+			closeErr := make(chan error, 1)
+			var callFirst bool
+			go func() {
+				err := p.Close(context.Background())
+				select {
+				case <-callDone:
+					callFirst = true
+				default:
+				}
+				closeErr <- err
+			}()
+			awaitCloseWaiting(t, p, h)
+			h.releaseNow()
+			require.NoError(t, <-closeErr)
+			<-callDone
+			require.NoError(t, callErr)
+			assert.True(t, callFirst, "the call was done before Close returned")
+			assert.False(t, h.underHeld.Load(), "Close closed the transport under the call in flight")
+			check()
+		})
+	}
+}
+
+// TestCommitCancelledByClose: when Close's ctx ends before a Commit in
+// flight does, Close cancels it (its error wraps ErrClosed, the message
+// unresolved: the broker's check resolves it), and closes the transport
+// only after it.
+func TestCommitCancelledByClose(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, broker.WithQueues(1))
+	h := newHoldCall(rocketmqv2.MessagingService_EndTransaction_FullMethodName)
+	p := newTestProducer(t, b.Addr(), WithProtocol(RocketMQ5), WithDialOptions(grpc.WithChainUnaryInterceptor(h.intercept)))
+	tx, err := p.BeginTransaction(context.Background())
+	require.NoError(t, err)
+	m := &Message{Topic: "orders", Body: []byte("paid")}
+	_, err = tx.Send(context.Background(), m)
+	require.NoError(t, err)
+	commitErr := make(chan error, 1)
+	go func() { commitErr <- tx.Commit(context.Background()) }()
+	<-h.entered
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.ErrorIs(t, p.Close(ctx), context.Canceled)
+	err = <-commitErr
+	require.ErrorIs(t, err, ErrClosed)
+	var te *TransactionError
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, m.ID, te.MessageID)
+	assert.True(t, te.Unresolved)
+	assert.False(t, h.underHeld.Load(), "Close closed the transport under the Commit in flight")
+	assert.Len(t, b.HalfMessages("orders"), 1, "left to the broker's check")
+	assert.Empty(t, visibleIDs(b, "orders"))
+}
+
+// TestEndsAfterClose: once Close has started, Commit, Rollback and Recall
+// end nothing and return ErrClosed (a transaction's error names each
+// message not ended, unresolved).
+func TestEndsAfterClose(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, broker.WithQueues(1))
+	var ends atomic.Int32
+	p := newTestProducer(t, b.Addr(), WithProtocol(RocketMQ5), WithDialOptions(grpc.WithChainUnaryInterceptor(
+		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			if method == rocketmqv2.MessagingService_EndTransaction_FullMethodName || method == rocketmqv2.MessagingService_RecallMessage_FullMethodName {
+				ends.Add(1)
+			}
+			return invoker(ctx, method, req, reply, cc, opts...)
+		})))
+	ctx := context.Background()
+	tx, err := p.BeginTransaction(ctx)
+	require.NoError(t, err)
+	m := &Message{Topic: "orders", Body: []byte("paid")}
+	_, err = tx.Send(ctx, m)
+	require.NoError(t, err)
+	empty, err := p.BeginTransaction(ctx)
+	require.NoError(t, err)
+	r, err := p.Send(ctx, &Message{Topic: "timers", Body: []byte("later"), DeliveryTime: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	require.NoError(t, p.Close(ctx))
+
+	err = tx.Commit(ctx)
+	require.ErrorIs(t, err, ErrClosed)
+	var te *TransactionError
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, TransactionError{Op: "commit", MessageID: m.ID, TransactionID: te.TransactionID, Unresolved: true, Err: ErrClosed}, *te)
+	assert.NotEmpty(t, te.TransactionID)
+	assert.ErrorIs(t, tx.Rollback(ctx), ErrTransactionEnded)
+	assert.Equal(t, ErrClosed, empty.Rollback(ctx), "a transaction without messages")
+	_, err = p.Recall(ctx, "timers", r.RecallHandle)
+	assert.Equal(t, ErrClosed, err)
+	assert.Zero(t, ends.Load(), "no call made after Close")
+	assert.Len(t, b.HalfMessages("orders"), 1)
+}
