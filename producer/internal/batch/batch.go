@@ -46,10 +46,14 @@ type Config struct {
 // Key names the open batch of a destination and a topic. To is where the
 // batch goes, as its protocol names it (a connection, a broker's address);
 // it must be comparable. Two protocols' destinations are of different
-// types, so their keys never meet.
+// types, so their keys never meet. Props is what else the messages of one
+// batch must share, as their protocol encodes it (apache.rocketmq.v2: the
+// properties a proxy stores with a whole batch); "" for nothing, or for
+// the protocol's own empty value.
 type Key struct {
 	To    any
 	Topic string
+	Props string
 }
 
 // Batcher gathers entries into batches. It is safe for concurrent use; a

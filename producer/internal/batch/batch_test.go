@@ -323,3 +323,26 @@ func TestAnswersOfABatch(t *testing.T) {
 		})
 	}
 }
+
+// TestPropsKeepBatchesApart: entries whose keys differ only in Props never
+// share a batch; those with the same Props do.
+func TestPropsKeepBatchesApart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bt := newBatcher(t, Config{Linger: time.Hour, MaxMessages: 2, MaxBytes: 1 << 20}, 8)
+		r := &recorder{}
+		x, y := key, key
+		x.Props, y.Props = "x", "y"
+		a := joinAndWait(t.Context(), bt, x, r, &entry{Msg: item{id: "a"}, Size: 1})
+		synctest.Wait()
+		b := joinAndWait(t.Context(), bt, y, r, &entry{Msg: item{id: "b"}, Size: 1})
+		synctest.Wait()
+		assert.Empty(t, r.sent(), "two batches of one each, neither full")
+		c := joinAndWait(t.Context(), bt, x, r, &entry{Msg: item{id: "c"}, Size: 1})
+		assert.Equal(t, "stored a", (<-a).Outcome)
+		assert.Equal(t, "stored c", (<-c).Outcome)
+		assert.Equal(t, [][]string{{"a", "c"}}, r.sent(), "x's batch is full")
+		bt.Close() // sends y's open batch
+		assert.Equal(t, "stored b", (<-b).Outcome)
+		assert.Equal(t, [][]string{{"a", "c"}, {"b"}}, r.sent())
+	})
+}

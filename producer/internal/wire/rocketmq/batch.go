@@ -2,6 +2,8 @@ package wirermq
 
 import (
 	"context"
+	"encoding/binary"
+	"slices"
 	"strings"
 	"time"
 
@@ -156,13 +158,17 @@ func refusedWhole(resp *rocketmqv2.SendMessageResponse, outs []outcome.Outcome) 
 func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, deadline time.Time) (o outcome.Outcome, unsent bool, at rmqQueue, ok bool) {
 	bt := a.bt
 	a.bt = nil // only the first attempt (never a wait-for-ready one) joins a batch
+	props, ok := batchProps(a.msg)
+	if !ok {
+		return outcome.Outcome{}, false, q, false
+	}
 	sp := a.msg.GetSystemProperties()
 	e := &rmqEntry{
 		Msg:      rmqItem{msg: a.msg, id: sp.GetMessageId()},
 		Size:     wire.EntrySize(sp.GetMessageId(), a.topic, sp.GetTag(), sp.GetKeys(), a.msg.GetUserProperties(), a.msg.GetBody()),
 		Deadline: wire.BatchDeadline(ctx, deadline), // the batch's call ends by then, and so does the wait for it
 	}
-	if !batch.Join(bt, batch.Key{To: q.addr, Topic: a.topic}, &rmqBatch{c: a.c, cn: cn, queue: q.id}, e) {
+	if !batch.Join(bt, batch.Key{To: q.addr, Topic: a.topic, Props: props}, &rmqBatch{c: a.c, cn: cn, queue: q.id}, e) {
 		return outcome.Outcome{}, false, q, false
 	}
 	a.be = e
@@ -175,4 +181,71 @@ func (a *rmqCall) attemptBatched(ctx context.Context, q rmqQueue, cn *rmqConn, d
 	}
 	q.id = e.Msg.queue
 	return r.Outcome, r.Unsent, q, true
+}
+
+// batchProps is the batch key (batch.Key's Props) of m: what a RocketMQ 5
+// proxy stores as the properties of a whole batch, which must be the same
+// for every message of one batch. The proxy sends a request of several
+// messages to its broker as one SEND_BATCH_MESSAGE whose header carries
+// the FIRST message's properties
+// (proxy/src/main/java/org/apache/rocketmq/proxy/processor/ProducerProcessor.java
+// buildSendMessageRequestHeader); the broker keeps them as the batch's
+// (broker/src/main/java/org/apache/rocketmq/broker/processor/SendMessageProcessor.java
+// sendBatchMessage) and writes them after each message's own properties
+// (store/src/main/java/org/apache/rocketmq/store/MessageExtEncoder.java
+// encode(MessageExtBatch)), where a reader takes the later value. A
+// message's properties are the ones the proxy makes of it
+// (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/producer/SendMessageActivity.java
+// buildMessageProperty): its user properties, tag, keys, message ID, type,
+// delivery time, trace context, born host and born time. So the messages
+// of a batch agree on all of them but the ID, the born time (at most the
+// linger apart) and the born host (the process's): the key is the tag,
+// the keys in order, the user properties and the trace context.
+//
+// ok is false for a message that never joins a batch: a FIFO message (its
+// message group is a property, and the proxy picks a batch's queue
+// without it), a transactional one (which the producer never batches
+// either), and a timed one: the broker would see the first message's
+// delivery time on all of them, and its recall handle, which it makes of
+// the batch's first message ID
+// (broker/src/main/java/org/apache/rocketmq/broker/processor/SendMessageProcessor.java),
+// would recall the first message only.
+//
+// A message with a tag alone is keyed by the tag itself, without an
+// allocation; every other key starts with a 0 byte (as does a tag that
+// starts with one) and spells each part with its length, so that two keys
+// are equal only when the parts are.
+func batchProps(m *rocketmqv2.Message) (string, bool) {
+	sp := m.GetSystemProperties()
+	if sp.GetMessageType() != rocketmqv2.MessageType_NORMAL || sp.DeliveryTimestamp != nil {
+		return "", false
+	}
+	tag := sp.GetTag()
+	if sp.TraceContext == nil && len(sp.GetKeys()) == 0 && len(m.GetUserProperties()) == 0 && !strings.HasPrefix(tag, "\x00") {
+		return tag, true
+	}
+	b := make([]byte, 0, 64)
+	b = append(b, 0)
+	field := func(s string) {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	field(tag)
+	field(sp.GetTraceContext())
+	b = binary.AppendUvarint(b, uint64(len(sp.GetKeys())))
+	for _, k := range sp.GetKeys() {
+		field(k)
+	}
+	props := m.GetUserProperties()
+	names := make([]string, 0, len(props))
+	for k := range props {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	b = binary.AppendUvarint(b, uint64(len(names)))
+	for _, k := range names {
+		field(k)
+		field(props[k])
+	}
+	return string(b), true
 }
