@@ -115,12 +115,16 @@ func (s *rmqBatch) batchIDs(id string, es []*rmqEntry) []string {
 
 // batchResult is message i's result in the one entry answered for its
 // batch: the entry's status and transaction id, the message's own ID (from
-// ids when it names every message), and the queue offset first + i, since
-// the broker gives the messages of a batch consecutive offsets from the
-// one it answers (store/src/main/java/org/apache/rocketmq/store/CommitLog.java,
-// DLedgerCommitLog.java: queueOffset + msgNum).
+// ids when it names every message), and for an OK entry the queue offset
+// first + i, since the broker gives the messages of a batch consecutive
+// offsets from the one it answers (store/src/main/java/org/apache/rocketmq/store/CommitLog.java,
+// DLedgerCommitLog.java: queueOffset + msgNum); an unconfirmed entry
+// (rmqUnconfirmed) carries no offset, and its messages get none.
 func batchResult(e *rocketmqv2.SendResultEntry, i int, ids []string) *rocketmqv2.SendResultEntry {
-	r := &rocketmqv2.SendResultEntry{Status: e.GetStatus(), TransactionId: e.GetTransactionId(), Offset: e.GetOffset() + int64(i)}
+	r := &rocketmqv2.SendResultEntry{Status: e.GetStatus(), TransactionId: e.GetTransactionId()}
+	if e.GetStatus().GetCode() == rocketmqv2.Code_OK {
+		r.Offset = e.GetOffset() + int64(i)
+	}
 	if ids != nil {
 		r.MessageId = ids[i]
 	}

@@ -106,7 +106,7 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 	if a.bt != nil {
 		if o, unsent, at, ok := a.attemptBatched(ctx, q, cn, deadline); ok {
 			a.last = at
-			return a.c.refused(o, q.addr), unsent
+			return a.unconfirmed(a.c.refused(o, q.addr), q.addr), unsent
 		}
 	}
 	ctx, cancel := send.AttemptContext(ctx, deadline)
@@ -121,7 +121,34 @@ func (a *rmqCall) attempt(ctx context.Context, ep int, waitForReady bool, deadli
 	resp, err := cn.stub.SendMessage(a.c.outgoing(ctx), &a.req, opts...)
 	a.resp = resp
 	o, unsent := wire.NotSent(Classify(resp, err), err, &a.peer, q.addr)
-	return a.c.refused(o, q.addr), unsent
+	return a.unconfirmed(a.c.refused(o, q.addr), q.addr), unsent
+}
+
+// unconfirmed reads a stored answer whose flush or replication the broker
+// did not confirm (rmqUnconfirmed: HA_NOT_AVAILABLE,
+// MASTER_PERSISTENCE_TIMEOUT, SLAVE_PERSISTENCE_TIMEOUT), o otherwise
+// unchanged. The message is in the leader's log, so it is Stored and sent
+// no more, and the client logs a warning naming the code and the message.
+// A half message is the exception: the proxy answers such a status without
+// the transaction ID that EndTransaction needs (SendMessageActivity.java
+// convertToSendMessageResponse; ProducerProcessor.java records a
+// transaction only for SEND_OK), so its transaction cannot be ended by the
+// client: it is FailedUnknown, never retried, and left to the broker's
+// check, as after any unknown outcome of a half message.
+func (a *rmqCall) unconfirmed(o outcome.Outcome, addr string) outcome.Outcome {
+	if o.Kind != outcome.Stored || !rmqUnconfirmed(o.WireCode) {
+		return o
+	}
+	code := rocketmqv2.Code(o.WireCode).String()
+	id := a.msg.GetSystemProperties().GetMessageId()
+	if a.msg.GetSystemProperties().GetMessageType() == rocketmqv2.MessageType_TRANSACTION {
+		o.Kind = outcome.FailedUnknown
+		o.Err = &senderr.StatusError{Code: o.WireCode, Message: code + ": the half message is in the broker's log without a transaction ID; the broker's check resolves it"}
+		return o
+	}
+	a.c.logger.Warn("rocketmq: message stored, its flush or replication not confirmed",
+		"code", code, "wire_code", o.WireCode, "message_id", id, "topic", a.topic, "endpoint", addr)
+	return o
 }
 
 // routeOutcome reads the error of a route look-up, which sent nothing: the

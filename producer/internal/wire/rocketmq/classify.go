@@ -170,16 +170,16 @@ type rmqClass struct {
 //	      500 does say not stored; this one does not.) Except a 50001
 //	      whose message carries a broker's busy tag: Throttled,
 //	      TOO_MANY_REQUESTS, refused before it was written (rmqBusyTags)
-//	50002 HA_NOT_AVAILABLE                    FailedUnknown, UNAVAILABLE:
-//	      the broker's SLAVE_NOT_AVAILABLE: stored on the leader, not
-//	      replicated
+//	50002 HA_NOT_AVAILABLE, 50401 MASTER_PERSISTENCE_TIMEOUT,
+//	50402 SLAVE_PERSISTENCE_TIMEOUT           Stored (rmqUnconfirmed): the
+//	      broker's SLAVE_NOT_AVAILABLE, FLUSH_DISK_TIMEOUT and
+//	      FLUSH_SLAVE_TIMEOUT, which the proxy answers only for a write
+//	      the broker made: the message is in the leader's log, its
+//	      replication or flush was not confirmed. Sent again, it would be
+//	      stored twice
 //	50100 NOT_IMPLEMENTED                     Permanent
 //	50400 PROXY_TIMEOUT                       FailedUnknown: the proxy gave
 //	      up waiting; the broker may still store it
-//	50401 MASTER_PERSISTENCE_TIMEOUT, 50402 SLAVE_PERSISTENCE_TIMEOUT
-//	                                          FailedUnknown: the broker's
-//	      FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT: the message is in the
-//	      leader's log, its flush or replication timed out
 //	50500 UNSUPPORTED, 50501, 50502           Permanent
 //	60000 FAILED_TO_CONSUME_MESSAGE           Permanent (not a send code)
 //	other 429xx Throttled; other 4xxxx Permanent; anything else FailedUnknown
@@ -207,15 +207,35 @@ var rmqCodeClass = map[rocketmqv2.Code]rmqClass{
 	rocketmqv2.Code_MESSAGE_PROPERTIES_TOO_LARGE:     {outcome.Permanent, brokercode.MessageTooLarge},
 	rocketmqv2.Code_INTERNAL_ERROR:                   {outcome.FailedUnknown, brokercode.InternalError},
 	rocketmqv2.Code_INTERNAL_SERVER_ERROR:            {outcome.FailedUnknown, brokercode.InternalError},
-	rocketmqv2.Code_HA_NOT_AVAILABLE:                 {outcome.FailedUnknown, brokercode.Unavailable},
+	rocketmqv2.Code_HA_NOT_AVAILABLE:                 {outcome.Stored, brokercode.Unspecified},
 	rocketmqv2.Code_NOT_IMPLEMENTED:                  {outcome.Permanent, brokercode.Unspecified},
 	rocketmqv2.Code_PROXY_TIMEOUT:                    {outcome.FailedUnknown, brokercode.Unspecified},
-	rocketmqv2.Code_MASTER_PERSISTENCE_TIMEOUT:       {outcome.FailedUnknown, brokercode.Unspecified},
-	rocketmqv2.Code_SLAVE_PERSISTENCE_TIMEOUT:        {outcome.FailedUnknown, brokercode.Unspecified},
+	rocketmqv2.Code_MASTER_PERSISTENCE_TIMEOUT:       {outcome.Stored, brokercode.Unspecified},
+	rocketmqv2.Code_SLAVE_PERSISTENCE_TIMEOUT:        {outcome.Stored, brokercode.Unspecified},
 	rocketmqv2.Code_UNSUPPORTED:                      {outcome.Permanent, brokercode.Unspecified},
 	rocketmqv2.Code_VERSION_UNSUPPORTED:              {outcome.Permanent, brokercode.Unspecified},
 	rocketmqv2.Code_VERIFY_FIFO_MESSAGE_UNSUPPORTED:  {outcome.Permanent, brokercode.Unspecified},
 	rocketmqv2.Code_FAILED_TO_CONSUME_MESSAGE:        {outcome.Permanent, brokercode.Unspecified},
+}
+
+// rmqUnconfirmed reports whether code is one of the stored answers whose
+// flush or replication the broker did not confirm: the proxy answers
+// HA_NOT_AVAILABLE, MASTER_PERSISTENCE_TIMEOUT and
+// SLAVE_PERSISTENCE_TIMEOUT for the broker's SLAVE_NOT_AVAILABLE,
+// FLUSH_DISK_TIMEOUT and FLUSH_SLAVE_TIMEOUT
+// (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/producer/SendMessageActivity.java
+// convertToSendMessageResponse), which the broker answers after the
+// message was appended to its commit log
+// (store/src/main/java/org/apache/rocketmq/store/CommitLog.java
+// handleDiskFlushAndHA: the flush or the replica's ack is waited for once
+// the message is written). Such an entry carries no offset, message ID or
+// transaction ID.
+func rmqUnconfirmed(code int32) bool {
+	switch rocketmqv2.Code(code) {
+	case rocketmqv2.Code_HA_NOT_AVAILABLE, rocketmqv2.Code_MASTER_PERSISTENCE_TIMEOUT, rocketmqv2.Code_SLAVE_PERSISTENCE_TIMEOUT:
+		return true
+	}
+	return false
 }
 
 // ClassifyCode reads a v2 code and its status message; Err is left to the

@@ -77,8 +77,9 @@ func TestRocketMQClassifyProxyBatchShapes(t *testing.T) {
 		wire int32
 	}{
 		{"one OK entry: all stored", one(st(rocketmqv2.Code_OK, "OK"), st(rocketmqv2.Code_OK, "OK")), outcome.Stored, 20000},
-		{"one flush-timeout entry: all in the leader's log", one(st(rocketmqv2.Code_MASTER_PERSISTENCE_TIMEOUT, ""), st(rocketmqv2.Code_MASTER_PERSISTENCE_TIMEOUT, "")), outcome.FailedUnknown, 50401},
-		{"one HA entry", one(st(rocketmqv2.Code_HA_NOT_AVAILABLE, ""), st(rocketmqv2.Code_HA_NOT_AVAILABLE, "")), outcome.FailedUnknown, 50002},
+		{"one flush-timeout entry: all in the leader's log", one(st(rocketmqv2.Code_MASTER_PERSISTENCE_TIMEOUT, ""), st(rocketmqv2.Code_MASTER_PERSISTENCE_TIMEOUT, "")), outcome.Stored, 50401},
+		{"one replica-timeout entry: all in the leader's log", one(st(rocketmqv2.Code_SLAVE_PERSISTENCE_TIMEOUT, ""), st(rocketmqv2.Code_SLAVE_PERSISTENCE_TIMEOUT, "")), outcome.Stored, 50402},
+		{"one HA entry: all in the leader's log", one(st(rocketmqv2.Code_HA_NOT_AVAILABLE, ""), st(rocketmqv2.Code_HA_NOT_AVAILABLE, "")), outcome.Stored, 50002},
 		{"one OK entry under a failed top status", one(st(rocketmqv2.Code_PROXY_TIMEOUT, ""), st(rocketmqv2.Code_OK, "")), outcome.FailedUnknown, 50400},
 		{"status alone, 42900 tagged", &rocketmqv2.SendMessageResponse{Status: st(rocketmqv2.Code_TOO_MANY_REQUESTS, "[TIMEOUT_CLEAN_QUEUE]broker busy")}, outcome.Throttled, 42900},
 		{"status alone, 50001 tagged (local mode)", &rocketmqv2.SendMessageResponse{Status: st(rocketmqv2.Code_INTERNAL_SERVER_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while")}, outcome.Throttled, 50001},
