@@ -29,7 +29,8 @@ import (
 // (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/common/ResponseWriter.java).
 // Other servers in front of RocketMQ answer with the gRPC codes
 // UNAUTHENTICATED or PERMISSION_DENIED instead; 40300 FORBIDDEN is the
-// protocol's code of a refused permission.
+// protocol's code of a refused permission, but for the proxy's "no
+// writable queue" (rmqNoWritableQueue), which refuses no credential.
 
 // authRefusal reads err as an authentication or permission refusal: ok
 // when it is one, denied when it refuses a permission.
@@ -39,10 +40,12 @@ func authRefusal(err error) (ok, denied bool) {
 	}
 	var se *senderr.StatusError
 	if errors.As(err, &se) {
-		switch rocketmqv2.Code(se.Code) {
-		case rocketmqv2.Code_UNAUTHORIZED:
+		switch {
+		case rocketmqv2.Code(se.Code) == rocketmqv2.Code_UNAUTHORIZED:
 			return true, false
-		case rocketmqv2.Code_FORBIDDEN:
+		case rmqNoWritableQueue(se.Code, se.Message):
+			return false, false
+		case rocketmqv2.Code(se.Code) == rocketmqv2.Code_FORBIDDEN:
 			return true, true
 		}
 		return false, false

@@ -148,7 +148,9 @@ type rmqClass struct {
 //	40000-40020 BAD_REQUEST, ILLEGAL_*, INVALID_*, MESSAGE_CORRUPTED,
 //	      CLIENT_ID_REQUIRED ...              Permanent, BAD_REQUEST
 //	40100 UNAUTHORIZED, 40200 PAYMENT_REQUIRED, 40300 FORBIDDEN
-//	                                          Permanent
+//	                                          Permanent. Except a 40300
+//	      whose message is the proxy's "no writable queue"
+//	      (rmqNoWritableQueue): FailedNotStored, UNAVAILABLE
 //	40400 NOT_FOUND, 40402 TOPIC_NOT_FOUND    Permanent, TOPIC_NOT_FOUND
 //	40401, 40403, 40404 (other not-founds)    Permanent
 //	40800 REQUEST_TIMEOUT                     FailedUnknown: a timeout says
@@ -238,13 +240,36 @@ func rmqUnconfirmed(code int32) bool {
 	return false
 }
 
+// rmqNoWritableQueue reports whether a status is the proxy's refusal of a
+// send for a topic none of whose queues it may write:
+// proxy/src/main/java/org/apache/rocketmq/proxy/processor/ProducerProcessor.java
+// sendMessage throws ProxyException(FORBIDDEN, "no writable queue") when
+// its queue selector finds none (every broker of the topic has its write
+// permission off, as in maintenance, or the route has no write queue),
+// before anything is sent to a broker; the proxy answers it as 40300
+// FORBIDDEN
+// (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/common/GrpcProxyException.java
+// CODE_MAPPING), its message the exception's text. It refuses no
+// credential: the message is known not stored, and a later attempt may
+// find a writable queue, as after a route without one (errNoWritableQueue).
+func rmqNoWritableQueue(code int32, msg string) bool {
+	return code == int32(rocketmqv2.Code_FORBIDDEN) && strings.Contains(msg, "no writable queue")
+}
+
 // ClassifyCode reads a v2 code and its status message; Err is left to the
 // caller. A 50001 whose message carries one of the broker's busy tags
-// (rmqBusyTags) is Throttled, not FailedUnknown: see rmqBusyTags.
+// (rmqBusyTags) is Throttled, not FailedUnknown: see rmqBusyTags. A 40300
+// that is the proxy's "no writable queue" is FailedNotStored, not
+// Permanent: see rmqNoWritableQueue.
 func ClassifyCode(code int32, msg string) outcome.Outcome {
-	if code == int32(rocketmqv2.Code_INTERNAL_SERVER_ERROR) {
+	switch code {
+	case int32(rocketmqv2.Code_INTERNAL_SERVER_ERROR):
 		if r, ok := busyReason(msg); ok {
 			return outcome.Outcome{Kind: outcome.Throttled, Code: brokercode.TooManyRequests, WireCode: code, Reason: r}
+		}
+	case int32(rocketmqv2.Code_FORBIDDEN):
+		if rmqNoWritableQueue(code, msg) {
+			return outcome.Outcome{Kind: outcome.FailedNotStored, Code: brokercode.Unavailable, WireCode: code}
 		}
 	}
 	c, ok := rmqCodeClass[rocketmqv2.Code(code)]
