@@ -20,7 +20,8 @@ import (
 // Server is a test double of the remote side of apache.rocketmq.v2: a
 // real gRPC server on 127.0.0.1:0 that records every call's metadata and
 // every request, answers QueryRoute from its routes, SendMessage from
-// answer, and Telemetry with settings (or not at all when settings is nil).
+// answer, RecallMessage from recall, and Telemetry with settings (or not
+// at all when settings is nil).
 type Server struct {
 	rocketmqv2.UnimplementedMessagingServiceServer
 	Addr string
@@ -31,12 +32,14 @@ type Server struct {
 	routes   map[string][]*rocketmqv2.MessageQueue
 	settings *rocketmqv2.Settings // the server's answer on Telemetry; nil: none
 	answer   func(*rocketmqv2.SendMessageRequest) *rocketmqv2.SendMessageResponse
+	recall   func(*rocketmqv2.RecallMessageRequest) *rocketmqv2.RecallMessageResponse
 	push     []*rocketmqv2.TelemetryCommand // written after Settings on each stream
 	// What the server saw (under mu: read them in Seen).
 	Calls      []Call
 	Sends      []*rocketmqv2.SendMessageRequest
 	Queries    []*rocketmqv2.QueryRouteRequest
 	Heartbeats []*rocketmqv2.HeartbeatRequest
+	Recalls    []*rocketmqv2.RecallMessageRequest
 	Notifies   int
 	ClientCmds []*rocketmqv2.TelemetryCommand // every command a client wrote
 	streams    []chan struct{}                // open Telemetry streams; close one to end it
@@ -124,6 +127,14 @@ func (s *Server) SetSettings(st *rocketmqv2.Settings) {
 func (s *Server) SetAnswer(f func(*rocketmqv2.SendMessageRequest) *rocketmqv2.SendMessageResponse) {
 	s.mu.Lock()
 	s.answer = f
+	s.mu.Unlock()
+}
+
+// SetRecallAnswer sets RecallMessage's answer; nil: OK, the message ID
+// "recalled".
+func (s *Server) SetRecallAnswer(f func(*rocketmqv2.RecallMessageRequest) *rocketmqv2.RecallMessageResponse) {
+	s.mu.Lock()
+	s.recall = f
 	s.mu.Unlock()
 }
 
@@ -223,6 +234,17 @@ func (s *Server) SendMessage(_ context.Context, req *rocketmqv2.SendMessageReque
 		})
 	}
 	return resp, nil
+}
+
+func (s *Server) RecallMessage(_ context.Context, req *rocketmqv2.RecallMessageRequest) (*rocketmqv2.RecallMessageResponse, error) {
+	s.mu.Lock()
+	s.Recalls = append(s.Recalls, proto.Clone(req).(*rocketmqv2.RecallMessageRequest))
+	answer := s.recall
+	s.mu.Unlock()
+	if answer != nil {
+		return answer(req), nil
+	}
+	return &rocketmqv2.RecallMessageResponse{Status: &rocketmqv2.Status{Code: rocketmqv2.Code_OK}, MessageId: "recalled"}, nil
 }
 
 func (s *Server) NotifyClientTermination(context.Context, *rocketmqv2.NotifyClientTerminationRequest) (*rocketmqv2.NotifyClientTerminationResponse, error) {
