@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
@@ -395,11 +396,7 @@ func (c *rmqClient) conn(addr string) (*rmqConn, error) {
 	if cn := c.conns[addr]; cn != nil {
 		return cn, nil
 	}
-	creds := insecure.NewCredentials()
-	if c.set.TLS != nil {
-		creds = credentials.NewTLS(c.set.TLS)
-	}
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, c.dialOpts...)
+	opts := c.dialOptions()
 	target := wire.Passthrough(addr)
 	if strings.Contains(addr, ";") {
 		target, opts = multiAddrTarget(addr, opts)
@@ -415,6 +412,50 @@ func (c *rmqClient) conn(addr string) (*rmqConn, error) {
 	go cn.tel.run()
 	return cn, nil
 }
+
+// dialOptions are the dial options of every connection: the transport
+// credentials first, then the keepalive (rmqKeepalive), then the
+// producer's own (WithDialOptions), which gRPC applies last, so that a
+// WithKeepaliveParams of the user's replaces rmqKeepalive.
+func (c *rmqClient) dialOptions() []grpc.DialOption {
+	creds := insecure.NewCredentials()
+	if c.set.TLS != nil {
+		creds = credentials.NewTLS(c.set.TLS)
+	}
+	opts := make([]grpc.DialOption, 0, 2+len(c.dialOpts))
+	opts = append(opts, grpc.WithTransportCredentials(creds), rmqKeepalive)
+	return append(opts, c.dialOpts...)
+}
+
+// rmqKeepalive is the gRPC keepalive of every connection, so that a
+// connection whose peer is gone without a word (a half-open TCP
+// connection: a host or a middlebox dropped it) is closed, and the next
+// call dials again, instead of every call on it waiting out its timeout.
+// gRPC-Go sends a ping only after Time without reading anything from the
+// connection, and closes the transport when the ping is not acknowledged
+// within Timeout: while heartbeats (every 10 s) are answered, it sends
+// none.
+//
+// Its values are the official Java client's: a ping after 5 minutes, 30 s
+// for its ack
+// (rocketmq-clients' java/client/src/main/java/org/apache/rocketmq/client/java/rpc/RpcClientImpl.java,
+// KEEP_ALIVE_TIME_MILLIS: "the grpc server default permitted min keep
+// alive is 5min"). The official Go client 5.1.2 sets no keepalive (its
+// golang/conn.go dials without one). A RocketMQ 5 proxy sets neither
+// permitKeepAliveTime nor permitKeepAliveWithoutCalls on its gRPC server
+// (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/GrpcServerBuilder.java),
+// so grpc-java's defaults hold: a client may ping every 5 minutes while a
+// call is open, every 2 hours without one (grpc-java's KeepAliveEnforcer,
+// whose count the server's own writes reset); a client that pings more
+// often is answered GOAWAY too_many_pings. So Time is no shorter than 5
+// minutes, and PermitWithoutStream is off (the Java client's
+// keepAliveWithoutCalls is on): a started client always has its
+// Telemetry stream open, and a ping without a call is one the proxy
+// refuses.
+var rmqKeepalive = grpc.WithKeepaliveParams(keepalive.ClientParameters{
+	Time:    5 * time.Minute,
+	Timeout: 30 * time.Second,
+})
 
 // multiAddrTarget is the gRPC target and dial options of a broker with
 // several addresses (addr: host:port joined by ";", as a route's

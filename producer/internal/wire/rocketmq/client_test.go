@@ -6,6 +6,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,6 +20,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -369,4 +372,23 @@ func TestNewRMQClientTarget(t *testing.T) {
 	defer c6.close(context.Background())
 	assert.Equal(t, rocketmqv2.AddressScheme_IPv6, c6.accessPoint.GetScheme())
 	assert.Equal(t, "::1", c6.accessPoint.GetAddresses()[0].GetHost())
+}
+
+// TestRmqDialOptionsKeepalive: every connection has the keepalive after
+// its credentials and before the producer's own dial options, which gRPC
+// applies last, so that a user's WithKeepaliveParams replaces it; a
+// broker of several addresses keeps that order.
+func TestRmqDialOptionsKeepalive(t *testing.T) {
+	own := grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: time.Hour})
+	c, err := newRMQClient([]string{"127.0.0.1:8081"}, Config{Send: testConfig().Send, Dial: []grpc.DialOption{own}})
+	require.NoError(t, err)
+	defer c.close(context.Background())
+	opts := c.dialOptions()
+	require.Len(t, opts, 3)
+	assert.Equal(t, rmqKeepalive, opts[1])
+	assert.Equal(t, own, opts[2], "the user's last")
+
+	_, multi := multiAddrTarget("127.0.0.1:1;127.0.0.1:2", opts)
+	ka, user := slices.Index(multi, rmqKeepalive), slices.Index(multi, own)
+	assert.True(t, ka > 0 && user > ka, "keepalive at %d, the user's at %d", ka, user)
 }
