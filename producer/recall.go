@@ -15,7 +15,9 @@ import (
 var ErrRecallTooLate = senderr.ErrRecallTooLate
 
 // ErrRecallHandle is wrapped by Recall's error when the server refused the
-// handle as invalid: malformed, of another topic, or of another broker.
+// handle as invalid: malformed, or of another topic. (A handle of another
+// broker is answered as the broker's "service not available", which a
+// proxy's 50001 cannot tell from a broker that is down: it is retried.)
 var ErrRecallHandle = senderr.ErrRecallHandle
 
 // Recall removes a timed message (Message.DeliveryTime) before its
