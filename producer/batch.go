@@ -83,8 +83,9 @@ var defaultBatchConfig = batchConfig{Linger: DefaultBatchLinger, MaxMessages: De
 // read the first message's tag, keys, properties and delivery time on
 // every message (and, on brokers before Apache RocketMQ's fix of issue
 // #9416, its message ID). Over RocketMQ5 a batch therefore holds only
-// messages whose tag, keys, properties and delivery time agree; turn it on
-// where consumers do not read message IDs, or the brokers have that fix.
+// messages whose tag, keys and properties agree, and a timed message goes
+// alone as a FIFO or transactional one does; turn it on where consumers do
+// not read message IDs, or the brokers have that fix.
 // The first attempt of a SendAsync or
 // TrySendAsync joins the batch of its endpoint and topic, which is sent in
 // one SendMessage when it holds maxMessages messages (at most a quarter of
