@@ -232,6 +232,10 @@ func checkOutcome(t testing.TB, what string, want map[string]*producer.DeadLette
 	accounted := len(o.sent) + damaged + o.replay.Left
 	switch {
 	case accounted == len(want):
+	case accounted > len(want) && accounted-len(want) <= damageBack && o.replay.Corrupt >= accounted-len(want):
+		// A record the replay delivered last, brought back by a damaged
+		// meta page, whose own bytes are damaged too: it does not match its
+		// ledger entry, and is reported damaged, not sent.
 	case accounted < len(want) && o.report != nil && o.report.LostPages > 0:
 		// The rest were on pages the report counts as lost.
 	case accounted < len(want) && o.report != nil && o.report.Records == 0 && len(o.report.Problems) > 0:
