@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
@@ -43,6 +44,10 @@ import (
 // error and no body: UNAVAILABLE (including a dropped connection), or the
 // caller's deadline for a blackhole.
 //
+// The messages of a request of several are stored as a RocketMQ 5 broker
+// stores a proxy's batch: each reads the first one's tag, keys and user
+// properties over its own (batchProperties).
+//
 // Messages are stored as rocketry.v1 messages, readable by ConsumerService
 // and Broker.Messages: system_properties.message_id, tag, keys,
 // message_group and delivery_timestamp become the message's id, tag, keys,
@@ -78,6 +83,9 @@ func (s rocketmqServer) SendMessage(ctx context.Context, req *rocketmqv2.SendMes
 		case m != nil:
 			sr.invalid[i] = b.checkRocketMQMessage(m, in[0].GetTopic(), now)
 		}
+	}
+	if len(in) > 1 {
+		batchProperties(sr.msgs)
 	}
 	if len(in) == 1 {
 		if g := in[0].GetSystemProperties().GetMessageGroup(); g != "" {
@@ -131,6 +139,44 @@ func (b *Broker) batchID(msgs []*rocketryv1.Message) string {
 		ids[i] = m.MessageId
 	}
 	return strings.Join(ids, ",")
+}
+
+// batchProperties makes the messages of a request of several what a
+// RocketMQ 5 broker stores of the batch a proxy makes of it: the proxy
+// sends them as one SEND_BATCH_MESSAGE whose header carries the first
+// message's properties
+// (proxy/src/main/java/org/apache/rocketmq/proxy/processor/ProducerProcessor.java,
+// buildSendMessageRequestHeader), the broker keeps them as the batch's
+// (broker/src/main/java/org/apache/rocketmq/broker/processor/SendMessageProcessor.java)
+// and writes them after each message's own
+// (store/src/main/java/org/apache/rocketmq/store/MessageExtEncoder.java,
+// encode(MessageExtBatch)), where a reader takes the later value. So every
+// message reads the first one's tag, keys and user properties, over its
+// own. Each keeps its own message ID, as on a broker with apache/rocketmq
+// PR #9417 (before it, every message read the first's ID too), and its
+// own delivery time.
+func batchProperties(msgs []*rocketryv1.Message) {
+	first := msgs[0]
+	if first == nil {
+		return
+	}
+	for _, m := range msgs[1:] {
+		if m == nil {
+			continue
+		}
+		if first.Tag != "" {
+			m.Tag = first.Tag
+		}
+		if len(first.Keys) > 0 {
+			m.Keys = first.Keys
+		}
+		if len(first.Properties) > 0 {
+			p := make(map[string]string, len(m.Properties)+len(first.Properties))
+			maps.Copy(p, m.Properties)
+			maps.Copy(p, first.Properties)
+			m.Properties = p
+		}
+	}
 }
 
 // fromV2 converts a v2 message to the store's message. A nil message is

@@ -15,6 +15,7 @@ import (
 	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 )
 
 const (
@@ -73,6 +74,43 @@ func TestRocketMQSendOneEntryPerBatch(t *testing.T) {
 	assert.Equal(t, []string{"k1", "k2"}, got[0].Message.Keys)
 	assert.Equal(t, map[string]string{"p": "v"}, got[0].Message.Properties)
 	assert.Equal(t, []byte("body of x"), got[0].Message.Body)
+}
+
+// TestRocketMQSendBatchProperties: the messages of a request of several
+// are stored as a RocketMQ 5 broker stores a proxy's batch: each reads the
+// first message's tag, keys and user properties over its own, keeps its
+// own ID and body; a first message without a tag leaves the others' tags.
+func TestRocketMQSendBatchProperties(t *testing.T) {
+	b := brokertest.Start(t)
+	c := dialV2(t, b.Addr())
+	with := func(id, tag string, keys []string, props map[string]string) *rocketmqv2.Message {
+		m := v2msg("t", id)
+		if tag != "" {
+			m.SystemProperties.Tag = &tag
+		}
+		m.SystemProperties.Keys = keys
+		m.UserProperties = props
+		return m
+	}
+	v2send(t, c,
+		with("a", "tag-a", []string{"ka"}, map[string]string{"p": "a", "only-a": "1"}),
+		with("b", "tag-b", []string{"kb"}, map[string]string{"p": "b", "only-b": "2"}))
+	v2send(t, c, with("c", "", nil, nil), with("d", "tag-d", []string{"kd"}, map[string]string{"p": "d"}))
+	got := map[string]*rocketryv1.ReceivedMessage{}
+	for _, m := range b.Messages("t") {
+		got[m.Message.MessageId] = m
+	}
+	require.Len(t, got, 4)
+	second := got["b"].Message
+	assert.Equal(t, "tag-a", second.Tag)
+	assert.Equal(t, []string{"ka"}, second.Keys)
+	assert.Equal(t, map[string]string{"p": "a", "only-a": "1", "only-b": "2"}, second.Properties)
+	assert.Equal(t, []byte("body of b"), second.Body)
+	assert.Equal(t, "tag-a", got["a"].Message.Tag, "the first is stored as sent")
+	assert.Equal(t, map[string]string{"p": "a", "only-a": "1"}, got["a"].Message.Properties)
+	assert.Equal(t, "tag-d", got["d"].Message.Tag, "a first message without a tag, keys or properties changes nothing")
+	assert.Equal(t, []string{"kd"}, got["d"].Message.Keys)
+	assert.Equal(t, map[string]string{"p": "d"}, got["d"].Message.Properties)
 }
 
 // TestRocketMQSendGroupQueue: a single message with a message group goes

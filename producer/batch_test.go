@@ -107,6 +107,49 @@ func TestBatchingStoresWithFewerRPCs(t *testing.T) {
 	}
 }
 
+// TestBatchingRocketMQKeepsEachMessagesTag: over RocketMQ 5 with
+// WithBatching, messages of three tags and some with keys, sent async
+// together, are each stored with their own tag, keys and properties by the
+// bundled broker, which stores a request of several messages as a
+// RocketMQ 5 broker stores a proxy's batch (the first message's tag, keys
+// and properties over every other's): a batch holds only messages that
+// agree, and they still share calls.
+func TestBatchingRocketMQKeepsEachMessagesTag(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	p := newTestProducer(t, b.Addr(), WithProtocol(RocketMQ5), WithBatching(20*time.Millisecond, 50, 1<<20))
+	holdSlot(t, p)
+	const n = 300
+	ms := msgs(n, "t")
+	for i, m := range ms {
+		m.Tag = fmt.Sprintf("tag-%d", i%3)
+		if i%5 == 0 {
+			m.Keys = []string{fmt.Sprintf("key-%d", i)}
+		}
+		m.Properties = map[string]string{"i": fmt.Sprint(i % 2)}
+	}
+	before := b.Stats().GetSendRequests()
+	res, wait := sendAllAsync(t, p, ms)
+	wait()
+	byID := map[string]*Message{}
+	for i, r := range res {
+		require.NoError(t, r.err, "message %d", i)
+		byID[r.r.MessageID] = ms[i]
+	}
+	stored := b.Messages("t")
+	require.Len(t, stored, n)
+	for _, s := range stored {
+		m := byID[s.Message.MessageId]
+		require.NotNil(t, m, "stored %q", s.Message.MessageId)
+		assert.Equal(t, m.Tag, s.Message.Tag, "tag of %q", s.Message.MessageId)
+		assert.Equal(t, m.Keys, s.Message.Keys, "keys of %q", s.Message.MessageId)
+		assert.Equal(t, m.Properties, s.Message.Properties, "properties of %q", s.Message.MessageId)
+	}
+	rpcs := b.Stats().GetSendRequests() - before
+	assert.Less(t, rpcs, int64(n), "messages that agree still share calls")
+	t.Logf("%d messages in %d calls", n, rpcs)
+}
+
 // TestBatchingLoneSendDoesNotLinger: a batch whose every possible member is
 // already in it goes at once, without waiting for its linger (an hour
 // here: the send ends only if it did not wait).
