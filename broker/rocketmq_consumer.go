@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
@@ -49,7 +50,8 @@ const pollReserve = 100 * time.Millisecond
 // writes it. Refusals are statuses too: 40002 ILLEGAL_TOPIC, 40003
 // ILLEGAL_CONSUMER_GROUP, 40402 TOPIC_NOT_FOUND, 40010
 // ILLEGAL_FILTER_EXPRESSION (SQL filters are not supported), 40011
-// ILLEGAL_INVISIBLE_TIME, 40018 ILLEGAL_POLLING_TIME, 40000 BAD_REQUEST for a
+// ILLEGAL_INVISIBLE_TIME, 40018 ILLEGAL_POLLING_TIME (40000 BAD_REQUEST
+// for a client before 5.0.3: pollingTimeCode), 40000 BAD_REQUEST for a
 // batch_size under 1 (over 32 is cut to 32). A new group starts at offset 0
 // of every queue, as a RocketMQ broker starts one on a queue whose messages
 // are all in memory. A message not acknowledged in its invisible time is
@@ -127,8 +129,10 @@ func (s rocketmqServer) ReceiveMessage(req *rocketmqv2.ReceiveMessageRequest, st
 // computes it: the request's long_polling_timeout, else the time left
 // before the request's deadline less half the client's request_timeout;
 // then within WithLongPolling's bounds, and within the deadline, or a
-// 40018 ILLEGAL_POLLING_TIME status when the deadline leaves less than the
-// least polling time. The broker does not keep each client's Settings, so
+// refusal when the deadline leaves less than the least polling time:
+// 40018 ILLEGAL_POLLING_TIME for a client whose version (the
+// x-mq-client-version header) is "5.0.3" or later, else 40000 BAD_REQUEST
+// (pollingTimeCode). The broker does not keep each client's Settings, so
 // the request_timeout is DefaultClientRequestTimeout, the official
 // clients' default (the Go client 5.1.2, which sends no
 // long_polling_timeout, has no option to change it).
@@ -144,12 +148,31 @@ func (b *Broker) pollingTime(ctx context.Context, req *rocketmqv2.ReceiveMessage
 	poll = min(max(poll, b.cfg.minPolling), b.cfg.maxPolling)
 	if poll > remaining {
 		if remaining < b.cfg.minPolling {
-			return 0, v2Status(rocketmqv2.Code_ILLEGAL_POLLING_TIME,
+			return 0, v2Status(pollingTimeCode(ctx),
 				"broker: the deadline time remaining is not enough for polling, please check network condition")
 		}
 		poll = remaining
 	}
 	return max(min(poll, remaining-pollReserve), 0), nil
+}
+
+// pollingTimeCode is the code of a receive refused for a deadline too
+// short to poll, as ReceiveMessageActivity picks it
+// (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/consumer/ReceiveMessageActivity.java,
+// ILLEGAL_POLLING_TIME_INTRODUCED_CLIENT_VERSION): 40000 BAD_REQUEST when
+// the call has no x-mq-client-version header or "5.0.3" sorts after it
+// (Java's String.compareTo, by characters, not by version numbers), else
+// 40018 ILLEGAL_POLLING_TIME. So the official Go client 5.1.2, which sends
+// "5.0.1-rc1" (golang/metadata/metadata.go), and the Node.js client, which
+// sends its package's version ("1.0.8"), are answered 40000; the Java
+// client 5.0.3 and later 40018.
+func pollingTimeCode(ctx context.Context) rocketmqv2.Code {
+	md, _ := metadata.FromIncomingContext(ctx)
+	v := md.Get("x-mq-client-version")
+	if len(v) == 0 || "5.0.3" > v[0] {
+		return rocketmqv2.Code_BAD_REQUEST
+	}
+	return rocketmqv2.Code_ILLEGAL_POLLING_TIME
 }
 
 // v2ConsumerTopic validates a consumer call's topic and group and returns

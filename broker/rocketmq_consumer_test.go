@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -416,20 +417,42 @@ func TestRocketMQReceiveRefusals(t *testing.T) {
 }
 
 // TestRocketMQReceiveDeadlineTooShort: a receive whose deadline leaves
-// less than the least long polling time is refused, as the proxy does.
+// less than the least long polling time is refused, as the proxy does:
+// 40018 ILLEGAL_POLLING_TIME for a client of version 5.0.3 or later (by
+// Java's string order), 40000 BAD_REQUEST for an older one or one that
+// does not say (ReceiveMessageActivity): the official Go client 5.1.2
+// says "5.0.1-rc1", the Node.js client its own version.
 func TestRocketMQReceiveDeadlineTooShort(t *testing.T) {
 	b, _ := start(t, broker.WithLongPolling(5*time.Second, 20*time.Second))
 	c := dialV2(t, b.Addr())
-	short, cancel := context.WithTimeout(ctx(t), 2*time.Second)
-	defer cancel()
-	stream, err := c.ReceiveMessage(short, &rocketmqv2.ReceiveMessageRequest{
-		Group: &rocketmqv2.Resource{Name: "g"}, MessageQueue: &rocketmqv2.MessageQueue{Topic: &rocketmqv2.Resource{Name: "t"}},
-		BatchSize: 1, InvisibleDuration: durationpb.New(time.Minute), LongPollingTimeout: durationpb.New(10 * time.Second),
-	})
-	require.NoError(t, err)
-	resp, err := stream.Recv()
-	require.NoError(t, err)
-	assert.Equal(t, rocketmqv2.Code_ILLEGAL_POLLING_TIME, resp.GetStatus().GetCode())
+	for _, tc := range []struct {
+		version string // "": no header
+		want    rocketmqv2.Code
+	}{
+		{"", rocketmqv2.Code_BAD_REQUEST},
+		{"5.0.1-rc1", rocketmqv2.Code_BAD_REQUEST},
+		{"1.0.8", rocketmqv2.Code_BAD_REQUEST},
+		{"5.0.3", rocketmqv2.Code_ILLEGAL_POLLING_TIME},
+		{"5.0.7", rocketmqv2.Code_ILLEGAL_POLLING_TIME},
+		{"5.1.0", rocketmqv2.Code_ILLEGAL_POLLING_TIME},
+	} {
+		t.Run("version "+tc.version, func(t *testing.T) {
+			call := ctx(t)
+			if tc.version != "" {
+				call = metadata.AppendToOutgoingContext(call, "x-mq-client-version", tc.version)
+			}
+			short, cancel := context.WithTimeout(call, 2*time.Second)
+			defer cancel()
+			stream, err := c.ReceiveMessage(short, &rocketmqv2.ReceiveMessageRequest{
+				Group: &rocketmqv2.Resource{Name: "g"}, MessageQueue: &rocketmqv2.MessageQueue{Topic: &rocketmqv2.Resource{Name: "t"}},
+				BatchSize: 1, InvisibleDuration: durationpb.New(time.Minute), LongPollingTimeout: durationpb.New(10 * time.Second),
+			})
+			require.NoError(t, err)
+			resp, err := stream.Recv()
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, resp.GetStatus().GetCode(), "status: %s", resp.GetStatus().GetMessage())
+		})
+	}
 }
 
 // TestRocketMQSimpleConsumerSession: a SimpleConsumer's Settings on
