@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rocketry-go/rocketry/brokercode"
+	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
 	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/producer/internal/pace"
 	"github.com/rocketry-go/rocketry/producer/internal/send"
@@ -29,7 +30,11 @@ import (
 // are failures; every other code is returned at once). A rocketry.v1
 // SendMessageRequest's messages are treated as in Producer.Send: events
 // carry the first message's ID, and a request with a transactional message
-// is not retried after an unknown outcome. All attempts go to the call's
+// is not retried after an unknown outcome. An apache.rocketmq.v2
+// SendMessageRequest's are treated as the Producer's over RocketMQ 5:
+// events carry the first message's ID, and a request with a TRANSACTION
+// (half) message is not retried after an unknown outcome, which may have
+// stored the half message already. All attempts go to the call's
 // connection.
 //
 // A request larger than the call's grpc.MaxCallSendMsgSize fails before
@@ -76,16 +81,7 @@ func NewUnaryClientInterceptor(opts ...Option) (grpc.UnaryClientInterceptor, err
 		}
 		c.opts = append(make([]grpc.CallOption, 0, len(copts)+2), copts...)
 		c.opts = append(c.opts, grpc.Peer(&c.peer))
-		var f send.Facts
-		if r, ok := req.(*rocketryv1.SendMessageRequest); ok {
-			for i, m := range r.GetMessages() {
-				if i == 0 {
-					f.ID = m.GetMessageId()
-				}
-				f.Transactional = f.Transactional || m.GetTransactional()
-			}
-		}
-		c.x.Init(&cfg.Config, c, f)
+		c.x.Init(&cfg.Config, c, callFacts(req))
 		if o, ok := tooLargeToSend(req, copts); !ok {
 			se := sendError(c.x.Refuse(o, send.EndNotRetryable))
 			cfg.finish(ctx, se)
@@ -109,6 +105,36 @@ func UnaryClientInterceptor(opts ...Option) grpc.UnaryClientInterceptor {
 		panic(err)
 	}
 	return i
+}
+
+// callFacts are the send facts of a call's request. A rocketry.v1
+// SendMessageRequest's are as in Producer.Send: the first message's ID,
+// and transactional when one of its messages is. An apache.rocketmq.v2
+// SendMessageRequest's are as in the RocketMQ 5 transport: the first
+// message's ID, and a half message (retried only when known not stored,
+// as Transaction.Send's) when one of its messages is of type TRANSACTION.
+// Any other request has none.
+func callFacts(req any) send.Facts {
+	var f send.Facts
+	switch r := req.(type) {
+	case *rocketryv1.SendMessageRequest:
+		for i, m := range r.GetMessages() {
+			if i == 0 {
+				f.ID = m.GetMessageId()
+			}
+			f.Transactional = f.Transactional || m.GetTransactional()
+		}
+	case *rocketmqv2.SendMessageRequest:
+		for i, m := range r.GetMessages() {
+			if i == 0 {
+				f.ID = m.GetSystemProperties().GetMessageId()
+			}
+			if m.GetSystemProperties().GetMessageType() == rocketmqv2.MessageType_TRANSACTION {
+				f.Transactional, f.Half = true, true
+			}
+		}
+	}
+	return f
 }
 
 // interceptCall is the attempter of one call through the interceptor.
