@@ -366,7 +366,9 @@ func WithTopicType(name string, typ TopicType) Option {
 // (without one, the time left before its deadline less 1.5 s, half the
 // official clients' request_timeout), raised to min and cut to max, overriding the proxy's defaults of 5 s and
 // 20 s. A request whose deadline leaves less than min is answered 40018
-// ILLEGAL_POLLING_TIME. min must not be negative and max must be at least
+// ILLEGAL_POLLING_TIME, or 40000 BAD_REQUEST to a client that sends no
+// x-mq-client-version or one before "5.0.3" (the official Go 5.1.2 and
+// Node.js clients), as the proxy answers. min must not be negative and max must be at least
 // min; tests lower both to keep empty receives short.
 func WithLongPolling(min, max time.Duration) Option {
 	return optionFunc(func(c *config) error {

@@ -230,8 +230,9 @@
 // for its topics in turn, with batch_size n, invisible_duration, auto_renew
 // false and long_polling_timeout its awaitDuration (30 s by default), under
 // a deadline of requestTimeout plus awaitDuration: with the proxy's least
-// long polling time of 5 s, an awaitDuration of 2 s or less is answered 40018
-// ILLEGAL_POLLING_TIME. It reads the whole stream, takes the last status
+// long polling time of 5 s, an awaitDuration of 2 s or less is answered 40000
+// BAD_REQUEST (the proxy's 40018 ILLEGAL_POLLING_TIME goes only to clients
+// of version "5.0.3" or later, and this one sends "1.0.8"). It reads the whole stream, takes the last status
 // (40401 MESSAGE_NOT_FOUND is an empty answer, not an error) and the
 // messages, and needs every message's system_properties.body_digest: a
 // message without one throws a TypeError in MessageView. Its queue choice
@@ -396,10 +397,11 @@
 // plus 3 s, so the proxy polls for that time less half the client's
 // request_timeout: d + 1.5 s. With the proxy's least polling time of 5 s
 // (the broker's default too), a d under 2 s, the default of 0 included,
-// gets 40018 ILLEGAL_POLLING_TIME on every Receive, an error whose text
-// shows the code as the character U+9C52: the client's copy of
-// apache.rocketmq.v2 has no ILLEGAL_POLLING_TIME, and ErrRpcStatus.Error
-// (error.go) writes an unknown code with string(code). An answer of 40401
+// gets 40000 BAD_REQUEST on every Receive (the proxy's 40018
+// ILLEGAL_POLLING_TIME goes only to clients of version "5.0.3" or later,
+// and this one sends "5.0.1-rc1"; the client's copy of apache.rocketmq.v2
+// has no ILLEGAL_POLLING_TIME, and ErrRpcStatus.Error (error.go) would
+// write that code as the character U+9C52). An answer of 40401
 // MESSAGE_NOT_FOUND comes back as an *ErrRpcStatus error, not an empty
 // list. Any error that ends the stream before its end (UNIMPLEMENTED from
 // a broker with no consumer face, say) becomes the error text
