@@ -62,6 +62,11 @@ func NewUnaryClientInterceptor(opts ...Option) (grpc.UnaryClientInterceptor, err
 			if co, ok := o.(callOption); ok {
 				if !copied { // per-call options apply to a copy
 					c := base
+					if !c.attemptsSet {
+						// Derived from the interceptor's throttle schedule:
+						// settleAttempts derives it again from the call's.
+						c.MaxAttempts = DefaultMaxAttempts
+					}
 					cfg, copied = &c, true
 				}
 				if err := cfg.applyAll(scopeCall, "WithCallOptions", co.opts); err != nil {

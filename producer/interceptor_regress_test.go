@@ -2,12 +2,17 @@ package producer
 
 import (
 	"context"
+	"slices"
 	"testing"
+	"time"
 
+	"github.com/rocketry-go/rocketry/backoff"
 	rocketmqv2 "github.com/rocketry-go/rocketry/gen/rocketry/rocketmq/v2"
+	rocketryv1 "github.com/rocketry-go/rocketry/gen/rocketry/v1"
 	"github.com/rocketry-go/rocketry/producer/internal/wire/rocketmq/rmqtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 )
 
 // TestInterceptorRocketMQ5HalfNotRetriedAfterUnknown: an apache.rocketmq.v2
@@ -53,4 +58,43 @@ func TestInterceptorRocketMQ5HalfNotRetriedAfterUnknown(t *testing.T) {
 	assert.ErrorIs(t, err, ErrAttemptsExhausted)
 	assert.Equal(t, 3, se.Attempts)
 	assert.Equal(t, 4, sends(), "a normal message is retried")
+}
+
+// TestInterceptorCallScheduleSetsAttempts: a per-call throttle schedule
+// that does not know its length gives the call the default attempts, not
+// those the interceptor's schedule of known length set (a delivery
+// policy's NumRetries + 1), as
+// the same options given together at once would; one that knows its
+// length sets them, one that leaves the schedule leaves them, and a
+// per-call WithMaxAttempts wins. Regression: the call kept the policy's 6
+// attempts under a schedule of its own.
+func TestInterceptorCallScheduleSetsAttempts(t *testing.T) {
+	t.Parallel()
+	pol, err := backoff.NewDeliveryPolicy(backoff.HealthyRetryPolicy{MinDelayTarget: 1, MaxDelayTarget: 1, NumRetries: 5})
+	require.NoError(t, err)
+	short, err := backoff.NewDeliveryPolicy(backoff.HealthyRetryPolicy{MinDelayTarget: 1, MaxDelayTarget: 1, NumRetries: 1})
+	require.NoError(t, err)
+	cc := func(t *testing.T, s *stub) *grpc.ClientConn {
+		return dialWith(t, startStub(t, s), UnaryClientInterceptor(WithThrottleSchedule(backoff.Scale(pol, 0.001)), WithPacing(false)))
+	}
+	for _, tc := range []struct {
+		name  string
+		copts []grpc.CallOption
+		want  int
+	}{
+		{"schedule of unknown length", []grpc.CallOption{WithCallOptions(WithThrottleSchedule(backoff.Constant(time.Millisecond)))}, DefaultMaxAttempts},
+		{"per-call attempts win", []grpc.CallOption{WithCallOptions(WithThrottleSchedule(backoff.Constant(time.Millisecond)), WithMaxAttempts(4))}, 4},
+		{"per-call option that leaves the schedule", []grpc.CallOption{WithCallOptions(WithRand(nil))}, 6},
+		{"schedule of known length", []grpc.CallOption{WithCallOptions(WithRand(nil)), WithCallOptions(WithThrottleSchedule(backoff.Scale(short, 0.001)))}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &stub{script: slices.Repeat([]error{err530}, 10)}
+			_, err := rocketryv1.NewMessagingServiceClient(cc(t, s)).SendMessage(context.Background(), sendReq("x", false), tc.copts...)
+			var se *SendError
+			require.ErrorAs(t, err, &se)
+			assert.ErrorIs(t, err, ErrAttemptsExhausted)
+			assert.Equal(t, tc.want, se.Attempts)
+			assert.Equal(t, tc.want, s.count())
+		})
+	}
 }
