@@ -77,6 +77,7 @@ type send struct {
 	system   string
 	topic    string
 	endpoint string // of the last attempt
+	active   bool   // counted in rocketry.client.active_sends: EndSend uncounts it
 }
 
 var (
@@ -108,6 +109,7 @@ func (t *Telemetry) StartSend(ctx context.Context, s *producer.SendInfo) context
 	ctx, st.span = t.tracer.Start(ctx, "send "+m.Topic, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
 	if t.inst.active.Enabled(ctx) {
 		t.inst.active.Add(ctx, 1, t.sets.get(st.key(setBase, "", "")))
+		st.active = true
 	}
 	t.propagator.Inject(ctx, s)
 	return context.WithValue(ctx, sendKey{}, st)
@@ -198,7 +200,10 @@ func (t *Telemetry) EndSend(ctx context.Context, r *producer.SendReceipt, err *p
 		}
 		t.inst.attempts.Record(ctx, int64(attempts), t.sets.get(k))
 	}
-	if t.inst.active.Enabled(ctx) {
+	if st.active {
+		// Only a send counted: an instrument's Enabled may change while a
+		// send is under way (the global MeterProvider's, once
+		// otel.SetMeterProvider installs the SDK).
 		t.inst.active.Add(ctx, -1, t.sets.get(st.key(setBase, "", "")))
 	}
 	if st.span.IsRecording() {

@@ -1,0 +1,85 @@
+package otelrocketry_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/rocketry-go/rocketry/broker/brokertest"
+	"github.com/rocketry-go/rocketry/otelrocketry"
+	"github.com/rocketry-go/rocketry/producer"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+)
+
+// lateProvider is a MeterProvider whose up-down counters are disabled
+// until on is set, as the global MeterProvider's instruments are until
+// otel.SetMeterProvider installs the SDK.
+type lateProvider struct {
+	metric.MeterProvider
+	on *atomic.Bool
+}
+
+func (p lateProvider) Meter(name string, opts ...metric.MeterOption) metric.Meter {
+	return lateMeter{p.MeterProvider.Meter(name, opts...), p.on}
+}
+
+type lateMeter struct {
+	metric.Meter
+	on *atomic.Bool
+}
+
+func (m lateMeter) Int64UpDownCounter(name string, opts ...metric.Int64UpDownCounterOption) (metric.Int64UpDownCounter, error) {
+	c, err := m.Meter.Int64UpDownCounter(name, opts...)
+	return lateUpDownCounter{c, m.on}, err
+}
+
+type lateUpDownCounter struct {
+	metric.Int64UpDownCounter
+	on *atomic.Bool
+}
+
+func (c lateUpDownCounter) Enabled(ctx context.Context) bool {
+	return c.on.Load() && c.Int64UpDownCounter.Enabled(ctx)
+}
+
+func (c lateUpDownCounter) Add(ctx context.Context, v int64, opts ...metric.AddOption) {
+	if c.on.Load() {
+		c.Int64UpDownCounter.Add(ctx, v, opts...)
+	}
+}
+
+// TestActiveSendsWhenEnabledLate: a send that started while
+// rocketry.client.active_sends was not enabled, and ended once it was, is
+// not uncounted: sends in flight never go below zero. Regression: EndSend
+// took one off for a send StartSend had not counted, and the gauge stayed
+// at -1.
+func TestActiveSendsWhenEnabledLate(t *testing.T) {
+	b := brokertest.Start(t)
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	var on atomic.Bool
+	tel, err := otelrocketry.New(otelrocketry.WithMeterProvider(lateProvider{mp, &on}))
+	require.NoError(t, err)
+	p, err := producer.New(b.Addr(), producer.WithProtocol(producer.RocketryV1), tel.Option(),
+		producer.WithObserver(func(producer.Event) { on.Store(true) })) // enabled during the first send
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+
+	for range 2 { // the second starts and ends enabled
+		_, err = p.Send(context.Background(), &producer.Message{Topic: "orders", Body: []byte("x")})
+		require.NoError(t, err)
+	}
+	r := &rig{reader: reader}
+	var active []string
+	for _, l := range r.metrics(t) {
+		if strings.HasPrefix(l, otelrocketry.MetricActiveSends+" ") {
+			active = append(active, l)
+		}
+	}
+	assert.Equal(t, []string{"rocketry.client.active_sends {send} updowncounter {" + dest + sys + "} 0"}, active)
+}
