@@ -111,8 +111,25 @@ func (t *Telemetry) StartSend(ctx context.Context, s *producer.SendInfo) context
 		t.inst.active.Add(ctx, 1, t.sets.get(st.key(setBase, "", "")))
 		st.active = true
 	}
+	injected := false
+	defer func() {
+		if !injected { // the propagator panicked: the producer calls no EndSend
+			t.abandon(ctx, st)
+		}
+	}()
 	t.propagator.Inject(ctx, s)
+	injected = true
 	return context.WithValue(ctx, sendKey{}, st)
+}
+
+// abandon ends the span of a send whose StartSend did not return and
+// uncounts it from the sends in flight, as the panic unwinds.
+func (t *Telemetry) abandon(ctx context.Context, st *send) {
+	if st.active {
+		t.inst.active.Add(ctx, -1, t.sets.get(st.key(setBase, "", "")))
+	}
+	st.span.SetStatus(codes.Error, "otelrocketry: the propagator panicked")
+	st.span.End()
 }
 
 // OnEvent records the event's metrics and span event. It implements

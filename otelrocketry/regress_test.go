@@ -11,8 +11,12 @@ import (
 	"github.com/rocketry-go/rocketry/producer"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // lateProvider is a MeterProvider whose up-down counters are disabled
@@ -82,4 +86,58 @@ func TestActiveSendsWhenEnabledLate(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"rocketry.client.active_sends {send} updowncounter {" + dest + sys + "} 0"}, active)
+}
+
+// panicPropagator panics in Inject while armed.
+type panicPropagator struct {
+	propagation.TraceContext
+	armed *atomic.Bool
+}
+
+func (p panicPropagator) Inject(ctx context.Context, c propagation.TextMapCarrier) {
+	if p.armed.Load() {
+		panic("propagator")
+	}
+	p.TraceContext.Inject(ctx, c)
+}
+
+// TestPanicInStartSend: a propagator that panics in StartSend (after the
+// span started) unwinds the caller's Send, and the producer calls no
+// EndSend for it: the span is ended all the same, with status Error, and
+// the send is not left counted in flight. Regression: the span was never
+// ended and rocketry.client.active_sends stayed at 1.
+func TestPanicInStartSend(t *testing.T) {
+	b := brokertest.Start(t)
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	t.Cleanup(func() {
+		_ = mp.Shutdown(context.Background())
+		_ = tp.Shutdown(context.Background())
+	})
+	var armed atomic.Bool
+	armed.Store(true)
+	tel, err := otelrocketry.New(otelrocketry.WithMeterProvider(mp), otelrocketry.WithTracerProvider(tp),
+		otelrocketry.WithPropagator(panicPropagator{armed: &armed}))
+	require.NoError(t, err)
+	p, err := producer.New(b.Addr(), producer.WithProtocol(producer.RocketryV1), tel.Option())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+
+	send := func() (v any) {
+		defer func() { v = recover() }()
+		_, _ = p.Send(context.Background(), &producer.Message{Topic: "orders", Body: []byte("x")})
+		return nil
+	}
+	require.Equal(t, "propagator", send())
+	require.Len(t, spans.Started(), 1)
+	require.Len(t, spans.Ended(), 1, "the span of the unwound send is ended")
+	assert.Equal(t, codes.Error, spans.Ended()[0].Status().Code)
+
+	armed.Store(false)
+	require.Nil(t, send())
+	r := &rig{reader: reader}
+	assert.Contains(t, r.metrics(t), "rocketry.client.active_sends {send} updowncounter {"+dest+sys+"} 0")
+	assert.Len(t, spans.Ended(), 2)
 }
