@@ -25,7 +25,8 @@
 // server.address and server.port (of the last attempt; a RocketMQ 5
 // broker's name as its address) and, when the send failed, error.type: why
 // it ended (attempts_exhausted, deadline_too_short, not_retryable,
-// retry_budget, closed, deadline_exceeded, canceled).
+// retry_budget, closed, deadline_exceeded, canceled, or group_failed for a
+// FIFO message that failed because an earlier one of its group did).
 //
 // rocketry's own, each with messaging.system and messaging.destination.name:
 //

@@ -250,9 +250,13 @@ func serverAttrs(endpoint string, attrs []attribute.KeyValue) []attribute.KeyVal
 	return attrs
 }
 
-// errorType is error.type of a failed send: why it ended.
+// errorType is error.type of a failed send: why it ended. A send that
+// failed behind its FIFO group's failure is group_failed, first: its error
+// wraps the failure of the group's message, whose reason is not its own.
 func errorType(err error) string {
 	switch {
+	case errors.Is(err, producer.ErrGroupFailed):
+		return "group_failed"
 	case errors.Is(err, producer.ErrAttemptsExhausted):
 		return "attempts_exhausted"
 	case errors.Is(err, producer.ErrDeadlineTooShort):

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/rocketry-go/rocketry/broker"
 	"github.com/rocketry-go/rocketry/broker/brokertest"
 	"github.com/rocketry-go/rocketry/otelrocketry"
 	"github.com/rocketry-go/rocketry/producer"
@@ -140,4 +141,31 @@ func TestPanicInStartSend(t *testing.T) {
 	r := &rig{reader: reader}
 	assert.Contains(t, r.metrics(t), "rocketry.client.active_sends {send} updowncounter {"+dest+sys+"} 0")
 	assert.Len(t, spans.Ended(), 2)
+}
+
+// TestGroupFailedErrorType: a FIFO message that fails because an earlier
+// message of its group failed has error.type group_failed, not the
+// earlier one's reason, which its error wraps. Regression: the second
+// message of a group whose first was cancelled read canceled, though its
+// own context was not.
+func TestGroupFailedErrorType(t *testing.T) {
+	b := brokertest.Start(t, broker.WithFaults(broker.Faults{BlackholeRate: 1}))
+	r := newRig(t, b.Addr())
+	first, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	cb := func(_ *producer.SendReceipt, err error) { done <- err }
+	require.NoError(t, r.p.SendAsync(first, &producer.Message{Topic: "orders", MessageGroup: "g"}, cb))
+	require.NoError(t, r.p.SendAsync(context.Background(), &producer.Message{Topic: "orders", MessageGroup: "g"}, cb))
+	cancel() // the first is never answered: it fails canceled, the second behind it
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.ErrorIs(t, <-done, producer.ErrGroupFailed)
+
+	// The first may have made its attempt before it was cancelled (server.*);
+	// the second made none.
+	assert.Contains(t, r.metrics(t), "messaging.client.sent.messages {message} counter {error.type=group_failed,"+op+"} 1")
+	var types []string
+	for _, s := range r.spans.Ended() {
+		types = append(types, attr(s.Attributes(), "error.type"))
+	}
+	assert.ElementsMatch(t, []string{"canceled", "group_failed"}, types)
 }
