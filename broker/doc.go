@@ -1,8 +1,9 @@
 // Package broker is rocketry's bundled test broker: an in-memory message
 // broker that serves the rocketry gRPC services (MessagingService for
 // producers, ConsumerService for consumers and stats) and RocketMQ 5's
-// (producers and SimpleConsumers), and misbehaves on purpose, so that
-// producers can be tested against a broker's bad days.
+// (producers and SimpleConsumers; a PushConsumer's QueryAssignment), and
+// misbehaves on purpose, so that producers can be tested against a
+// broker's bad days.
 //
 // # Storing
 //
@@ -193,6 +194,17 @@
 // message it has not acknowledged, so what it has not acknowledged is
 // backlog, and what it receives far behind a queue's head is a cold read;
 // a rocketry.v1 CommitOffset or ResetOffset moves it too.
+//
+// QueryAssignment, a PushConsumer's question of which queues to receive
+// from, is answered as the proxy answers it: one assignment per broker of
+// the route, queue id -1 (ReceiveMessage reads every queue of that
+// broker), READ_WRITE, the broker (id 0) at the endpoints QueryRoute gives
+// it; a bad topic is 40002, a missing or bad group 40003, an unknown topic
+// 40402. The rest of a PushConsumer's session is not modelled yet: the
+// Settings answer carries no subscription receive_batch_size or
+// long_polling_timeout of the server's, and a ReceiveMessage with
+// auto_renew and no invisible_duration is refused with 40011 (the proxy
+// uses its renew slice and renews the handles itself).
 //
 // # Watching sends
 //

@@ -73,10 +73,27 @@ func (s rocketmqServer) QueryRoute(ctx context.Context, req *rocketmqv2.QueryRou
 		return &rocketmqv2.QueryRouteResponse{Status: v2Status(rocketmqv2.Code_TOPIC_NOT_FOUND,
 			fmt.Sprintf("broker: topic %q not found (the broker does not create topics)", name))}, nil
 	}
+	topic := &rocketmqv2.Resource{ResourceNamespace: req.GetTopic().GetResourceNamespace(), Name: name}
+	resp := &rocketmqv2.QueryRouteResponse{Status: v2OK()}
+	for _, br := range b.routeBrokers(req.GetEndpoints()) {
+		for q := range b.cfg.queues {
+			resp.MessageQueues = append(resp.MessageQueues, &rocketmqv2.MessageQueue{
+				Topic: topic, Id: int32(q), Permission: rocketmqv2.Permission_READ_WRITE,
+				Broker: br, AcceptMessageTypes: b.acceptedTypesOf(name),
+			})
+		}
+	}
+	return resp, nil
+}
+
+// routeBrokers are the brokers of a route as QueryRoute lists them, for a
+// request whose access points are reqEndpoints: this broker first, then
+// each peer (WithRoutePeers) but this one.
+func (b *Broker) routeBrokers(reqEndpoints *rocketmqv2.Endpoints) []*rocketmqv2.Broker {
 	self := b.Addr()
 	var own *rocketmqv2.Endpoints
 	if b.cfg.peers == nil {
-		own = accessPoints(req.GetEndpoints())
+		own = accessPoints(reqEndpoints)
 	}
 	if own == nil {
 		own = endpoints(advertised(self))
@@ -89,17 +106,7 @@ func (s rocketmqServer) QueryRoute(ctx context.Context, req *rocketmqv2.QueryRou
 			}
 		}
 	}
-	topic := &rocketmqv2.Resource{ResourceNamespace: req.GetTopic().GetResourceNamespace(), Name: name}
-	resp := &rocketmqv2.QueryRouteResponse{Status: v2OK()}
-	for _, br := range brokers {
-		for q := range b.cfg.queues {
-			resp.MessageQueues = append(resp.MessageQueues, &rocketmqv2.MessageQueue{
-				Topic: topic, Id: int32(q), Permission: rocketmqv2.Permission_READ_WRITE,
-				Broker: br, AcceptMessageTypes: b.acceptedTypesOf(name),
-			})
-		}
-	}
-	return resp, nil
+	return brokers
 }
 
 // accessPoints is a copy of the endpoints a client used, nil when they
