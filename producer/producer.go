@@ -227,10 +227,11 @@ func (p *Producer) sendSync(ctx context.Context, m *Message, maybeAt string) (*S
 	}
 	defer p.sends.leave()
 	var t *ticket
-	inCore := true // until end leaves core
+	inCore := true   // until end leaves core
+	started := false // the hook's StartSend returned: its EndSend is owed
 	defer func() {
 		if inCore {
-			p.unwound(m, t)
+			p.unwound(ctx, m, t, started)
 		}
 	}()
 	var pn *send.Pin
@@ -244,6 +245,7 @@ func (p *Producer) sendSync(ctx context.Context, m *Message, maybeAt string) (*S
 		t, _ = p.fifo.take(m)
 	}
 	ctx, wm := p.startSend(ctx, m, false)
+	started = true
 	var r *SendReceipt
 	var se *SendError
 	if t == nil {
@@ -261,16 +263,23 @@ var errUnwound = errors.New("producer: a panic in an Observer, a Hook or a sink 
 
 // unwound leaves core for a sync send that did not reach its end (an
 // error before any attempt, or a panic unwinding it), so that Close does
-// not wait for it, and ends its FIFO ticket, if it holds one its group
-// waits on: the group's sends behind it fail, as behind any failure whose
-// outcome the caller did not learn.
-func (p *Producer) unwound(m *Message, t *ticket) {
+// not wait for it; ends its FIFO ticket, if it holds one its group waits
+// on (the group's sends behind it fail, as behind any failure whose
+// outcome the caller did not learn); and, once the hook's StartSend has
+// returned (started), gives the hook its EndSend, so that a span ends.
+func (p *Producer) unwound(ctx context.Context, m *Message, t *ticket, started bool) {
 	p.core.leave()
-	if t == nil {
+	if t == nil && !started {
 		return
 	}
-	if j := p.fifo.abandon(t, failedBefore(m.ID, ErrNotRetryable, nil, errUnwound)); j != nil {
-		p.async.submit(p, *j)
+	se := failedBefore(m.ID, ErrNotRetryable, nil, errUnwound)
+	if t != nil {
+		if j := p.fifo.abandon(t, se); j != nil {
+			p.async.submit(p, *j)
+		}
+	}
+	if started {
+		p.endSend(ctx, nil, se)
 	}
 }
 

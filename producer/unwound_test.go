@@ -13,17 +13,24 @@ import (
 	"github.com/rocketry-go/rocketry/producer"
 )
 
-// panicHook panics in StartSend while armed.
-type panicHook struct{ armed atomic.Bool }
+// panicHook panics in StartSend while armed, and counts the sends it
+// started and the ones it was told ended.
+type panicHook struct {
+	armed        atomic.Bool
+	starts, ends atomic.Int32
+}
 
 func (h *panicHook) StartSend(ctx context.Context, _ *producer.SendInfo) context.Context {
 	if h.armed.Load() {
 		panic("hook")
 	}
+	h.starts.Add(1)
 	return ctx
 }
-func (h *panicHook) OnEvent(context.Context, producer.Event)                             {}
-func (h *panicHook) EndSend(context.Context, *producer.SendReceipt, *producer.SendError) {}
+func (h *panicHook) OnEvent(context.Context, producer.Event) {}
+func (h *panicHook) EndSend(context.Context, *producer.SendReceipt, *producer.SendError) {
+	h.ends.Add(1)
+}
 
 // recovered runs f and returns what it panicked with.
 func recovered(f func()) (v any) {
@@ -81,4 +88,5 @@ func TestPanicUnwindsSend(t *testing.T) {
 	cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer ccancel()
 	require.NoError(t, p.Close(cctx), "no send left counted")
+	assert.Equal(t, hook.starts.Load(), hook.ends.Load(), "every send the hook started was ended for it (a span ends)")
 }
