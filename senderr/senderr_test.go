@@ -87,3 +87,30 @@ func TestSendError(t *testing.T) {
 		t.Errorf("errors.Is(%v) misses the cause's wrapped error", wrapped)
 	}
 }
+
+// TestSendErrorGRPCStatus: status.Code reads a send's failure as a plain
+// gRPC call's: the last attempt's status when there is one (the message
+// the SendError's text), else from why the send ended.
+func TestSendErrorGRPCStatus(t *testing.T) {
+	withCause := NewSendError(ErrAttemptsExhausted, nil)
+	withCause.Attempts, withCause.Cause = 3, status.Error(codes.ResourceExhausted, "busy")
+	for _, tt := range []struct {
+		err  *SendError
+		want codes.Code
+	}{
+		{withCause, codes.ResourceExhausted},
+		{NewSendError(ErrDeadlineTooShort, nil), codes.DeadlineExceeded},
+		{NewSendError(context.DeadlineExceeded, context.DeadlineExceeded), codes.DeadlineExceeded},
+		{NewSendError(context.Canceled, context.Canceled), codes.Canceled},
+		{NewSendError(ErrClosed, nil), codes.Canceled},
+		{NewSendError(ErrRetryBudget, nil), codes.Unknown},
+	} {
+		var err error = fmt.Errorf("wrapped: %w", tt.err)
+		if got := status.Code(err); got != tt.want {
+			t.Errorf("status.Code(%v) = %v; want %v", tt.err, got, tt.want)
+		}
+	}
+	if got := status.Convert(withCause).Message(); got != withCause.Error() {
+		t.Errorf("status message %q; want the SendError's text %q", got, withCause.Error())
+	}
+}

@@ -1,9 +1,13 @@
 package senderr
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/rocketry-go/rocketry/brokercode"
 	"github.com/rocketry-go/rocketry/outcome"
@@ -98,6 +102,30 @@ func (e *SendError) Error() string {
 
 // Unwrap returns Cause.
 func (e *SendError) Unwrap() error { return e.Cause }
+
+// GRPCStatus is the send's gRPC status, so that status.Code reads it
+// through the interceptor as from a plain call: the last attempt's
+// status (its code and details) when Cause carries one; else, for a send
+// that ended before an attempt could carry one, DeadlineExceeded when a
+// deadline ended it (the caller's, or ErrDeadlineTooShort), Canceled when
+// the caller's context was cancelled or the producer closed, Unknown
+// otherwise. Its message is the SendError's text.
+func (e *SendError) GRPCStatus() *status.Status {
+	var gs interface{ GRPCStatus() *status.Status }
+	if e.Cause != nil && errors.As(e.Cause, &gs) {
+		p := gs.GRPCStatus().Proto()
+		p.Message = e.Error()
+		return status.FromProto(p)
+	}
+	code := codes.Unknown
+	switch {
+	case errors.Is(e, context.DeadlineExceeded) || errors.Is(e, ErrDeadlineTooShort):
+		code = codes.DeadlineExceeded
+	case errors.Is(e, context.Canceled) || errors.Is(e, ErrClosed):
+		code = codes.Canceled
+	}
+	return status.New(code, e.Error())
+}
 
 // Is reports whether target is why the send ended (one of the sentinels, or
 // the cause of the caller's context, or an error that cause wraps), or the
