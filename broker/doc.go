@@ -1,7 +1,7 @@
 // Package broker is rocketry's bundled test broker: an in-memory message
 // broker that serves the rocketry gRPC services (MessagingService for
 // producers, ConsumerService for consumers and stats) and RocketMQ 5's
-// (producers and SimpleConsumers; a PushConsumer's QueryAssignment), and
+// (producers, SimpleConsumers and PushConsumers), and
 // misbehaves on purpose, so that producers can be tested against a
 // broker's bad days.
 //
@@ -200,11 +200,19 @@
 // the route, queue id -1 (ReceiveMessage reads every queue of that
 // broker), READ_WRITE, the broker (id 0) at the endpoints QueryRoute gives
 // it; a bad topic is 40002, a missing or bad group 40003, an unknown topic
-// 40402. The rest of a PushConsumer's session is not modelled yet: the
-// Settings answer carries no subscription receive_batch_size or
-// long_polling_timeout of the server's, and a ReceiveMessage with
-// auto_renew and no invisible_duration is refused with 40011 (the proxy
-// uses its renew slice and renews the handles itself).
+// 40402. A consumer's Settings are answered as the proxy's
+// mergeSubscriptionData answers them: receive_batch_size 32, the longest
+// long polling time (WithLongPolling's max) as long_polling_timeout, fifo
+// false, and the default group's retry policy (17 attempts, customized
+// delays 1 s ... 2 h) as backoff_policy; a PushConsumer receives with that
+// batch size and timeout. Its ReceiveMessage has auto_renew and no
+// invisible_duration: the proxy pops such messages for its default 60 s
+// and renews their handles until they are acknowledged or their invisible
+// time changed, for at most 3 h after the receive. The broker models that
+// renewal without a timer: the messages stay invisible, and the handle the
+// receive gave stays good for AckMessage and ChangeInvisibleDuration, for
+// 3 h from the receive, then they come again (the proxy's client-offline
+// release and its retry delay at the bound are not modelled).
 //
 // # Watching sends
 //

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -261,7 +262,9 @@ func (b *Broker) trackStream() bool {
 // RocketMQ 5 proxy makes it: the client's own Settings with the broker's
 // backoff_policy (WithClientRetryPolicy), a request_timeout
 // (the client's, or 3 s), and, for a publisher, max_body_size set to the
-// broker's limit (WithMaxBodyBytes) and validate_message_type on.
+// broker's limit (WithMaxBodyBytes) and validate_message_type on; for a
+// consumer, the proxy's subscription fields and the group's retry policy
+// instead (mergeSubscription).
 //
 // The client's publishing topics are not copied: the answer shares the
 // slice of the client's message (which the stream's goroutine owns and no
@@ -291,5 +294,49 @@ func (b *Broker) settingsFor(client *rocketmqv2.Settings) *rocketmqv2.Settings {
 		pub.MaxBodySize = int32(b.cfg.maxBody)
 		pub.ValidateMessageType = true
 	}
+	if sub := st.GetSubscription(); sub != nil {
+		b.mergeSubscription(st, sub)
+	}
 	return st
+}
+
+// The retry policy of a consumer group as the proxy answers it to a
+// consumer (GrpcClientSettingsManager.mergeSubscriptionData, from a
+// default SubscriptionGroupConfig): retryMaxTimes 16, so 17 attempts, and
+// the CUSTOMIZED GroupRetryPolicy, whose delays are CustomizedRetryPolicy's
+// (the old delay levels 1s ... 2h).
+const consumerMaxAttempts = 16 + 1
+
+var consumerBackoff = []time.Duration{
+	time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
+	time.Minute, 2 * time.Minute, 3 * time.Minute, 4 * time.Minute, 5 * time.Minute,
+	6 * time.Minute, 7 * time.Minute, 8 * time.Minute, 9 * time.Minute, 10 * time.Minute,
+	20 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour,
+}
+
+// mergeSubscription fills a consumer's Settings as the proxy's
+// GrpcClientSettingsManager.mergeSubscriptionData does
+// (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/common/GrpcClientSettingsManager.java):
+// receive_batch_size 32 (grpcClientConsumerLongPollingBatchSize), the
+// longest long polling time as long_polling_timeout
+// (grpcClientConsumerMaxLongPollingTimeoutMillis; WithLongPolling's max
+// here), fifo from the group (false: the broker's groups are not orderly)
+// and the group's retry policy as backoff_policy. A PushConsumer depends
+// on them: the official Node.js client receives with the batch size and
+// long polling timeout of these Settings, a batch size of 0 when they have
+// none. The backoff is a customized_backoff, which the Node.js client does
+// not take (it keeps no retry policy, so it retries a failed message at
+// once and a FIFO one never).
+func (b *Broker) mergeSubscription(st *rocketmqv2.Settings, sub *rocketmqv2.Subscription) {
+	sub.ReceiveBatchSize = proto.Int32(maxReceiveBatch)
+	sub.LongPollingTimeout = durationpb.New(b.cfg.maxPolling)
+	sub.Fifo = proto.Bool(false)
+	next := make([]*durationpb.Duration, len(consumerBackoff))
+	for i, d := range consumerBackoff {
+		next[i] = durationpb.New(d)
+	}
+	st.BackoffPolicy = &rocketmqv2.RetryPolicy{
+		MaxAttempts: consumerMaxAttempts,
+		Strategy:    &rocketmqv2.RetryPolicy_CustomizedBackoff{CustomizedBackoff: &rocketmqv2.CustomizedBackoff{Next: next}},
+	}
 }

@@ -35,6 +35,28 @@ const nackInvisible = time.Second
 // maxReceiveBatch caps a ReceiveMessage's batch_size.
 const maxReceiveBatch = 32
 
+// A receive with auto_renew (a PushConsumer's) leaves its messages
+// invisible as long as the proxy's renewal would: the proxy ignores the
+// request's invisible_duration, pops each message invisible for its
+// defaultInvisibleTimeMills (60 s), and then renews the handle itself
+// (DefaultReceiptHandleManager: it changes the invisible time some 10 s
+// before it ends, renewAheadTimeMillis, every renewSchedulePeriodMillis) until the client
+// acknowledges the message or changes its invisible time, or until
+// renewMaxTimeMillis (3 h) after the receive, when it stops renewing and
+// the message is delivered again after the group's retry delay
+// (proxy/src/main/java/org/apache/rocketmq/proxy/config/ProxyConfig.java,
+// proxy/src/main/java/org/apache/rocketmq/proxy/service/receipt/DefaultReceiptHandleManager.java).
+// The handle the client holds stays good through every renewal: the proxy
+// maps it to the renewed one on AckMessage and ChangeInvisibleDuration. The
+// broker models that renewal without a timer: such a delivery is
+// invisible for autoRenewInvisible (the renewal's bound) from its
+// receive, and its handle is good for that long; an AckMessage ends it,
+// and a ChangeInvisibleDuration replaces it, as the proxy's do. Not
+// modelled: the proxy ends the renewal of a client it sees go offline
+// (its handles become visible 1 s later), and adds the retry delay at the
+// bound.
+const autoRenewInvisible = 3 * time.Hour
+
 // pollReserve is how long before the request's deadline a long poll ends,
 // so that its answer arrives in time.
 const pollReserve = 100 * time.Millisecond
@@ -50,7 +72,8 @@ const pollReserve = 100 * time.Millisecond
 // writes it. Refusals are statuses too: 40002 ILLEGAL_TOPIC, 40003
 // ILLEGAL_CONSUMER_GROUP, 40402 TOPIC_NOT_FOUND, 40010
 // ILLEGAL_FILTER_EXPRESSION (SQL filters are not supported), 40011
-// ILLEGAL_INVISIBLE_TIME, 40018 ILLEGAL_POLLING_TIME (40000 BAD_REQUEST
+// ILLEGAL_INVISIBLE_TIME (not for a receive with auto_renew, whose
+// invisible_duration is ignored: autoRenewInvisible), 40018 ILLEGAL_POLLING_TIME (40000 BAD_REQUEST
 // for a client before 5.0.3: pollingTimeCode), 40000 BAD_REQUEST for a
 // batch_size under 1 (over 32 is cut to 32). A new group starts at offset 0
 // of every queue, as a RocketMQ broker starts one on a queue whose messages
@@ -74,7 +97,9 @@ func (s rocketmqServer) ReceiveMessage(req *rocketmqv2.ReceiveMessageRequest, st
 		return w.status(st)
 	}
 	invisible := req.GetInvisibleDuration().AsDuration()
-	if invisible < b.cfg.minInvisible || invisible > MaxInvisibleTime {
+	if req.GetAutoRenew() {
+		invisible = autoRenewInvisible
+	} else if invisible < b.cfg.minInvisible || invisible > MaxInvisibleTime {
 		return w.status(v2Status(rocketmqv2.Code_ILLEGAL_INVISIBLE_TIME,
 			fmt.Sprintf("broker: invisible_duration %v is outside %v..%v", invisible, b.cfg.minInvisible, MaxInvisibleTime)))
 	}

@@ -45,6 +45,14 @@
 //     back the other; a timed message recalled with its receipt's
 //     recallHandle (recallMessage, in 1.0.8) is never received while its
 //     twin due at the same time is; a malformed handle is refused 50001.
+//   - TestOfficialNodePushConsumer runs node/push.js: the client's
+//     PushConsumer (QueryAssignment, then receives with auto_renew, no
+//     invisible_duration, and the receive_batch_size and
+//     long_polling_timeout of the broker's Settings, which it adopts: a
+//     batch size of 0 without them) receives every message its Producer
+//     sent, each once on its first attempt, and acknowledges them: the
+//     group's backlog ends at 0 and nothing comes back while the script
+//     lingers.
 //   - TestNodeClientReadsBackoffSecondsAsMilliseconds pins the client's
 //     backoff bug described under Retries.
 //   - TestCompareUnderThrottling (with ROCKETRY_COMPARE=1) runs rocketry's
