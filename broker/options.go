@@ -309,8 +309,10 @@ type clientRetryPolicy struct {
 }
 
 // WithClientRetryPolicy sets the retry policy (backoff_policy) the broker
-// answers an apache.rocketmq.v2 client's Settings with, overriding the
-// default of the RocketMQ 5 proxy: 3 attempts, 10 ms, 1 s, 2. maxAttempts
+// answers an apache.rocketmq.v2 producer's Settings with, overriding the
+// default of the RocketMQ 5 proxy: 3 attempts, 10 ms, 1 s, 2. (A
+// consumer's is its group's, as the proxy's: 17 attempts, the preset
+// delays from 1 s to 2 h.) maxAttempts
 // counts every attempt, the first included, and must be at least 1; the
 // wait before retry n (n >= 1) is min(initial*multiplier^(n-1), max).
 // initial must be positive, max at least initial and multiplier at least
