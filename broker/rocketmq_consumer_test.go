@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -81,6 +82,12 @@ func receiveV2(t testing.TB, c rocketmqv2.MessagingServiceClient, topic, group s
 		LongPollingTimeout: durationpb.New(time.Millisecond),
 	})
 	require.NoError(t, err)
+	return readReceive(t, stream)
+}
+
+// readReceive reads a ReceiveMessage stream to its end.
+func readReceive(t testing.TB, stream grpc.ServerStreamingClient[rocketmqv2.ReceiveMessageResponse]) received {
+	t.Helper()
 	var r received
 	for {
 		resp, err := stream.Recv()

@@ -1,7 +1,6 @@
 package broker_test
 
 import (
-	"errors"
 	"io"
 	"testing"
 	"time"
@@ -81,24 +80,7 @@ func receiveAutoRenew(t testing.TB, c rocketmqv2.MessagingServiceClient, topic, 
 		LongPollingTimeout: durationpb.New(time.Millisecond),
 	})
 	require.NoError(t, err)
-	var r received
-	for {
-		resp, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return r
-		}
-		require.NoError(t, err, "ReceiveMessage stream")
-		switch c := resp.Content.(type) {
-		case *rocketmqv2.ReceiveMessageResponse_Status:
-			r.status = c.Status
-			r.kinds += "S"
-		case *rocketmqv2.ReceiveMessageResponse_Message:
-			r.messages = append(r.messages, c.Message)
-			r.kinds += "M"
-		case *rocketmqv2.ReceiveMessageResponse_DeliveryTimestamp:
-			r.kinds += "T"
-		}
-	}
+	return readReceive(t, stream)
 }
 
 // TestRocketMQAutoRenew: a receive with auto_renew and no
