@@ -302,12 +302,26 @@ func (w *walker) walk() error {
 	for i := uint64(2); i < w.meta.pgid; i++ {
 		if !w.reachable[i] && !w.free[i] {
 			leaked++
+			if w.isLeaf(i) {
+				// A leaf no branch leads to (a damaged pointer leads
+				// elsewhere) may hold records no walk reads: lost.
+				w.lost(true)
+			}
 		}
 	}
 	if leaked > 0 {
 		w.problem("%d pages are neither in use nor free", leaked)
 	}
 	return nil
+}
+
+// isLeaf tells whether page id's header names it a leaf page.
+func (w *walker) isLeaf(id uint64) bool {
+	hdr := make([]byte, pageHeaderSize)
+	if _, err := w.r.ReadAt(hdr, int64(id*w.pageSize)); err != nil {
+		return false
+	}
+	return binary.LittleEndian.Uint64(hdr[0:]) == id && binary.LittleEndian.Uint16(hdr[8:]) == flagLeaf
 }
 
 // tree walks the page tree rooted at id, whose keys lie in [lo, hi) (nil:
